@@ -1,0 +1,1 @@
+"""epochlog.replication"""
