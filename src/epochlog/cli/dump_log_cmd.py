@@ -1,0 +1,29 @@
+"""`epochlog dump-log PATH`: the batches of a segment file or partition directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("dump-log")
+    def dump_log(
+        path: Path,
+        as_json: Annotated[bool, typer.Option("--json", help="one JSON object per batch")] = False,
+    ) -> None:
+        """Print every batch: offsets, leader epoch, CRC status; a torn tail is reported, not fatal."""
+        from epochlog.storage.dump_log import dump, format_dump
+
+        if not path.exists():
+            typer.echo(f"error: {path} does not exist", err=True)
+            raise typer.Exit(1)
+        if as_json:
+            for entry in dump(path):
+                typer.echo(json.dumps(entry, default=str))
+        else:
+            for line in format_dump(dump(path)):
+                typer.echo(line)

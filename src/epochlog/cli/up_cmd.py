@@ -1,0 +1,70 @@
+"""`epochlog up`: a single-node cluster (controller and broker in one process)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from epochlog.cli.logging_setup import setup_logging
+
+
+def _build_config(config: Path | None, data_dir: Path | None, port: int | None, host: str | None,
+                  overrides: list[str]):
+    from epochlog.server.config import BrokerConfig, ConfigError, load_properties
+
+    props = load_properties(config) if config else {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        props[key.strip()] = value.strip()
+    if data_dir is not None:
+        props["log.dirs"] = str(data_dir)
+    if port is not None or host is not None:
+        props["listeners"] = f"PLAINTEXT://{host or '127.0.0.1'}:{port if port is not None else 9092}"
+        props.pop("advertised.listeners", None)
+    props.setdefault("log.dirs", "epochlog-data")
+    props.setdefault("listeners", "PLAINTEXT://127.0.0.1:9092")
+    return BrokerConfig.from_properties(props)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def up(
+        config: Annotated[Path | None, typer.Option("--config", "-c", help="server.properties file")] = None,
+        data_dir: Annotated[Path | None, typer.Option("--data-dir", help="log directory (log.dirs)")] = None,
+        port: Annotated[int | None, typer.Option("--port", help="listener port on 127.0.0.1")] = None,
+        host: Annotated[str | None, typer.Option("--host", help="listener address")] = None,
+        set_: Annotated[list[str], typer.Option("--set", help="override a property: key=value")] = [],  # noqa: B006
+        roundtrip: Annotated[
+            bool, typer.Option("--roundtrip", help="produce and consume a few messages once up")
+        ] = False,
+        log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
+    ) -> None:
+        """Run a single-node epochlog cluster in the foreground until Ctrl-C or SIGTERM."""
+        from epochlog.server.broker import run_forever
+        from epochlog.server.config import ConfigError
+
+        setup_logging(log_level)
+        try:
+            cfg = _build_config(config, data_dir, port, host, set_)
+        except ConfigError as e:
+            typer.echo(f"epochlog up: bad configuration: {e}", err=True)
+            raise typer.Exit(2) from None
+
+        def on_ready(broker: object) -> None:
+            bootstrap = f"{cfg.advertised_host}:{cfg.advertised_port}"
+            typer.echo(f"epochlog is up: bootstrap.servers={bootstrap} data={cfg.log_dir}", err=True)
+            if roundtrip:
+                from epochlog.cli.roundtrip import run_roundtrip
+
+                threading.Thread(target=run_roundtrip, args=(bootstrap,), daemon=True).start()
+
+        try:
+            run_forever(cfg, on_ready)
+        except (ConfigError, RuntimeError, OSError) as e:
+            typer.echo(f"epochlog up: {e}", err=True)
+            raise typer.Exit(1) from None

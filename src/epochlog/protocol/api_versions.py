@@ -1,0 +1,76 @@
+"""The API keys and version ranges epochlog serves, and the hand-built ApiVersions fallback."""
+
+from __future__ import annotations
+
+import struct
+
+from kio.schema.index import api_key_map, schema_name_map
+
+from epochlog.protocol.errors import Err
+
+
+def _kio_range(api_key: int) -> tuple[int, int]:
+    versions = sorted(schema_name_map[api_key_map[api_key]].keys())
+    return versions[0], versions[-1]
+
+
+# api key -> name; ranges are as wide as kio parses (contiguous, as kafka-python needs).
+SERVED: dict[int, str] = {
+    0: "Produce",
+    1: "Fetch",
+    2: "ListOffsets",
+    3: "Metadata",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    11: "JoinGroup",
+    12: "Heartbeat",
+    13: "LeaveGroup",
+    14: "SyncGroup",
+    15: "DescribeGroups",
+    16: "ListGroups",
+    18: "ApiVersions",
+    19: "CreateTopics",
+    20: "DeleteTopics",
+    22: "InitProducerId",
+    23: "OffsetForLeaderEpoch",
+    32: "DescribeConfigs",
+    37: "CreatePartitions",
+    42: "DeleteGroups",
+    60: "DescribeCluster",
+}
+
+# Produce is advertised from v0 because librdkafka refuses brokers that do not list the old
+# versions (KAFKA-18659); versions kio cannot parse are refused when actually sent.
+ADVERTISED_MIN_OVERRIDE = {0: 0}
+
+
+def supported_range(api_key: int) -> tuple[int, int] | None:
+    if api_key not in SERVED:
+        return None
+    return _kio_range(api_key)
+
+
+def advertised() -> list[tuple[int, int, int]]:
+    rows = []
+    for key in sorted(SERVED):
+        lo, hi = _kio_range(key)
+        rows.append((key, ADVERTISED_MIN_OVERRIDE.get(key, lo), hi))
+    return rows
+
+
+def is_supported(api_key: int, version: int) -> bool:
+    r = supported_range(api_key)
+    return r is not None and r[0] <= version <= r[1]
+
+
+def api_versions_v0_error_frame(correlation_id: int) -> bytes:
+    """ApiVersions response v0 with UNSUPPORTED_VERSION listing our ranges.
+
+    A client that asks with a version we cannot parse gets this, so it can retry with one we
+    know; v0 is the one body every client can read.
+    """
+    rows = advertised()
+    body = struct.pack(">ihi", correlation_id, Err.UNSUPPORTED_VERSION, len(rows))
+    body += b"".join(struct.pack(">hhh", k, lo, hi) for k, lo, hi in rows)
+    return struct.pack(">i", len(body)) + body

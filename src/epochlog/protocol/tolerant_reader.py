@@ -1,0 +1,97 @@
+"""A schema-walking reader for kio entities that skips unknown tagged fields.
+
+kio's native reader raises on a tagged field it does not know, while the protocol says a
+receiver must ignore them (KIP-482). This slower path is used only when the fast one fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import fields
+from functools import cache
+from typing import Any
+
+from kio._kio_native import (
+    get_field_reader,
+    read_compact_array_length,
+    read_int8,
+    read_legacy_array_length,
+    read_unsigned_varint,
+)
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
+from kio.serial.readers import SizedResult
+
+Reader = Callable[[Any, int], SizedResult[Any]]
+
+
+def _field_tag(field: Any) -> int | None:
+    tag = field.metadata.get("tag")
+    return int(tag) if tag is not None else None
+
+
+@cache
+def tolerant_reader(cls: type, nullable: bool = False) -> Reader:
+    flexible = bool(cls.__flexible__)
+    is_header = cls.__name__ == "RequestHeader"
+    plain: list[tuple[str, Reader]] = []
+    tagged: dict[int, tuple[str, Reader]] = {}
+    for f in fields(cls):
+        tag = _field_tag(f)
+        kind = classify_field(f)
+        reader: Reader
+        if isinstance(kind, EntityTupleField):
+            reader = _array_reader(tolerant_reader(kind.type_), flexible)
+        elif isinstance(kind, EntityField):
+            reader = tolerant_reader(kind.type_, tag is None and is_optional(f))
+        else:
+            reader = get_field_reader(cls, f, is_header, tag is not None)
+        if tag is None:
+            plain.append((f.name, reader))
+        else:
+            tagged[tag] = (f.name, reader)
+
+    def read(buf: Any, offset: int) -> SizedResult[Any]:
+        start = offset
+        if nullable:
+            marker, n = read_int8(buf, offset)
+            offset += n
+            if marker < 0:
+                return None, offset - start  # type: ignore[return-value]
+        values: dict[str, Any] = {}
+        for name, reader in plain:
+            values[name], n = reader(buf, offset)
+            offset += n
+        if flexible:
+            count, n = read_unsigned_varint(buf, offset)
+            offset += n
+            for _ in range(count):
+                tag, n = read_unsigned_varint(buf, offset)
+                offset += n
+                size, n = read_unsigned_varint(buf, offset)
+                offset += n
+                known = tagged.get(tag)
+                if known is not None:
+                    values[known[0]], _ = known[1](buf, offset)
+                offset += size
+        return cls(**values), offset - start
+
+    return read
+
+
+def _array_reader(item: Reader, flexible: bool) -> Reader:
+    length_reader = read_compact_array_length if flexible else read_legacy_array_length
+
+    def read(buf: Any, offset: int) -> SizedResult[Any]:
+        start = offset
+        length, n = length_reader(buf, offset)
+        offset += n
+        if length is None or length < 0:
+            return None, offset - start  # type: ignore[return-value]
+        items = []
+        for _ in range(length):
+            value, n = item(buf, offset)
+            offset += n
+            items.append(value)
+        return tuple(items), offset - start
+
+    return read

@@ -1,0 +1,150 @@
+"""Broker configuration: Kafka's property names in a server.properties file, overridable by flags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the property."""
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties subset: key=value or key: value, # and ! comments, trailing-backslash joins."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        for i, ch in enumerate(line):
+            if ch in "=:":
+                key, value = line[:i].strip(), line[i + 1 :].strip()
+                break
+        else:
+            key, value = line, ""
+        if not key:
+            raise ConfigError(f"property line without a name: {raw!r}")
+        props[key] = value
+    return props
+
+
+def load_properties(path: Path) -> dict[str, str]:
+    try:
+        return parse_properties(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from e
+
+
+def _int(props: dict[str, str], key: str, default: int, minimum: int | None = None) -> int:
+    raw = props.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{key}={raw!r} is not an integer") from None
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{key}={value} is below the minimum {minimum}")
+    return value
+
+
+def _bool(props: dict[str, str], key: str, default: bool) -> bool:
+    raw = props.get(key)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    raise ConfigError(f"{key}={raw!r} is not true or false")
+
+
+def parse_listener(value: str, key: str = "listeners") -> tuple[str, int]:
+    """'PLAINTEXT://127.0.0.1:9092' or 'host:port' -> (host, port)."""
+    first = value.split(",")[0].strip()
+    if "://" in first:
+        name, _, first = first.partition("://")
+        if name.upper() not in ("PLAINTEXT", "BROKER", "INTERNAL", "EXTERNAL", "CLIENT"):
+            raise ConfigError(f"{key}: only plaintext listeners are supported, got {name}")
+    host, sep, port = first.rpartition(":")
+    if not sep:
+        raise ConfigError(f"{key}={value!r} has no port")
+    try:
+        p = int(port)
+    except ValueError:
+        raise ConfigError(f"{key}={value!r}: port {port!r} is not a number") from None
+    if not 0 <= p <= 65535:
+        raise ConfigError(f"{key}={value!r}: port out of range")
+    return host or "0.0.0.0", p
+
+
+@dataclass
+class BrokerConfig:
+    node_id: int = 1
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str = "127.0.0.1"
+    advertised_port: int = 9092
+    log_dir: Path = Path("epochlog-data")
+    cluster_id: str = ""
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    min_insync_replicas: int = 1
+    auto_create_topics_enable: bool = True
+    delete_topic_enable: bool = True
+    socket_request_max_bytes: int = 104_857_600
+    message_max_bytes: int = 1_048_588
+    offsets_topic_num_partitions: int = 50
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    offsets_retention_minutes: int = 10080
+    log_retention_check_interval_ms: int = 300_000
+    transactional_id_expiration_ms: int = 604_800_000
+    producer_id_expiration_ms: int = 86_400_000
+    raw: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
+        c = cls(raw=dict(props))
+        c.node_id = _int(props, "node.id", _int(props, "broker.id", 1), minimum=0)
+        if "listeners" in props:
+            c.host, c.port = parse_listener(props["listeners"])
+        adv = props.get("advertised.listeners")
+        if adv:
+            c.advertised_host, c.advertised_port = parse_listener(adv, "advertised.listeners")
+        else:
+            c.advertised_host = c.host if c.host not in ("0.0.0.0", "") else "127.0.0.1"
+            c.advertised_port = c.port
+        dirs = props.get("log.dirs") or props.get("log.dir")
+        if dirs:
+            if "," in dirs:
+                raise ConfigError("log.dirs: only one log directory is supported for now")
+            c.log_dir = Path(dirs)
+        c.cluster_id = props.get("cluster.id", "")
+        c.num_partitions = _int(props, "num.partitions", 1, minimum=1)
+        c.default_replication_factor = _int(props, "default.replication.factor", 1, minimum=1)
+        c.min_insync_replicas = _int(props, "min.insync.replicas", 1, minimum=1)
+        c.auto_create_topics_enable = _bool(props, "auto.create.topics.enable", True)
+        c.delete_topic_enable = _bool(props, "delete.topic.enable", True)
+        c.socket_request_max_bytes = _int(props, "socket.request.max.bytes", 104_857_600, minimum=1024)
+        c.message_max_bytes = _int(props, "message.max.bytes", 1_048_588, minimum=0)
+        c.offsets_topic_num_partitions = _int(props, "offsets.topic.num.partitions", 50, minimum=1)
+        c.group_initial_rebalance_delay_ms = _int(props, "group.initial.rebalance.delay.ms", 3000, minimum=0)
+        c.group_min_session_timeout_ms = _int(props, "group.min.session.timeout.ms", 6000, minimum=0)
+        c.group_max_session_timeout_ms = _int(props, "group.max.session.timeout.ms", 1_800_000, minimum=0)
+        c.offsets_retention_minutes = _int(props, "offsets.retention.minutes", 10080, minimum=1)
+        c.log_retention_check_interval_ms = _int(
+            props, "log.retention.check.interval.ms", 300_000, minimum=1
+        )
+        c.producer_id_expiration_ms = _int(props, "producer.id.expiration.ms", 86_400_000, minimum=1)
+        return c
+
+    def log_properties(self) -> dict[str, str]:
+        """The log.* properties, handed to the storage layer's LogConfig."""
+        keys = ("log.", "message.max.bytes", "message.timestamp.type")
+        return {k: v for k, v in self.raw.items() if k.startswith(keys)}

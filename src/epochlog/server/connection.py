@@ -1,0 +1,199 @@
+"""One client connection: framing, dispatch, responses in request order, backpressure.
+
+Protocol-style (data_received parses every whole frame in the buffer): the notes measured the
+Streams style 5-10x slower on small frames. A frame that cannot be a Kafka request closes this
+connection only; nothing a client sends can stop the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import struct
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from epochlog.protocol import codec
+from epochlog.protocol.api_versions import api_versions_v0_error_frame, is_supported
+from epochlog.protocol.errors import KafkaError, MalformedFrame, UnsupportedVersion
+from epochlog.server.dispatch import NO_RESPONSE, dispatch
+
+if TYPE_CHECKING:
+    from epochlog.server.broker import Broker
+
+log = logging.getLogger("epochlog.connection")
+
+_SIZE = struct.Struct(">i")
+MAX_IN_FLIGHT = 64
+HIGH_WATER = 8 * 1024 * 1024
+
+
+class _Slot:
+    __slots__ = ("data",)
+
+    def __init__(self) -> None:
+        self.data: bytes | None = None
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.buf = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.pending: deque[_Slot] = deque()
+        self.peer = "?"
+        self.closed = False
+        self._reading_paused = False
+        self._writing_paused = False
+
+    # -- asyncio.Protocol ---------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        transport.set_write_buffer_limits(high=HIGH_WATER)
+        self.broker.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.broker.connections.discard(self)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        limit = self.broker.config.socket_request_max_bytes
+        pos = 0
+        n = len(buf)
+        while n - pos >= 4:
+            size = _SIZE.unpack_from(buf, pos)[0]
+            if size < 0 or size > limit:
+                log.warning(
+                    "closing %s: frame size %d outside [0, %d] (socket.request.max.bytes)", self.peer, size, limit
+                )
+                self.close()
+                return
+            if n - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+            self._handle_frame(frame)
+            if self.closed:
+                return
+        if pos:
+            del buf[:pos]
+        self._update_reading()
+
+    # -- requests -----------------------------------------------------------------------
+    def _handle_frame(self, frame: bytes) -> None:
+        mv = memoryview(frame)
+        try:
+            header = codec.parse_header(mv)
+        except MalformedFrame as e:
+            log.warning("closing %s: %s", self.peer, e)
+            self.close()
+            return
+        if not is_supported(header.api_key, header.api_version):
+            if header.api_key == codec.API_VERSIONS_KEY:
+                slot = _Slot()
+                slot.data = api_versions_v0_error_frame(header.correlation_id)
+                self.pending.append(slot)
+                self._flush()
+                return
+            log.warning(
+                "closing %s: unsupported api key %d version %d (client %r)",
+                self.peer,
+                header.api_key,
+                header.api_version,
+                header.client_id,
+            )
+            self.close()
+            return
+        try:
+            codec.finish_header(mv, header)
+            result = dispatch(self.broker, header, mv)
+        except (KafkaError, UnsupportedVersion) as e:
+            log.warning(
+                "closing %s: bad api %d v%d request: %s", self.peer, header.api_key, header.api_version, e
+            )
+            self.close()
+            return
+        except Exception:
+            log.exception("closing %s: handler for api %d v%d failed", self.peer, header.api_key, header.api_version)
+            self.close()
+            return
+        if result is NO_RESPONSE:
+            return
+        slot = _Slot()
+        self.pending.append(slot)
+        if asyncio.iscoroutine(result):
+            task = asyncio.ensure_future(result)
+            task.add_done_callback(lambda t, s=slot, h=header: self._complete(t, s, h))
+        else:
+            self._fill(slot, header, result)
+
+    def _complete(self, task: asyncio.Future[Any], slot: _Slot, header: codec.RequestHeader) -> None:
+        if self.closed:
+            return
+        try:
+            result = task.result()
+        except Exception:
+            log.exception("closing %s: handler for api %d v%d failed", self.peer, header.api_key, header.api_version)
+            self.close()
+            return
+        self._fill(slot, header, result)
+
+    def _fill(self, slot: _Slot, header: codec.RequestHeader, body: Any) -> None:
+        if isinstance(body, (bytes, bytearray)):
+            slot.data = bytes(body)
+        else:
+            try:
+                slot.data = codec.encode_response(header.api_key, header.api_version, header.correlation_id, body)
+            except Exception:
+                log.exception(
+                    "closing %s: cannot encode api %d v%d response", self.peer, header.api_key, header.api_version
+                )
+                self.close()
+                return
+        self._flush()
+
+    def _flush(self) -> None:
+        pending = self.pending
+        out = []
+        while pending and pending[0].data is not None:
+            out.append(pending.popleft().data)
+        if out and self.transport is not None and not self.closed:
+            self.transport.writelines(out)  # type: ignore[arg-type]
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self.closed:
+            return
+        should_pause = self._writing_paused or len(self.pending) >= MAX_IN_FLIGHT
+        if should_pause and not self._reading_paused:
+            self.transport.pause_reading()
+            self._reading_paused = True
+        elif not should_pause and self._reading_paused:
+            self.transport.resume_reading()
+            self._reading_paused = False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            if self.transport is not None:
+                self.transport.close()

@@ -1,0 +1,61 @@
+"""The API key -> handler table.
+
+A handler takes (broker, header, frame) and returns a response description (dict, see
+protocol.codec.build), ready bytes, a coroutine producing either, or NO_RESPONSE (acks=0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from epochlog.protocol.codec import RequestHeader
+from epochlog.protocol.errors import UnsupportedVersion
+
+if TYPE_CHECKING:
+    from epochlog.server.broker import Broker
+
+NO_RESPONSE = object()
+
+Handler = Callable[["Broker", RequestHeader, memoryview], Any]
+_TABLE: dict[int, Handler] = {}
+
+
+def _load() -> None:
+    from epochlog.server.handlers import admin, fetch, groups, metadata, offsets, produce, producer_id
+
+    _TABLE.update(
+        {
+            0: produce.handle_produce,
+            1: fetch.handle_fetch,
+            2: offsets.handle_list_offsets,
+            3: metadata.handle_metadata,
+            8: groups.handle_offset_commit,
+            9: groups.handle_offset_fetch,
+            10: groups.handle_find_coordinator,
+            11: groups.handle_join_group,
+            12: groups.handle_heartbeat,
+            13: groups.handle_leave_group,
+            14: groups.handle_sync_group,
+            15: groups.handle_describe_groups,
+            16: groups.handle_list_groups,
+            18: metadata.handle_api_versions,
+            19: admin.handle_create_topics,
+            20: admin.handle_delete_topics,
+            22: producer_id.handle_init_producer_id,
+            23: offsets.handle_offset_for_leader_epoch,
+            32: admin.handle_describe_configs,
+            37: admin.handle_create_partitions,
+            42: groups.handle_delete_groups,
+            60: metadata.handle_describe_cluster,
+        }
+    )
+
+
+def dispatch(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+    if not _TABLE:
+        _load()
+    handler = _TABLE.get(header.api_key)
+    if handler is None:
+        raise UnsupportedVersion(f"api key {header.api_key} has no handler")
+    return handler(broker, header, frame)

@@ -1,0 +1,117 @@
+"""CreateTopics, DeleteTopics, CreatePartitions and DescribeConfigs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from epochlog.protocol.codec import RequestHeader, decode_body
+from epochlog.protocol.errors import Err
+from epochlog.server.broker import TopicError
+from epochlog.server.topic_configs import effective_topic_configs, unknown_configs
+
+if TYPE_CHECKING:
+    from epochlog.server.broker import Broker
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+
+def handle_create_topics(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
+    req = decode_body(frame, header)
+    validate_only = bool(getattr(req, "validate_only", False))
+    out = []
+    for t in req.topics:
+        configs = {c.name: c.value for c in t.configs if c.value is not None}
+        row: dict[str, Any] = {"name": t.name, "error_message": None, "num_partitions": -1,
+                               "replication_factor": -1, "configs": None}
+        bad = unknown_configs(configs)
+        try:
+            if t.assignments:
+                raise TopicError(Err.INVALID_REQUEST, "manual replica assignments are not supported yet")
+            if bad:
+                raise TopicError(Err.INVALID_CONFIG, f"unknown topic config(s): {', '.join(sorted(bad))}")
+            info = broker.create_topic(t.name, t.num_partitions, t.replication_factor, configs,
+                                       validate_only=validate_only)
+            row.update(error_code=Err.NONE, topic_id=info.topic_id, num_partitions=info.partitions,
+                       replication_factor=1)
+        except TopicError as e:
+            row.update(error_code=e.code, error_message=str(e))
+        out.append(row)
+    return {"throttle_time": 0, "topics": out}
+
+
+def handle_delete_topics(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
+    req = decode_body(frame, header)
+    out = []
+    if header.api_version >= 6:
+        items = [(t.name or broker.topic_name_for_id(t.topic_id), t.topic_id) for t in req.topics]
+    else:
+        items = [(n, None) for n in req.topic_names]
+    for name, topic_id in items:
+        row: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_message": None}
+        if name is None:
+            row["error_code"] = Err.UNKNOWN_TOPIC_ID
+        elif not broker.config.delete_topic_enable:
+            row.update(error_code=Err.POLICY_VIOLATION, error_message="delete.topic.enable is false")
+        else:
+            info = broker.registry.topics.get(name)
+            try:
+                broker.delete_topic(name)
+                row.update(error_code=Err.NONE, topic_id=info.topic_id if info else topic_id)
+            except TopicError as e:
+                row.update(error_code=e.code, error_message=str(e))
+        out.append(row)
+    return {"throttle_time": 0, "responses": out}
+
+
+def handle_create_partitions(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
+    req = decode_body(frame, header)
+    out = []
+    for t in req.topics:
+        row: dict[str, Any] = {"name": t.name, "error_message": None}
+        try:
+            if t.assignments:
+                raise TopicError(Err.INVALID_REPLICA_ASSIGNMENT, "manual replica assignments are not supported yet")
+            broker.add_partitions(t.name, t.count, validate_only=req.validate_only)
+            row["error_code"] = Err.NONE
+        except TopicError as e:
+            row.update(error_code=e.code, error_message=str(e))
+        out.append(row)
+    return {"throttle_time": 0, "results": out}
+
+
+def handle_describe_configs(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
+    req = decode_body(frame, header)
+    results = []
+    for r in req.resources:
+        row: dict[str, Any] = {"resource_type": r.resource_type, "resource_name": r.resource_name,
+                               "error_message": None, "configs": []}
+        keys = set(r.configuration_keys) if r.configuration_keys else None
+        if r.resource_type == RESOURCE_TOPIC:
+            info = broker.registry.topics.get(r.resource_name)
+            if info is None:
+                row.update(error_code=Err.UNKNOWN_TOPIC_OR_PARTITION,
+                           error_message=f"topic {r.resource_name!r} does not exist")
+            else:
+                row["error_code"] = Err.NONE
+                row["configs"] = [
+                    {"name": n, "value": v, "read_only": False, "config_source": s, "is_sensitive": False,
+                     "synonyms": [], "config_type": 0, "documentation": None}
+                    for n, v, s in effective_topic_configs(broker.config, info.configs)
+                    if keys is None or n in keys
+                ]
+        elif r.resource_type == RESOURCE_BROKER:
+            if r.resource_name not in ("", str(broker.config.node_id)):
+                row.update(error_code=Err.INVALID_REQUEST, error_message=f"no broker {r.resource_name}")
+            else:
+                row["error_code"] = Err.NONE
+                row["configs"] = [
+                    {"name": n, "value": v, "read_only": True, "config_source": 4, "is_sensitive": False,
+                     "synonyms": [], "config_type": 0, "documentation": None}
+                    for n, v in sorted(broker.config.raw.items())
+                    if keys is None or n in keys
+                ]
+        else:
+            row.update(error_code=Err.INVALID_REQUEST, error_message=f"resource type {r.resource_type} unsupported")
+        results.append(row)
+    return {"throttle_time": 0, "results": results}

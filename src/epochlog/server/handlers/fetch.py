@@ -1,0 +1,142 @@
+"""Fetch: read committed batches, long-poll for min_bytes/max_wait, KIP-320 fencing and divergence."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from epochlog.protocol.codec import RequestHeader, decode_body
+from epochlog.protocol.errors import Err
+
+if TYPE_CHECKING:
+    from epochlog.server.broker import Broker
+    from epochlog.server.partition import Partition
+
+UNKNOWN_TOPIC_ID = Err.UNKNOWN_TOPIC_ID
+
+
+def _diverging(part: Partition, fetch_offset: int, last_fetched_epoch: int) -> dict[str, int] | None:
+    """The leader's answer to a fetcher whose last fetched epoch ends before its position."""
+    if last_fetched_epoch < 0:
+        return None
+    epoch, end = part.log.epoch_cache.end_offset_for(last_fetched_epoch, part.log.log_end_offset)
+    if epoch != last_fetched_epoch or end < fetch_offset:
+        return {"epoch": epoch, "end_offset": end}
+    return None
+
+
+def _read_partition(
+    broker: Broker, name: str | None, p: Any, budget: int, first: bool
+) -> tuple[dict[str, Any], int]:
+    out: dict[str, Any] = {
+        "partition_index": p.partition,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }
+    part = broker.partition(name, p.partition) if name else None
+    if part is None:
+        out["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
+        return out, 0
+    plog = part.log
+    hw = plog.high_watermark
+    out["high_watermark"] = hw
+    out["last_stable_offset"] = hw
+    out["log_start_offset"] = plog.log_start_offset
+    code = part.check_epoch(getattr(p, "current_leader_epoch", -1))
+    if code:
+        out["error_code"] = code
+        return out, 0
+    offset = p.fetch_offset
+    if offset < plog.log_start_offset or offset > plog.log_end_offset:
+        out["error_code"] = Err.OFFSET_OUT_OF_RANGE
+        return out, 0
+    div = _diverging(part, offset, getattr(p, "last_fetched_epoch", -1))
+    if div is not None:
+        out["error_code"] = Err.NONE
+        out["diverging_epoch"] = div
+        return out, 0
+    out["error_code"] = Err.NONE
+    limit = min(p.partition_max_bytes, budget)
+    if offset >= hw or (limit <= 0 and not first):
+        return out, 0
+    result = plog.read(offset, max(limit, 1), max_offset=hw, min_one_batch=first)
+    data = b"".join(result.chunks) if len(result.chunks) != 1 else bytes(result.chunks[0])
+    out["records"] = data
+    return out, len(data)
+
+
+async def _wait_for_data(broker: Broker, keys: list[tuple[str, int]], timeout: float) -> None:
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[None] = loop.create_future()
+    parts = [broker.partition(t, p) for t, p in keys]
+    for part in parts:
+        if part is not None:
+            part.waiters.append(fut)
+    try:
+        await asyncio.wait_for(fut, timeout)
+    except TimeoutError:
+        pass
+    finally:
+        for part in parts:
+            if part is not None and fut in part.waiters:
+                part.waiters.remove(fut)
+
+
+def _fetch_once(broker: Broker, req: Any, version: int) -> tuple[list[dict[str, Any]], int, bool]:
+    total = 0
+    errors = False
+    budget = req.max_bytes if version >= 3 else 2**31 - 1
+    topics_out = []
+    for t in req.topics:
+        name = getattr(t, "topic", None)
+        topic_id = getattr(t, "topic_id", None)
+        if version >= 13:
+            name = broker.topic_name_for_id(topic_id) if topic_id is not None else None
+        parts_out = []
+        for p in t.partitions:
+            if version >= 13 and name is None:
+                parts_out.append({"partition_index": p.partition, "error_code": UNKNOWN_TOPIC_ID,
+                                  "high_watermark": -1, "records": b"", "aborted_transactions": None})
+                errors = True
+                continue
+            row, n = _read_partition(broker, name, p, budget - total, first=total == 0)
+            if row["error_code"] or "diverging_epoch" in row:
+                errors = True
+            total += n
+            parts_out.append(row)
+        topics_out.append({"topic": name, "topic_id": topic_id, "partitions": parts_out})
+    return topics_out, total, errors
+
+
+async def _fetch_with_wait(broker: Broker, req: Any, version: int, deadline: float) -> dict[str, Any]:
+    keys = []
+    for t in req.topics:
+        name = t.topic if version < 13 else broker.topic_name_for_id(t.topic_id)
+        if name:
+            keys.extend((name, p.partition) for p in t.partitions)
+    while True:
+        remaining = deadline - time.monotonic()
+        await _wait_for_data(broker, keys, max(remaining, 0))
+        topics_out, total, errors = _fetch_once(broker, req, version)
+        if total >= req.min_bytes or errors or time.monotonic() >= deadline:
+            return _response(topics_out)
+
+
+def _response(topics_out: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": Err.NONE, "session_id": 0, "responses": topics_out}
+
+
+def handle_fetch(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+    req = decode_body(frame, header)
+    version = header.api_version
+    topics_out, total, errors = _fetch_once(broker, req, version)
+    max_wait_ms = req.max_wait.total_seconds() * 1000
+    if total >= req.min_bytes or errors or max_wait_ms <= 0 or not req.topics:
+        return _response(topics_out)
+    deadline = time.monotonic() + max_wait_ms / 1000
+    return _fetch_with_wait(broker, req, version, deadline)

@@ -1,0 +1,208 @@
+"""The classic consumer-group APIs, translated to the coordinator in server/groups/."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from epochlog.protocol.codec import RequestHeader, decode_body
+from epochlog.protocol.errors import Err
+
+if TYPE_CHECKING:
+    from epochlog.server.broker import Broker
+
+COORDINATOR_KEY_GROUP = 0
+
+
+def _ms(value: Any) -> int:
+    return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
+
+
+def handle_find_coordinator(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
+    req = decode_body(frame, header)
+    c = broker.config
+    key_type = getattr(req, "key_type", 0)
+    keys = list(req.coordinator_keys) if header.api_version >= 4 else [req.key]
+    rows = []
+    for key in keys:
+        if key_type != COORDINATOR_KEY_GROUP:
+            rows.append({"key": key, "node_id": -1, "host": "", "port": -1,
+                         "error_code": Err.COORDINATOR_NOT_AVAILABLE,
+                         "error_message": "transaction coordinators are not supported"})
+        else:
+            rows.append({"key": key, "node_id": c.node_id, "host": c.advertised_host, "port": c.advertised_port,
+                         "error_code": Err.NONE, "error_message": None})
+    if header.api_version >= 4:
+        return {"throttle_time": 0, "coordinators": rows}
+    row = rows[0]
+    return {"throttle_time": 0, "error_code": row["error_code"], "error_message": row["error_message"],
+            "node_id": row["node_id"], "host": row["host"], "port": row["port"]}
+
+
+async def _join(broker: Broker, header: RequestHeader, req: Any) -> dict[str, Any]:
+    session_ms = _ms(req.session_timeout)
+    rebalance_ms = _ms(getattr(req, "rebalance_timeout", session_ms))
+    if header.api_version == 0:
+        rebalance_ms = session_ms
+    r = await broker.groups.join_group(
+        group_id=req.group_id,
+        member_id=req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None),
+        client_id=header.client_id or "",
+        client_host="/127.0.0.1",
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=rebalance_ms,
+        protocol_type=req.protocol_type,
+        protocols=[(p.name, p.metadata) for p in req.protocols],
+        require_known_member_id=header.api_version >= 4,
+    )
+    return {
+        "throttle_time": 0,
+        "error_code": r.error_code,
+        "generation_id": r.generation_id,
+        "protocol_type": r.protocol_type,
+        "protocol_name": r.protocol_name,
+        "leader": r.leader,
+        "skip_assignment": False,
+        "member_id": r.member_id,
+        "members": [{"member_id": m, "group_instance_id": i, "metadata": md} for m, i, md in r.members],
+    }
+
+
+def handle_join_group(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+    return _join(broker, header, decode_body(frame, header))
+
+
+async def _sync(broker: Broker, header: RequestHeader, req: Any) -> dict[str, Any]:
+    r = await broker.groups.sync_group(
+        group_id=req.group_id,
+        generation_id=req.generation_id,
+        member_id=req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None),
+        protocol_type=getattr(req, "protocol_type", None),
+        protocol_name=getattr(req, "protocol_name", None),
+        assignments={a.member_id: a.assignment for a in req.assignments},
+    )
+    return {"throttle_time": 0, "error_code": r.error_code, "protocol_type": r.protocol_type,
+            "protocol_name": r.protocol_name, "assignment": r.assignment}
+
+
+def handle_sync_group(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+    return _sync(broker, header, decode_body(frame, header))
+
+
+def handle_heartbeat(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
+    req = decode_body(frame, header)
+    code = broker.groups.heartbeat(req.group_id, req.generation_id, req.member_id,
+                                   getattr(req, "group_instance_id", None))
+    return {"throttle_time": 0, "error_code": code}
+
+
+async def _leave(broker: Broker, header: RequestHeader, req: Any) -> dict[str, Any]:
+    if header.api_version >= 3:
+        members = [(m.member_id, m.group_instance_id) for m in req.members]
+    else:
+        members = [(req.member_id, None)]
+    code, per_member = await broker.groups.leave_group(req.group_id, members)
+    rows = [{"member_id": m, "group_instance_id": i, "error_code": c}
+            for (m, i), c in zip(members, per_member, strict=False)]
+    if header.api_version < 3 and per_member and not code:
+        code = per_member[0]
+    return {"throttle_time": 0, "error_code": code, "members": rows}
+
+
+def handle_leave_group(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+    return _leave(broker, header, decode_body(frame, header))
+
+
+async def _commit(broker: Broker, header: RequestHeader, req: Any) -> dict[str, Any]:
+    from epochlog.server.groups import OffsetCommit
+
+    by_id = header.api_version >= 10
+    commits = []
+    names: list[tuple[Any, str | None]] = []
+    for t in req.topics:
+        name = broker.topic_name_for_id(t.topic_id) if by_id else t.name
+        names.append((t, name))
+        if name is None:
+            continue
+        for p in t.partitions:
+            commits.append(OffsetCommit(name, p.partition_index, p.committed_offset,
+                                        getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+    generation = getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1))
+    results = await broker.groups.commit_offsets(req.group_id, generation, req.member_id,
+                                                 getattr(req, "group_instance_id", None), commits)
+    topics = []
+    for t, name in names:
+        parts = []
+        for p in t.partitions:
+            code = Err.UNKNOWN_TOPIC_ID if name is None else results.get((name, p.partition_index), Err.NONE)
+            parts.append({"partition_index": p.partition_index, "error_code": code})
+        topics.append({"name": name or "", "topic_id": getattr(t, "topic_id", None), "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}
+
+
+def handle_offset_commit(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+    return _commit(broker, header, decode_body(frame, header))
+
+
+def _fetch_group(broker: Broker, group_id: str, topics: Any, by_id: bool) -> tuple[int, list[dict[str, Any]]]:
+    wanted: list[tuple[str, int]] | None = None
+    id_of: dict[str, Any] = {}
+    if topics is not None:
+        wanted = []
+        for t in topics:
+            name = broker.topic_name_for_id(t.topic_id) if by_id else t.name
+            if name is None:
+                continue
+            if by_id:
+                id_of[name] = t.topic_id
+            wanted.extend((name, p) for p in t.partition_indexes)
+    code, rows = broker.groups.fetch_offsets(group_id, wanted)
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        grouped.setdefault(r.topic, []).append(
+            {"partition_index": r.partition, "committed_offset": r.offset, "committed_leader_epoch": r.leader_epoch,
+             "metadata": r.metadata, "error_code": r.error_code}
+        )
+    out = []
+    for name, parts in grouped.items():
+        info = broker.registry.topics.get(name)
+        topic_id = id_of.get(name) or (info.topic_id if info else None)
+        out.append({"name": name, "topic_id": topic_id, "partitions": parts})
+    return code, out
+
+
+def handle_offset_fetch(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
+    req = decode_body(frame, header)
+    if header.api_version >= 8:
+        groups = []
+        for g in req.groups:
+            code, topics = _fetch_group(broker, g.group_id, g.topics, header.api_version >= 10)
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
+        return {"throttle_time": 0, "groups": groups}
+    code, topics = _fetch_group(broker, req.group_id, req.topics, False)
+    return {"throttle_time": 0, "topics": topics, "error_code": code}
+
+
+def handle_list_groups(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
+    req = decode_body(frame, header)
+    states = list(getattr(req, "states_filter", ()) or ()) or None
+    groups = [
+        {"group_id": g, "protocol_type": pt, "group_state": st, "group_type": "classic"}
+        for g, pt, st in broker.groups.list_groups(states)
+    ]
+    return {"throttle_time": 0, "error_code": Err.NONE, "groups": groups}
+
+
+def handle_describe_groups(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
+    req = decode_body(frame, header)
+    return {"throttle_time": 0, "groups": broker.groups.describe_groups(list(req.groups))}
+
+
+async def _delete(broker: Broker, req: Any) -> dict[str, Any]:
+    results = await broker.groups.delete_groups(list(req.groups_names))
+    return {"throttle_time": 0, "results": [{"group_id": g, "error_code": c} for g, c in results]}
+
+
+def handle_delete_groups(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+    return _delete(broker, decode_body(frame, header))

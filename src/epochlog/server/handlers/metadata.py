@@ -1,0 +1,113 @@
+"""ApiVersions, Metadata and DescribeCluster."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from epochlog.protocol.api_versions import advertised
+from epochlog.protocol.codec import RequestHeader, decode_body
+from epochlog.protocol.errors import Err
+from epochlog.server.topics import validate_topic_name
+
+if TYPE_CHECKING:
+    from epochlog.server.broker import Broker
+
+
+def handle_api_versions(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
+    # The body (client software name/version) is informational; a malformed one must not
+    # stop the negotiation, so it is not decoded at all.
+    return {
+        "error_code": Err.NONE,
+        "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in advertised()],
+        "throttle_time": 0,
+    }
+
+
+def _broker_row(broker: Broker) -> dict[str, Any]:
+    c = broker.config
+    return {"node_id": c.node_id, "broker_id": c.node_id, "host": c.advertised_host, "port": c.advertised_port,
+            "rack": None, "is_fenced": False}
+
+
+def _topic_row(broker: Broker, name: str) -> dict[str, Any]:
+    info = broker.registry.topics[name]
+    node = broker.config.node_id
+    parts = []
+    for p in range(info.partitions):
+        part = broker.partition(name, p)
+        parts.append(
+            {
+                "error_code": Err.NONE if part else Err.LEADER_NOT_AVAILABLE,
+                "partition_index": p,
+                "leader_id": node if part else -1,
+                "leader_epoch": part.leader_epoch if part else -1,
+                "replica_nodes": [node],
+                "isr_nodes": [node],
+                "offline_replicas": [],
+            }
+        )
+    return {
+        "error_code": Err.NONE,
+        "name": name,
+        "topic_id": info.topic_id,
+        "is_internal": info.internal,
+        "partitions": parts,
+        "topic_authorized_operations": -2147483648,
+    }
+
+
+def handle_metadata(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
+    req = decode_body(frame, header)
+    version = header.api_version
+    topics_out = []
+    if req.topics is None or (version == 0 and not req.topics):
+        # null (v1+) or empty (v0) means every topic
+        names = [n for n in sorted(broker.registry.topics)]
+        topics_out = [_topic_row(broker, n) for n in names]
+    else:
+        allow_auto = getattr(req, "allow_auto_topic_creation", True)
+        for t in req.topics:
+            name = t.name
+            if name is None and getattr(t, "topic_id", None) is not None:
+                name = broker.topic_name_for_id(t.topic_id)
+                if name is None:
+                    topics_out.append({"error_code": Err.UNKNOWN_TOPIC_ID, "name": None, "topic_id": t.topic_id,
+                                       "partitions": []})
+                    continue
+            assert name is not None
+            if name not in broker.registry.topics:
+                reason = validate_topic_name(name)
+                if reason:
+                    topics_out.append({"error_code": Err.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []})
+                    continue
+                if allow_auto and broker.maybe_auto_create(name) is not None:
+                    # Kafka answers LEADER_NOT_AVAILABLE right after auto creation; here the
+                    # leader is ready at once, so the topic is described directly.
+                    pass
+                else:
+                    topics_out.append({"error_code": Err.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []})
+                    continue
+            topics_out.append(_topic_row(broker, name))
+    return {
+        "throttle_time": 0,
+        "brokers": [_broker_row(broker)],
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.config.node_id,
+        "topics": topics_out,
+        "cluster_authorized_operations": -2147483648,
+        "error_code": Err.NONE,
+    }
+
+
+def handle_describe_cluster(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
+    decode_body(frame, header)
+    return {
+        "throttle_time": 0,
+        "error_code": Err.NONE,
+        "error_message": None,
+        "endpoint_type": 1,
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.config.node_id,
+        "brokers": [_broker_row(broker)],
+        "cluster_authorized_operations": -2147483648,
+    }

@@ -1,0 +1,91 @@
+"""Produce: validate, append as leader, answer with offsets (acks 0, 1 and all)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from epochlog.protocol.codec import RequestHeader
+from epochlog.protocol.errors import Err
+from epochlog.protocol.produce_request import parse_produce
+from epochlog.server.broker import now_ms
+from epochlog.server.dispatch import NO_RESPONSE
+
+if TYPE_CHECKING:
+    from epochlog.server.broker import Broker
+    from epochlog.server.partition import Partition
+
+log = logging.getLogger("epochlog.produce")
+
+
+def _min_insync(broker: Broker, topic: str) -> int:
+    info = broker.registry.topics.get(topic)
+    raw = info.configs.get("min.insync.replicas") if info else None
+    return int(raw) if raw else broker.config.min_insync_replicas
+
+
+def _append(broker: Broker, part: Partition, records: memoryview | None, acks: int, epoch: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"index": part.partition, "base_offset": -1, "log_start_offset": -1,
+                           "record_errors": [], "error_message": None, "log_append_time": -1}
+    plog = part.log
+    code = part.check_epoch(epoch)
+    if code:
+        out["error_code"] = code
+        return out
+    if records is None or len(records) == 0:
+        out["error_code"] = Err.INVALID_RECORD
+        out["error_message"] = "no record batch in the partition data"
+        return out
+    if acks == -1 and _min_insync(broker, part.topic) > 1:
+        # One broker is the whole ISR; min.insync.replicas above it refuses acks=all writes.
+        out["error_code"] = Err.NOT_ENOUGH_REPLICAS
+        return out
+    try:
+        result = plog.append_as_leader(records, part.leader_epoch, now_ms())
+    except Exception as e:
+        code = getattr(e, "error_code", None)
+        if code is None:
+            log.exception("append to %s-%d failed", part.topic, part.partition)
+            code = Err.UNKNOWN_SERVER_ERROR
+        else:
+            log.info("produce to %s-%d refused (%s): %s", part.topic, part.partition, Err(code).name, e)
+        out["error_code"] = code
+        out["error_message"] = str(e)[:500]
+        out["log_start_offset"] = plog.log_start_offset
+        return out
+    # Single node: the ISR is this broker, so the write is committed once it is in the log.
+    plog.high_watermark = plog.log_end_offset
+    part.notify()
+    out["error_code"] = Err.NONE
+    out["base_offset"] = result.first_offset
+    out["log_append_time"] = result.log_append_time_ms
+    out["log_start_offset"] = plog.log_start_offset
+    return out
+
+
+def handle_produce(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+    req = parse_produce(frame[header.size :], header.api_version)
+    responses = []
+    bad_acks = req.acks not in (0, 1, -1)
+    for topic in req.topics:
+        name = topic.name
+        if topic.topic_id is not None:
+            name = broker.topic_name_for_id(topic.topic_id)
+        parts_out = []
+        for pd in topic.partitions:
+            part = broker.partition(name, pd.index) if name else None
+            if bad_acks:
+                parts_out.append({"index": pd.index, "error_code": Err.INVALID_REQUIRED_ACKS, "base_offset": -1})
+            elif req.transactional_id is not None:
+                parts_out.append({"index": pd.index, "error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                  "base_offset": -1, "error_message": "transactions are not supported"})
+            elif part is None:
+                code = Err.UNKNOWN_TOPIC_ID if topic.topic_id is not None and name is None else \
+                    Err.UNKNOWN_TOPIC_OR_PARTITION
+                parts_out.append({"index": pd.index, "error_code": code, "base_offset": -1})
+            else:
+                parts_out.append(_append(broker, part, pd.records, req.acks, pd.current_leader_epoch))
+        responses.append({"name": name or "", "topic_id": topic.topic_id, "partition_responses": parts_out})
+    if req.acks == 0:
+        return NO_RESPONSE
+    return {"responses": responses, "throttle_time": 0}
