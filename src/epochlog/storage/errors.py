@@ -1,0 +1,29 @@
+"""Storage errors, each carrying the Kafka error code the broker answers with."""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    error_code = -1  # UNKNOWN_SERVER_ERROR
+
+
+class CorruptRecordError(StorageError):
+    error_code = 2  # CORRUPT_MESSAGE
+
+
+class RecordTooLargeError(StorageError):
+    error_code = 10  # MESSAGE_TOO_LARGE
+
+
+class InvalidRecordError(StorageError):
+    error_code = 87  # INVALID_RECORD
+
+
+class OffsetOutOfRangeError(StorageError):
+    error_code = 1  # OFFSET_OUT_OF_RANGE
+
+
+class LogDirError(StorageError):
+    """The log directory cannot be used (wrong node id, unreadable metadata)."""
+
+    error_code = 56  # KAFKA_STORAGE_ERROR

@@ -1,0 +1,144 @@
+"""All partition logs of one log directory: meta.properties, checkpoints, clean-shutdown marker."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+from epochlog.storage import checkpoints
+from epochlog.storage.config import LogConfig
+from epochlog.storage.errors import LogDirError
+from epochlog.storage.partition_log import PartitionLog, parse_dir_name
+
+log = logging.getLogger("epochlog.storage")
+
+META = "meta.properties"
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+RECOVERY_POINTS = "recovery-point-offset-checkpoint"
+HIGH_WATERMARKS = "replication-offset-checkpoint"
+LOG_STARTS = "log-start-offset-checkpoint"
+DELETE_SUFFIX = "-delete"
+CHECKPOINT_INTERVAL_MS = 60_000
+RETENTION_INTERVAL_MS = 300_000
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class LogManager:
+    def __init__(self, log_dir: Path, default_config: LogConfig, retention_check_interval_ms: int = RETENTION_INTERVAL_MS) -> None:
+        self.dir = log_dir
+        self.default_config = default_config
+        self.logs: dict[tuple[str, int], PartitionLog] = {}
+        self.had_clean_shutdown = False
+        self.retention_interval_ms = retention_check_interval_ms
+        self._last_checkpoint = _now_ms()
+        self._last_retention = _now_ms()
+
+    def open(self, node_id: int, cluster_id: str = "") -> str:
+        """Check or write meta.properties and consume the clean-shutdown marker; returns the cluster id."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        meta = self.dir / META
+        if meta.exists():
+            props = {}
+            for line in meta.read_text().splitlines():
+                if "=" in line and not line.lstrip().startswith("#"):
+                    k, v = line.split("=", 1)
+                    props[k.strip()] = v.strip()
+            stored_node = props.get("node.id", props.get("broker.id"))
+            if stored_node is not None and int(stored_node) != node_id:
+                raise LogDirError(
+                    f"{meta} belongs to node.id {stored_node}, but this broker is node.id {node_id}; "
+                    "point log.dirs at this node's own directory"
+                )
+            stored_cluster = props.get("cluster.id", "")
+            if cluster_id and stored_cluster and cluster_id != stored_cluster:
+                raise LogDirError(f"{meta} belongs to cluster {stored_cluster}, not {cluster_id}")
+            cluster_id = stored_cluster or cluster_id or new_cluster_id()
+        else:
+            cluster_id = cluster_id or new_cluster_id()
+            checkpoints.write_atomically(meta, f"version=1\nnode.id={node_id}\ncluster.id={cluster_id}\n")
+        marker = self.dir / CLEAN_SHUTDOWN
+        self.had_clean_shutdown = marker.exists()
+        if self.had_clean_shutdown:
+            marker.unlink()
+            checkpoints.fsync_dir(self.dir)
+        return cluster_id
+
+    def load_all(self, configs: dict[str, LogConfig] | None = None) -> None:
+        recover = not self.had_clean_shutdown
+        rps = checkpoints.read_offsets(self.dir / RECOVERY_POINTS)
+        hws = checkpoints.read_offsets(self.dir / HIGH_WATERMARKS)
+        starts = checkpoints.read_offsets(self.dir / LOG_STARTS)
+        for d in sorted(self.dir.iterdir()):
+            if not d.is_dir():
+                continue
+            if d.name.endswith(DELETE_SUFFIX):
+                shutil.rmtree(d, ignore_errors=True)
+                continue
+            parsed = parse_dir_name(d.name)
+            if parsed is None:
+                continue
+            cfg = (configs or {}).get(parsed[0], self.default_config)
+            t0 = time.monotonic()
+            plog = PartitionLog.open(d, parsed[0], parsed[1], cfg, recover=recover,
+                                     recovery_point=rps.get(parsed, 0), log_start_offset=starts.get(parsed, 0),
+                                     high_watermark=hws.get(parsed, 0))
+            self.logs[parsed] = plog
+            if recover:
+                log.info("%s-%d: recovered [%d, %d) in %.0f ms after an unclean shutdown", parsed[0], parsed[1],
+                         plog.log_start_offset, plog.log_end_offset, (time.monotonic() - t0) * 1000)
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get((topic, partition))
+
+    def create(self, topic: str, partition: int, topic_id: uuid.UUID | None, config: LogConfig | None = None) -> PartitionLog:
+        existing = self.logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        plog = PartitionLog.open(self.dir / f"{topic}-{partition}", topic, partition,
+                                 config or self.default_config, recover=False, topic_id=topic_id)
+        self.logs[(topic, partition)] = plog
+        return plog
+
+    def delete_topic(self, topic: str) -> None:
+        for key in [k for k in self.logs if k[0] == topic]:
+            plog = self.logs.pop(key)
+            for seg in plog.segments:
+                seg.close()
+            target = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+            plog.dir.rename(target)
+            shutil.rmtree(target, ignore_errors=True)
+        checkpoints.fsync_dir(self.dir)
+
+    def checkpoint(self) -> None:
+        checkpoints.write_offsets(self.dir / RECOVERY_POINTS, {k: v.recovery_point for k, v in self.logs.items()})
+        checkpoints.write_offsets(self.dir / HIGH_WATERMARKS, {k: v.high_watermark for k, v in self.logs.items()})
+        checkpoints.write_offsets(self.dir / LOG_STARTS, {k: v.log_start_offset for k, v in self.logs.items()})
+
+    def tick(self, now_ms: int) -> None:
+        for plog in self.logs.values():
+            plog.maybe_flush_by_time(now_ms)
+        if now_ms - self._last_retention >= self.retention_interval_ms:
+            self._last_retention = now_ms
+            for plog in self.logs.values():
+                plog.apply_retention(now_ms)
+                plog.producer_state.remove_expired(now_ms)
+        if now_ms - self._last_checkpoint >= CHECKPOINT_INTERVAL_MS:
+            self._last_checkpoint = now_ms
+            self.checkpoint()
+
+    def close(self) -> None:
+        for plog in self.logs.values():
+            plog.close()
+        self.checkpoint()
+        checkpoints.write_atomically(self.dir / CLEAN_SHUTDOWN, "")

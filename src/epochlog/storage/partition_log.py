@@ -1,0 +1,477 @@
+"""One topic-partition's log: segments, epoch cache, producer state, recovery and retention.
+
+Offsets and the leader epoch are written into each batch header in place (the CRC does not
+cover them); everything else stays exactly as the producer sent it.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from epochlog.protocol.record_batch import (
+    BatchHeader,
+    CorruptBatchError,
+    iter_batches,
+    read_header,
+    set_base_offset,
+    set_max_timestamp_log_append,
+    set_partition_leader_epoch,
+)
+from epochlog.storage import checkpoints
+from epochlog.storage.config import LogConfig
+from epochlog.storage.epoch_cache import EpochEntry, LeaderEpochCache
+from epochlog.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from epochlog.storage.producer_state import ProducerStateManager
+from epochlog.storage.segment import Segment
+
+log = logging.getLogger("epochlog.storage")
+
+EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA = "partition.metadata"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    record_count: int
+    duplicate: bool = False
+
+
+@dataclass(slots=True)
+class ReadResult:
+    chunks: list[bytes] = field(default_factory=list)
+    first_offset: int = -1
+
+    @property
+    def size(self) -> int:
+        return sum(len(c) for c in self.chunks)
+
+
+def parse_dir_name(name: str) -> tuple[str, int] | None:
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return topic, int(part)
+
+
+def _encode_topic_id(topic_id: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def _decode_topic_id(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+class PartitionLog:
+    def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig) -> None:
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.segments: list[Segment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.recovery_point = 0
+        self.high_watermark = 0
+        self.topic_id: uuid.UUID | None = None
+        self.epoch_cache = LeaderEpochCache(on_change=self._save_epochs)
+        self.producer_state = ProducerStateManager(directory)
+        self.unflushed_messages = 0
+        self.last_flush_ms = _now_ms()
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.topic}-{self.partition} [{self.log_start_offset}, {self.log_end_offset}))"
+
+    # -- opening ---------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        recover: bool,
+        topic_id: uuid.UUID | None = None,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+    ) -> PartitionLog:
+        directory.mkdir(parents=True, exist_ok=True)
+        self = cls(directory, topic, partition, config)
+        self._load_topic_id(topic_id)
+        for stray in list(directory.glob("*.tmp")) + list(directory.glob("*.deleted")):
+            stray.unlink(missing_ok=True)
+        bases = sorted(int(p.name[:-4]) for p in directory.glob("*.log") if p.name[:-4].isdigit())
+        now = _now_ms()
+        self.segments = [Segment(directory, b, config.index_interval_bytes, now) for b in bases]
+        self._bases = bases
+        self.recovery_point = recovery_point
+        self._load_segments(recover)
+        if not self.segments:
+            self._new_segment(max(log_start_offset, 0), now)
+        self.log_start_offset = max(self.segments[0].base_offset, log_start_offset)
+        if self.log_start_offset > self.log_end_offset:
+            self.log_start_offset = self.log_end_offset
+        self.recovery_point = min(max(recovery_point, 0), self.log_end_offset) if not recover else self.log_end_offset
+        self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+        try:
+            entries = checkpoints.read_epochs(directory / EPOCH_CHECKPOINT)
+        except (checkpoints.CheckpointError, ValueError) as e:
+            log.error("%s: leader-epoch-checkpoint unreadable (%s); rebuilding it from the batches", self, e)
+            entries = self._epochs_from_batches()
+        self.epoch_cache = LeaderEpochCache(entries, on_change=self._save_epochs)
+        # KIP-101 "Unclean Shutdown": the checkpoint may be ahead of the log.
+        self.epoch_cache.truncate_from_end(self.log_end_offset)
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
+        self.producer_state.load(self.log_start_offset, self.log_end_offset, self.read_headers)
+        return self
+
+    def _load_topic_id(self, topic_id: uuid.UUID | None) -> None:
+        path = self.dir / PARTITION_METADATA
+        if path.exists():
+            try:
+                fields = dict(line.split(":", 1) for line in path.read_text().splitlines() if ":" in line)
+                self.topic_id = _decode_topic_id(fields["topic_id"].strip())
+            except (KeyError, ValueError) as e:
+                log.error("%s: unreadable %s: %s", self.dir, PARTITION_METADATA, e)
+        if topic_id is not None and self.topic_id != topic_id:
+            self.topic_id = topic_id
+            checkpoints.write_atomically(path, f"version: 0\ntopic_id: {_encode_topic_id(topic_id)}\n")
+
+    def _load_segments(self, recover: bool) -> None:
+        kept: list[Segment] = []
+        for i, seg in enumerate(self.segments):
+            needs_scan = recover and (i + 1 >= len(self.segments) or self.segments[i + 1].base_offset > self.recovery_point)
+            if not needs_scan and seg.load_indexes():
+                kept.append(seg)
+                continue
+            result = seg.scan(validate_crc=needs_scan or recover)
+            if result.error is not None:
+                log.warning(
+                    "%s-%d: recovery truncates segment %d at byte %d of %d (offset %d): %s",
+                    self.topic, self.partition, seg.base_offset, result.valid_bytes, seg.size,
+                    result.next_offset, result.error,
+                )
+                seg.truncate_to_position(result.valid_bytes)
+                kept.append(seg)
+                for later in self.segments[i + 1 :]:
+                    log.warning("%s-%d: recovery drops segment %d after the corruption",
+                                self.topic, self.partition, later.base_offset)
+                    later.delete()
+                break
+            kept.append(seg)
+        # An empty trailing segment after a crash is fine; an empty segment in the middle is not kept.
+        self.segments = [s for j, s in enumerate(kept) if s.size > 0 or j == len(kept) - 1]
+        for s in kept:
+            if s not in self.segments:
+                s.delete()
+        self._bases = [s.base_offset for s in self.segments]
+
+    def _epochs_from_batches(self) -> list[tuple[int, int]]:
+        entries: list[tuple[int, int]] = []
+        for h in self.read_headers(self.log_start_offset):
+            if h.partition_leader_epoch >= 0 and (not entries or h.partition_leader_epoch > entries[-1][0]):
+                entries.append((h.partition_leader_epoch, h.base_offset))
+        return entries
+
+    def _save_epochs(self, entries: list[EpochEntry]) -> None:
+        checkpoints.write_epochs(self.dir / EPOCH_CHECKPOINT, [(e.epoch, e.start_offset) for e in entries])
+
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def _new_segment(self, base: int, now_ms: int) -> Segment:
+        if self.segments:
+            self.active.flush()
+            self.producer_state.take_snapshot()
+        seg = Segment(self.dir, base, self.config.index_interval_bytes, now_ms)
+        if seg.size:  # a leftover file at this base offset holds nothing we still own
+            os.ftruncate(seg.fd, 0)
+            seg.size = 0
+        self.segments.append(seg)
+        self._bases.append(base)
+        return seg
+
+    def _maybe_roll(self, incoming: int, now_ms: int) -> Segment:
+        seg = self.active
+        if seg.size > 0 and (
+            seg.size + incoming > self.config.segment_bytes
+            or now_ms - seg.created_ms >= self.config.segment_ms
+            or self.log_end_offset - seg.base_offset + 1 > 2**31 - 1
+        ):
+            log.info("%s-%d: rolling segment at offset %d", self.topic, self.partition, self.log_end_offset)
+            seg = self._new_segment(self.log_end_offset, now_ms)
+        return seg
+
+    # -- appends -----------------------------------------------------------------------------
+    def _validate(self, buf: bytes | bytearray | memoryview) -> list[tuple[int, BatchHeader]]:
+        try:
+            batches = list(iter_batches(buf, validate_crc=True))
+        except CorruptBatchError as e:
+            raise CorruptRecordError(str(e)) from e
+        if not batches:
+            raise InvalidRecordError("no record batch in the request")
+        for pos, h in batches:
+            if h.size > self.config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {h.size} bytes at position {pos} exceeds max.message.bytes={self.config.max_message_bytes}"
+                )
+            if h.record_count <= 0 or h.last_offset_delta < 0:
+                raise InvalidRecordError(f"batch at position {pos} has {h.record_count} records")
+        return batches
+
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int) -> AppendResult:
+        batches = self._validate(records)
+        for _pos, h in batches:
+            if h.has_producer_id and not h.is_control:
+                dup = self.producer_state.check(h)
+                if dup is not None:
+                    return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset, 0, True)
+        buf = bytearray(records)
+        offset = self.log_end_offset
+        first = offset
+        append_time = now_ms if self.config.log_append_time else -1
+        final: list[tuple[int, BatchHeader]] = []
+        count = 0
+        for pos, h in batches:
+            set_base_offset(buf, pos, offset)
+            set_partition_leader_epoch(buf, pos, leader_epoch)
+            if append_time >= 0:
+                set_max_timestamp_log_append(buf, pos, append_time)
+            nh = read_header(buf, pos)
+            final.append((pos, nh))
+            offset = nh.next_offset
+            count += nh.record_count
+        self.epoch_cache.assign(leader_epoch, first)
+        self._write(buf, final, now_ms)
+        return AppendResult(first, offset - 1, append_time, self.log_start_offset, count)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int | None = None) -> int:
+        """Append batches that already carry offsets and epochs; returns the new log end offset."""
+        batches = self._validate(records)
+        expected = self.log_end_offset
+        for pos, h in batches:
+            if h.base_offset < expected:
+                raise InvalidRecordError(
+                    f"batch at position {pos} has base offset {h.base_offset}, below the log end {expected}"
+                )
+            expected = h.next_offset
+            if h.partition_leader_epoch > self.epoch_cache.latest_epoch():
+                self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)  # KIP-101 step 4.7.1
+        self._write(bytes(records) if not isinstance(records, bytes) else records, batches, now_ms or _now_ms())
+        return self.log_end_offset
+
+    def _write(self, buf: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+        seg = self._maybe_roll(len(buf), now_ms)
+        if batches[0][1].base_offset > seg.next_offset and seg.size == 0:
+            # A follower starting mid-log: begin the segment where the data begins.
+            self.segments.pop()
+            self._bases.pop()
+            seg.delete()
+            seg = self._new_segment(batches[0][1].base_offset, now_ms)
+        seg.append(buf, batches)
+        for _pos, h in batches:
+            if h.has_producer_id:
+                self.producer_state.update(h, h.base_offset, h.last_offset, h.max_timestamp)
+            self.unflushed_messages += h.record_count
+        if self.unflushed_messages >= self.config.flush_interval_messages:
+            self.flush()
+
+    # -- reads -------------------------------------------------------------------------------
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_batch: bool = True) -> ReadResult:
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}] of {self.topic}-{self.partition}"
+            )
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        if offset >= limit:
+            return ReadResult()
+        i = self._segment_index(offset)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            found = seg.find_position(offset)
+            if found is not None:
+                break
+            i += 1
+        else:
+            return ReadResult()
+        pos, first = found
+        if first.base_offset >= limit:
+            return ReadResult()
+        want = max_bytes
+        if first.size > max_bytes:
+            if not min_one_batch:
+                return ReadResult()
+            want = first.size
+        data = seg.read(pos, want)
+        # Keep whole batches below the limit only.
+        end = 0
+        n = len(data)
+        while end + 61 <= n:
+            h = read_header(data, end)
+            if h.base_offset >= limit or end + h.size > n:
+                break
+            end += h.size
+        if end == 0:
+            return ReadResult()
+        return ReadResult([data[:end] if end < n else data], first.base_offset)
+
+    def read_headers(self, from_offset: int) -> Iterator[BatchHeader]:
+        for seg in list(self.segments):
+            if seg.next_offset <= from_offset:
+                continue
+            found = seg.find_position(from_offset) if from_offset > seg.base_offset else None
+            pos = found[0] if found else 0
+            while pos < seg.size:
+                h = seg.header_at(pos)
+                yield h
+                pos += h.size
+
+    def offset_for_timestamp(self, ts: int) -> tuple[int, int, int] | None:
+        """(offset, timestamp, epoch) of the first batch whose max timestamp is >= ts.
+
+        Answered at batch granularity: the batch's base offset and max timestamp (records inside
+        a compressed batch are not decoded on this path), which is where a consumer must start
+        reading to see the first record at or after ``ts``.
+        """
+        for seg in self.segments:
+            if seg.max_timestamp < ts or seg.size == 0:
+                continue
+            pos = seg.find_timestamp(ts)
+            while pos < seg.size:
+                h = seg.header_at(pos)
+                if h.max_timestamp >= ts and h.last_offset >= self.log_start_offset:
+                    offset = max(h.base_offset, self.log_start_offset)
+                    return offset, h.max_timestamp, self.epoch_cache.epoch_for_offset(offset)
+                pos += h.size
+        return None
+
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None:
+        best: tuple[int, int] | None = None
+        for seg in self.segments:
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[0]):
+                best = (seg.max_timestamp, seg.offset_of_max_timestamp)
+        return best
+
+    # -- truncation, retention -----------------------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch at or after ``offset`` (a follower's truncation)."""
+        if offset >= self.log_end_offset:
+            return
+        log.info("%s-%d: truncating from %d to %d", self.topic, self.partition, self.log_end_offset, offset)
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self.segments.pop().delete()
+            self._bases.pop()
+        seg = self.active
+        found = seg.find_position(offset)
+        if found is not None:
+            seg.truncate_to_position(found[0])
+        self.epoch_cache.truncate_from_end(self.log_end_offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.producer_state.delete_snapshots_above(self.log_end_offset)
+        self.producer_state.load(self.log_start_offset, self.log_end_offset, self.read_headers)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        for seg in self.segments:
+            seg.delete()
+        self.segments, self._bases = [], []
+        self._new_segment(offset, _now_ms())
+        self.log_start_offset = offset
+        self.high_watermark = offset
+        self.recovery_point = offset
+        self.epoch_cache.clear()
+        self.producer_state.delete_snapshots_above(-1)
+        self.producer_state.load(offset, offset, self.read_headers)
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete whole old segments (never the active one, nor data above the HW); returns bytes freed."""
+        cfg = self.config
+        if "delete" not in cfg.cleanup_policy:
+            return 0
+        freed = 0
+        total = self.size_bytes
+        while len(self.segments) > 1:
+            seg = self.segments[0]
+            if seg.next_offset > self.high_watermark:
+                break
+            by_time = cfg.retention_ms >= 0 and now_ms - seg.largest_timestamp_ms() > cfg.retention_ms
+            by_size = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
+            if not (by_time or by_size):
+                break
+            log.info("%s-%d: retention deletes segment %d (%d bytes, %s)", self.topic, self.partition,
+                     seg.base_offset, seg.size, "time" if by_time else "size")
+            self.segments.pop(0)
+            self._bases.pop(0)
+            total -= seg.size
+            freed += seg.size
+            seg.delete()
+        if freed:
+            self.increment_log_start_offset(self.segments[0].base_offset)
+        return freed
+
+    def increment_log_start_offset(self, offset: int) -> None:
+        offset = min(offset, self.high_watermark)
+        if offset <= self.log_start_offset:
+            return
+        self.log_start_offset = offset
+        self.epoch_cache.truncate_from_start(offset)
+        self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
+
+    # -- durability ----------------------------------------------------------------------------
+    def flush(self, up_to: int | None = None) -> None:
+        for seg in self.segments:
+            if seg.unflushed or seg.indexes_dirty:
+                seg.flush()
+        self.recovery_point = self.log_end_offset
+        self.unflushed_messages = 0
+        self.last_flush_ms = _now_ms()
+
+    def maybe_flush_by_time(self, now_ms: int) -> None:
+        if self.unflushed_messages and now_ms - self.last_flush_ms >= self.config.flush_interval_ms:
+            self.flush()
+
+    def close(self) -> None:
+        self.flush()
+        self.producer_state.take_snapshot()
+        for seg in self.segments:
+            seg.close()
+
+    def delete(self) -> None:
+        for seg in self.segments:
+            seg.delete()
+        self.segments, self._bases = [], []

@@ -1,0 +1,233 @@
+"""One log segment: ``<base>.log`` with its sparse ``.index`` and ``.timeindex``.
+
+The .log file holds record batches back to back exactly as appended. Index entries are kept in
+memory and written out whole on flush, roll and close; after a crash they are rebuilt from the
+data, so an index can never point past valid bytes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from epochlog.protocol.record_batch import (
+    HEADER_SIZE,
+    BatchHeader,
+    CorruptBatchError,
+    compute_crc,
+    read_header,
+)
+
+_IDX = struct.Struct(">ii")
+_TIDX = struct.Struct(">qi")
+NO_TIMESTAMP = -1
+
+
+def file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(slots=True)
+class ScanResult:
+    valid_bytes: int
+    next_offset: int
+    error: str | None  # why scanning stopped before the end of the file
+
+
+class Segment:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, created_ms: int) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self.index_interval = index_interval_bytes
+        self.path = directory / file_name(base_offset, ".log")
+        self.index_path = directory / file_name(base_offset, ".index")
+        self.time_index_path = directory / file_name(base_offset, ".timeindex")
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.next_offset = base_offset
+        self.created_ms = created_ms
+        self.idx_rel: list[int] = []
+        self.idx_pos: list[int] = []
+        self.tidx_ts: list[int] = []
+        self.tidx_rel: list[int] = []
+        self.bytes_since_index = 0
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = -1
+        self.indexes_dirty = False
+        self.unflushed = False
+
+    # -- building the in-memory state ------------------------------------------------
+    def _track(self, pos: int, h: BatchHeader) -> None:
+        if self.bytes_since_index >= self.index_interval or not self.idx_pos:
+            self.idx_rel.append(h.last_offset - self.base_offset)
+            self.idx_pos.append(pos)
+            self.bytes_since_index = 0
+            if h.max_timestamp > (self.tidx_ts[-1] if self.tidx_ts else NO_TIMESTAMP):
+                self.tidx_ts.append(h.max_timestamp)
+                self.tidx_rel.append(h.last_offset - self.base_offset)
+        self.bytes_since_index += h.size
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp = h.max_timestamp
+            self.offset_of_max_timestamp = h.last_offset
+        self.next_offset = h.next_offset
+        self.indexes_dirty = True
+
+    def scan(self, validate_crc: bool, from_position: int = 0) -> ScanResult:
+        """Walk every batch, rebuilding indexes; stop at the first torn or corrupt one."""
+        if from_position == 0:
+            self.idx_rel, self.idx_pos, self.tidx_ts, self.tidx_rel = [], [], [], []
+            self.bytes_since_index = 0
+            self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, -1
+            self.next_offset = self.base_offset
+        size = os.fstat(self.fd).st_size
+        pos = from_position
+        error = None
+        if size > from_position:
+            with mmap.mmap(self.fd, size, prot=mmap.PROT_READ) as mm:
+                view = memoryview(mm)
+                try:
+                    while pos < size:
+                        try:
+                            h = read_header(view, pos)
+                        except CorruptBatchError as e:
+                            error = str(e)
+                            break
+                        if pos + h.size > size:
+                            error = f"batch at position {pos} is torn: needs {h.size} bytes, {size - pos} left"
+                            break
+                        if h.base_offset < self.next_offset or (pos == 0 and h.base_offset < self.base_offset):
+                            error = f"batch at position {pos} has base offset {h.base_offset} below {self.next_offset}"
+                            break
+                        if validate_crc and compute_crc(view, pos, h) != h.crc:
+                            error = f"CRC32C mismatch in batch at position {pos} (base offset {h.base_offset})"
+                            break
+                        self._track(pos, h)
+                        pos += h.size
+                finally:
+                    view.release()
+        self.size = size
+        return ScanResult(pos, self.next_offset, error)
+
+    def load_indexes(self) -> bool:
+        """Trust the index files of a cleanly closed segment when they are consistent."""
+        try:
+            idx = self.index_path.read_bytes()
+            tidx = self.time_index_path.read_bytes() if self.time_index_path.exists() else b""
+        except OSError:
+            return False
+        if len(idx) % _IDX.size or len(tidx) % _TIDX.size:
+            return False
+        rel = [r for r, _ in _IDX.iter_unpack(idx)]
+        pos = [p for _, p in _IDX.iter_unpack(idx)]
+        if any(b <= a for a, b in zip(rel, rel[1:], strict=False)) or any(
+            b <= a for a, b in zip(pos, pos[1:], strict=False)
+        ):
+            return False
+        if pos and pos[-1] >= self.size:
+            return False
+        if self.size and not pos:
+            return False
+        self.idx_rel, self.idx_pos = rel, pos
+        self.tidx_ts = [t for t, _ in _TIDX.iter_unpack(tidx)]
+        self.tidx_rel = [r for _, r in _TIDX.iter_unpack(tidx)]
+        if self.tidx_ts:
+            self.max_timestamp = max(self.tidx_ts)
+            self.offset_of_max_timestamp = self.base_offset + self.tidx_rel[self.tidx_ts.index(self.max_timestamp)]
+        # Walk the tail from the last indexed batch to learn the next offset; that batch is
+        # already indexed, so the byte counter starts at zero.
+        self.bytes_since_index = 0
+        result = self.scan(validate_crc=False, from_position=pos[-1] if pos else 0)
+        if result.error is not None or result.valid_bytes != self.size:
+            return False
+        self.indexes_dirty = False
+        return True
+
+    # -- writing -------------------------------------------------------------------------
+    def append(self, data: bytes | bytearray, batches: list[tuple[int, BatchHeader]]) -> None:
+        start = self.size
+        written = os.write(self.fd, data)
+        while written < len(data):
+            written += os.write(self.fd, memoryview(data)[written:])
+        for pos, h in batches:
+            self._track(start + pos, h)
+        self.size += len(data)
+        self.unflushed = True
+
+    def flush(self) -> None:
+        if self.unflushed:
+            os.fdatasync(self.fd)
+            self.unflushed = False
+        self.write_indexes()
+
+    def write_indexes(self) -> None:
+        if not self.indexes_dirty:
+            return
+        idx = b"".join(_IDX.pack(r, p) for r, p in zip(self.idx_rel, self.idx_pos, strict=True))
+        tidx = b"".join(_TIDX.pack(t, r) for t, r in zip(self.tidx_ts, self.tidx_rel, strict=True))
+        for path, data in ((self.index_path, idx), (self.time_index_path, tidx)):
+            tmp = path.with_name(path.name + ".tmp")
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        self.indexes_dirty = False
+
+    def truncate_to_position(self, position: int) -> None:
+        os.ftruncate(self.fd, position)
+        self.unflushed = True
+        self.scan(validate_crc=False)
+
+    # -- reading -------------------------------------------------------------------------
+    def header_at(self, pos: int) -> BatchHeader:
+        return read_header(os.pread(self.fd, HEADER_SIZE, pos))
+
+    def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """Position and header of the batch holding ``offset`` (or the first batch after it)."""
+        if offset >= self.next_offset:
+            return None
+        i = bisect.bisect_left(self.idx_rel, offset - self.base_offset) - 1
+        pos = self.idx_pos[i] if i >= 0 else 0
+        while pos < self.size:
+            h = self.header_at(pos)
+            if h.last_offset >= offset:
+                return pos, h
+            pos += h.size
+        return None
+
+    def read(self, position: int, size: int) -> bytes:
+        return os.pread(self.fd, min(size, self.size - position), position)
+
+    def find_timestamp(self, ts: int) -> int:
+        """A position from which to look for the first batch with max timestamp >= ts."""
+        i = bisect.bisect_left(self.tidx_ts, ts) - 1
+        if i < 0:
+            return 0
+        found = self.find_position(self.base_offset + self.tidx_rel[i])
+        return found[0] if found else 0
+
+    def largest_timestamp_ms(self) -> int:
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self.fd).st_mtime * 1000)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def close(self) -> None:
+        if self.fd >= 0:
+            self.flush()
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        for p in (self.path, self.index_path, self.time_index_path):
+            try:
+                p.unlink()
+            except FileNotFoundError:
+                pass
