@@ -271,6 +271,10 @@ def build(cls: type, data: Any) -> Any:
             v = _neutral(plan, cls)
             values[plan.name] = v
             continue
+        if v is None and not plan.optional:
+            # Nullable in some versions, not in this one: send the neutral value.
+            values[plan.name] = _neutral(plan, cls)
+            continue
         values[plan.name] = _convert(plan, v)
     return cls(**values)
 

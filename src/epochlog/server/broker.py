@@ -97,10 +97,7 @@ class Broker:
                 log.exception("housekeeping failed")
 
     async def _start_groups(self) -> None:
-        try:
-            from epochlog.server.groups import GroupConfig, GroupCoordinator
-        except ImportError:  # TEMP until the coordinator lands
-            return
+        from epochlog.server.groups import GroupConfig, GroupCoordinator
         from epochlog.server.offsets_store import LogOffsetsStore
 
         store = LogOffsetsStore(self)

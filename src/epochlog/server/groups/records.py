@@ -1,0 +1,173 @@
+"""The key and value formats of ``__consumer_offsets`` records (Kafka's, as facts of the format).
+
+OffsetCommitKey v1:      version int16, group string, topic string, partition int32
+OffsetCommitValue v3:    version int16, offset int64, leaderEpoch int32, metadata string, commitTimestamp int64
+GroupMetadataKey v2:     version int16, group string
+GroupMetadataValue v3:   version int16, protocolType string, generation int32, protocol string?, leader string?,
+                         currentStateTimestamp int64, members [memberId, groupInstanceId?, clientId, clientHost,
+                         rebalanceTimeout int32, sessionTimeout int32, subscription bytes, assignment bytes]
+Strings are int16-length prefixed (-1 for null), bytes and arrays int32-length prefixed.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OffsetKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    group: str
+
+
+@dataclass
+class OffsetValue:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+
+
+@dataclass
+class GroupValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    state_timestamp: int
+    members: list[tuple[str, str | None, str, str, int, int, bytes, bytes]]
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.out = bytearray()
+
+    def i16(self, v: int) -> _Writer:
+        self.out += struct.pack(">h", v)
+        return self
+
+    def i32(self, v: int) -> _Writer:
+        self.out += struct.pack(">i", v)
+        return self
+
+    def i64(self, v: int) -> _Writer:
+        self.out += struct.pack(">q", v)
+        return self
+
+    def string(self, s: str | None) -> _Writer:
+        if s is None:
+            return self.i16(-1)
+        b = s.encode()
+        self.i16(len(b))
+        self.out += b
+        return self
+
+    def bytes_(self, b: bytes | None) -> _Writer:
+        if b is None:
+            return self.i32(-1)
+        self.i32(len(b))
+        self.out += b
+        return self
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def _take(self, fmt: str, n: int) -> int:
+        v = struct.unpack_from(fmt, self.data, self.pos)[0]
+        self.pos += n
+        return v
+
+    def i16(self) -> int:
+        return self._take(">h", 2)
+
+    def i32(self) -> int:
+        return self._take(">i", 4)
+
+    def i64(self) -> int:
+        return self._take(">q", 8)
+
+    def string(self) -> str | None:
+        n = self.i16()
+        if n < 0:
+            return None
+        s = self.data[self.pos : self.pos + n].decode()
+        self.pos += n
+        return s
+
+    def bytes_(self) -> bytes | None:
+        n = self.i32()
+        if n < 0:
+            return None
+        b = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return b
+
+
+def offset_key(group: str, topic: str, partition: int) -> bytes:
+    return bytes(_Writer().i16(1).string(group).string(topic).i32(partition).out)
+
+
+def offset_value(v: OffsetValue) -> bytes:
+    return bytes(_Writer().i16(3).i64(v.offset).i32(v.leader_epoch).string(v.metadata).i64(v.commit_timestamp).out)
+
+
+def group_key(group: str) -> bytes:
+    return bytes(_Writer().i16(2).string(group).out)
+
+
+def group_value(v: GroupValue) -> bytes:
+    w = _Writer().i16(3).string(v.protocol_type).i32(v.generation).string(v.protocol).string(v.leader)
+    w.i64(v.state_timestamp).i32(len(v.members))
+    for mid, iid, cid, host, rto, sto, sub, asg in v.members:
+        w.string(mid).string(iid).string(cid).string(host).i32(rto).i32(sto).bytes_(sub).bytes_(asg)
+    return bytes(w.out)
+
+
+def decode_key(data: bytes) -> OffsetKey | GroupKey | None:
+    r = _Reader(data)
+    version = r.i16()
+    if version in (0, 1):
+        return OffsetKey(r.string() or "", r.string() or "", r.i32())
+    if version == 2:
+        return GroupKey(r.string() or "")
+    return None  # other record kinds (e.g. transactions) are not ours to read
+
+
+def decode_offset_value(data: bytes) -> OffsetValue:
+    r = _Reader(data)
+    version = r.i16()
+    offset = r.i64()
+    epoch = r.i32() if version >= 3 else -1
+    metadata = r.string() or ""
+    ts = r.i64()
+    return OffsetValue(offset, epoch, metadata, ts)
+
+
+def decode_group_value(data: bytes) -> GroupValue:
+    r = _Reader(data)
+    version = r.i16()
+    protocol_type = r.string() or ""
+    generation = r.i32()
+    protocol = r.string()
+    leader = r.string()
+    ts = r.i64() if version >= 2 else -1
+    members = []
+    for _ in range(r.i32()):
+        mid = r.string() or ""
+        iid = r.string() if version >= 3 else None
+        cid = r.string() or ""
+        host = r.string() or ""
+        rto = r.i32() if version >= 1 else 0
+        sto = r.i32()
+        members.append((mid, iid, cid, host, rto, sto, r.bytes_() or b"", r.bytes_() or b""))
+    return GroupValue(protocol_type, generation, protocol, leader, ts, members)
