@@ -81,25 +81,55 @@ class RunningBroker:
 
 
 def available(name: str) -> bool:
-    return name == "epochlog" or (name == "tansu" and _tansu() is not None) or (
-        name == "noida" and _noida() is not None)
+    return (
+        name == "epochlog" or (name == "tansu" and _tansu() is not None) or (name == "noida" and _noida() is not None)
+    )
 
 
 def start(name: str, extra: dict[str, str] | None = None) -> RunningBroker:
     port = free_port()
     work = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
     if name == "epochlog":
-        args = [sys.executable, "-m", "epochlog.cli.main", "up", "--port", str(port), "--data-dir",
-                str(work / "data"), "--log-level", "WARNING"]
+        args = [
+            sys.executable,
+            "-m",
+            "epochlog.cli.main",
+            "up",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(work / "data"),
+            "--log-level",
+            "WARNING",
+        ]
         for k, v in (extra or {}).items():
             args += ["--set", f"{k}={v}"]
     elif name == "tansu":
         url = f"tcp://127.0.0.1:{port}"
-        args = [_tansu() or "tansu", "broker", "--listener-url", url, "--advertised-listener-url", url,
-                "--storage-engine", "memory://tansu/", "--silent"]
+        args = [
+            _tansu() or "tansu",
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+            "--silent",
+        ]
     elif name == "noida":
-        args = [_noida() or "noida-db", "start", "--only", "kafka", "--data-dir", str(work / "data"),
-                "--host", "127.0.0.1", "--kafka-port", str(port)]
+        args = [
+            _noida() or "noida-db",
+            "start",
+            "--only",
+            "kafka",
+            "--data-dir",
+            str(work / "data"),
+            "--host",
+            "127.0.0.1",
+            "--kafka-port",
+            str(port),
+        ]
     else:
         raise ValueError(f"unknown broker {name}")
     return RunningBroker(name, args, port, work)

@@ -20,11 +20,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from brokers import available, start  # noqa: E402
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
+from brokers import available, start
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from rich.console import Console
+from rich.table import Table
 
 
 def create_topic(bootstrap: str, name: str) -> None:
@@ -44,9 +44,19 @@ def produce_throughput(bootstrap: str, size: int, count: int, acks: str) -> dict
         if err is not None:
             errors[0] += 1
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 1_000_000,
-                  "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
-                  "delivery.report.only.error": True, "on_delivery": on_error, "enable.idempotence": False})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "delivery.report.only.error": True,
+            "on_delivery": on_error,
+            "enable.idempotence": False,
+        }
+    )
     payload = os.urandom(size)
     # warm-up: metadata and connection
     p.produce(topic, payload)
@@ -63,14 +73,27 @@ def produce_throughput(bootstrap: str, size: int, count: int, acks: str) -> dict
             p.poll(0)
     left = p.flush(120)
     dt = time.perf_counter() - t0
-    return {"topic": topic, "msgs": count, "seconds": dt, "msgs_per_s": count / dt,
-            "mb_per_s": count * size / dt / 1e6, "errors": errors[0] + left}
+    return {
+        "topic": topic,
+        "msgs": count,
+        "seconds": dt,
+        "msgs_per_s": count / dt,
+        "mb_per_s": count * size / dt / 1e6,
+        "errors": errors[0] + left,
+    }
 
 
 def consume_throughput(bootstrap: str, topic: str, count: int, size: int) -> dict[str, Any]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "fetch.max.bytes": 52_428_800,
-                  "max.partition.fetch.bytes": 10_485_760, "isolation.level": "read_uncommitted"})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 10_485_760,
+            "isolation.level": "read_uncommitted",
+        }
+    )
     c.assign([TopicPartition(topic, 0, 0)])
     got = 0
     t0 = time.perf_counter()
@@ -87,8 +110,15 @@ def latency(bootstrap: str, rate: int, seconds: float, acks: str) -> dict[str, A
     topic = f"lat-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic)
     p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5})
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{uuid.uuid4().hex[:6]}",
-                  "fetch.wait.max.ms": 100, "fetch.min.bytes": 1, "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"lat-{uuid.uuid4().hex[:6]}",
+            "fetch.wait.max.ms": 100,
+            "fetch.min.bytes": 1,
+            "enable.auto.commit": False,
+        }
+    )
     p.produce(topic, b"warm")
     p.flush(30)
     c.assign([TopicPartition(topic, 0, 1)])
@@ -129,10 +159,17 @@ def latency(bootstrap: str, rate: int, seconds: float, acks: str) -> dict[str, A
         xs = sorted(xs)
         return xs[min(len(xs) - 1, int(q * len(xs)))]
 
-    return {"rate": rate, "msgs": n, "acked": len(acks_ms), "ack_p50_ms": pct(acks_ms, 0.5),
-            "ack_p99_ms": pct(acks_ms, 0.99), "ack_max_ms": max(acks_ms, default=float("nan")),
-            "e2e_p50_ms": pct(e2e_ms, 0.5), "e2e_p99_ms": pct(e2e_ms, 0.99),
-            "e2e_mean_ms": statistics.fmean(e2e_ms) if e2e_ms else float("nan")}
+    return {
+        "rate": rate,
+        "msgs": n,
+        "acked": len(acks_ms),
+        "ack_p50_ms": pct(acks_ms, 0.5),
+        "ack_p99_ms": pct(acks_ms, 0.99),
+        "ack_max_ms": max(acks_ms, default=float("nan")),
+        "e2e_p50_ms": pct(e2e_ms, 0.5),
+        "e2e_p99_ms": pct(e2e_ms, 0.99),
+        "e2e_mean_ms": statistics.fmean(e2e_ms) if e2e_ms else float("nan"),
+    }
 
 
 def main() -> None:
@@ -185,7 +222,7 @@ def show(results: dict[str, Any]) -> None:
             table.add_column(f"epochlog/{peer}", justify="right")
     rows = []
     first = next(iter(brokers.values()), {})
-    for key, val in first.items():
+    for key, _val in first.items():
         if key.startswith("latency"):
             for metric in ("ack_p50_ms", "ack_p99_ms", "e2e_p50_ms", "e2e_p99_ms"):
                 rows.append((f"{key} {metric}", lambda r, k=key, m=metric: r[k][m], "{:.1f} ms"))

@@ -45,8 +45,16 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> BrokerProcess:
-        args = [sys.executable, "-m", "epochlog.cli.main", "up", "--port", str(self.port),
-                "--data-dir", str(self.data_dir)]
+        args = [
+            sys.executable,
+            "-m",
+            "epochlog.cli.main",
+            "up",
+            "--port",
+            str(self.port),
+            "--data-dir",
+            str(self.data_dir),
+        ]
         for k, v in self.settings.items():
             args += ["--set", f"{k}={v}"]
         log = open(self.log_path, "ab")

@@ -20,8 +20,9 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[st
     fut.result(15)
 
 
-def produce(bootstrap: str, topic: str, values: list[bytes], conf: dict[str, Any] | None = None,
-            **kw: Any) -> list[tuple[int, int]]:
+def produce(
+    bootstrap: str, topic: str, values: list[bytes], conf: dict[str, Any] | None = None, **kw: Any
+) -> list[tuple[int, int]]:
     """Produce and return (partition, offset) per value, in order; raises on any delivery error."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **(conf or {})})
     results: list[Any] = [None] * len(values)
@@ -29,6 +30,7 @@ def produce(bootstrap: str, topic: str, values: list[bytes], conf: dict[str, Any
     def cb(i: int) -> Any:
         def done(err: Any, msg: Any) -> None:
             results[i] = err if err is not None else (msg.partition(), msg.offset())
+
         return done
 
     for i, v in enumerate(values):
@@ -42,10 +44,24 @@ def produce(bootstrap: str, topic: str, values: list[bytes], conf: dict[str, Any
     return results
 
 
-def consume_assign(bootstrap: str, topic: str, partition: int, count: int, start: int = 0,
-                   timeout: float = 30, conf: dict[str, Any] | None = None) -> list[Any]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest", **(conf or {})})
+def consume_assign(
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    count: int,
+    start: int = 0,
+    timeout: float = 30,
+    conf: dict[str, Any] | None = None,
+) -> list[Any]:
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            **(conf or {}),
+        }
+    )
     c.assign([TopicPartition(topic, partition, start)])
     out: list[Any] = []
     deadline = time.monotonic() + timeout

@@ -16,12 +16,10 @@ def test_produce_consume_and_group(broker: BrokerProcess) -> None:
     create_topic(broker.bootstrap, topic, partitions=2)
 
     async def run() -> None:
-        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, compression_type="gzip",
-                             enable_idempotence=True)
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, compression_type="gzip", enable_idempotence=True)
         await p.start()
         try:
-            metas = [await p.send_and_wait(topic, value=b"a%d" % i, key=b"k", headers=[("x", b"y")])
-                     for i in range(30)]
+            metas = [await p.send_and_wait(topic, value=b"a%d" % i, key=b"k", headers=[("x", b"y")]) for i in range(30)]
         finally:
             await p.stop()
         assert [m.offset for m in metas] == list(range(30))
@@ -42,8 +40,13 @@ def test_produce_consume_and_group(broker: BrokerProcess) -> None:
         finally:
             await c.stop()
         group = f"aio-{uuid.uuid4().hex[:6]}"
-        c = AIOKafkaConsumer(topic, group_id=group, bootstrap_servers=broker.bootstrap,
-                             auto_offset_reset="earliest", enable_auto_commit=False)
+        c = AIOKafkaConsumer(
+            topic,
+            group_id=group,
+            bootstrap_servers=broker.bootstrap,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
         await c.start()
         try:
             got = []

@@ -49,8 +49,9 @@ CASES = {
     "metadata-garbage-body": frame(_header(3, 9) + b"\x00" + os.urandom(40)),
     "produce-truncated-body": frame(_header(0, 9) + b"\x00" + b"\x01\xff\xff"),
     "client-id-overflow": frame(struct.pack(">hhih", 3, 1, 1, 3000) + b"abc"),
-    "fetch-huge-array": frame(_header(1, 11) + struct.pack(">iiiibii", -1, 500, 1, 1000, 0, 0, 0)
-                              + struct.pack(">i", 2**30)),
+    "fetch-huge-array": frame(
+        _header(1, 11) + struct.pack(">iiiibii", -1, 500, 1, 1000, 0, 0, 0) + struct.pack(">i", 2**30)
+    ),
 }
 
 

@@ -19,8 +19,13 @@ def test_produce_consume_assign_with_keys_headers_timestamps(broker: BrokerProce
     p = Producer({"bootstrap.servers": broker.bootstrap})
     ts0 = 1_700_000_000_000
     for i in range(50):
-        p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), timestamp=ts0 + i,
-                  headers=[("h", f"x{i}".encode()), ("empty", None)])
+        p.produce(
+            topic,
+            key=f"k{i}".encode(),
+            value=f"v{i}".encode(),
+            timestamp=ts0 + i,
+            headers=[("h", f"x{i}".encode()), ("empty", None)],
+        )
     assert p.flush(20) == 0
     msgs = consume_assign(broker.bootstrap, topic, 0, 50)
     assert [m.offset() for m in msgs] == list(range(50))
@@ -65,8 +70,13 @@ def test_subscribe_group_commits_and_resumes(broker: BrokerProcess) -> None:
     create_topic(broker.bootstrap, topic, partitions=3)
     produce(broker.bootstrap, topic, [f"m{i}".encode() for i in range(90)])
     group = f"g-{uuid.uuid4().hex[:6]}"
-    conf = {"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, "session.timeout.ms": 10000}
+    conf = {
+        "bootstrap.servers": broker.bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": 10000,
+    }
     c = Consumer(conf)
     c.subscribe([topic])
     seen = []
@@ -100,7 +110,7 @@ def test_auto_topic_creation(broker: BrokerProcess) -> None:
     assert len(md.topics[topic].partitions) == 1
 
 
-def test_auto_topic_creation_off(broker_factory) -> None:  # noqa: ANN001
+def test_auto_topic_creation_off(broker_factory) -> None:
     b = broker_factory({"auto.create.topics.enable": "false"})
     md = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics("nope", timeout=10)
     assert md.topics["nope"].error is not None
@@ -111,9 +121,17 @@ def test_idempotent_producer_many_in_flight(broker: BrokerProcess) -> None:
     topic = topic_name("idem")
     create_topic(broker.bootstrap, topic, partitions=2)
     values = [f"{i}".encode() for i in range(5000)]
-    acked = produce(broker.bootstrap, topic, values, {"enable.idempotence": True, "acks": "all",
-                                                      "max.in.flight.requests.per.connection": 5,
-                                                      "batch.num.messages": 50})
+    acked = produce(
+        broker.bootstrap,
+        topic,
+        values,
+        {
+            "enable.idempotence": True,
+            "acks": "all",
+            "max.in.flight.requests.per.connection": 5,
+            "batch.num.messages": 50,
+        },
+    )
     per_part: dict[int, list[int]] = {}
     for p, o in acked:
         per_part.setdefault(p, []).append(o)

@@ -17,9 +17,17 @@ def _produce_across_kill(broker: BrokerProcess, topic: str, total: int, kill_aft
     """Idempotent acks=all producer writing while the broker is killed -9 and restarted."""
     acked: dict[bytes, int] = {}
     errors: list[object] = []
-    p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "acks": "all",
-                  "linger.ms": 2, "message.timeout.ms": 60000, "retry.backoff.ms": 100,
-                  "reconnect.backoff.max.ms": 500})
+    p = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 2,
+            "message.timeout.ms": 60000,
+            "retry.backoff.ms": 100,
+            "reconnect.backoff.max.ms": 500,
+        }
+    )
 
     def cb(err: object, msg: object) -> None:
         if err is not None:
@@ -46,7 +54,7 @@ def _produce_across_kill(broker: BrokerProcess, topic: str, total: int, kill_aft
 
 
 @pytest.mark.parametrize("flush_every_message", [False, True])
-def test_acknowledged_writes_survive_kill9(broker_factory, flush_every_message: bool) -> None:  # noqa: ANN001
+def test_acknowledged_writes_survive_kill9(broker_factory, flush_every_message: bool) -> None:
     settings = {"log.flush.interval.messages": "1"} if flush_every_message else {}
     b = broker_factory(settings)
     topic = topic_name("dur")

@@ -42,8 +42,13 @@ def test_compression(broker: BrokerProcess, codec: str) -> None:
         p.send(topic, value=b"%d" % i)
     p.flush(20)
     p.close()
-    c = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
-                      consumer_timeout_ms=5000, enable_auto_commit=False)
+    c = KafkaConsumer(
+        topic,
+        bootstrap_servers=broker.bootstrap,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=5000,
+        enable_auto_commit=False,
+    )
     got = [m.value for _, m in zip(range(200), c, strict=False)]
     c.close()
     assert got == [b"%d" % i for i in range(200)]
@@ -57,8 +62,14 @@ def test_group_subscribe_commit_resume(broker: BrokerProcess) -> None:
         p.send(topic, value=b"%d" % i)
     p.flush(20)
     group = f"kpg-{uuid.uuid4().hex[:6]}"
-    c = KafkaConsumer(topic, group_id=group, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
-                      enable_auto_commit=False, consumer_timeout_ms=8000)
+    c = KafkaConsumer(
+        topic,
+        group_id=group,
+        bootstrap_servers=broker.bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=8000,
+    )
     first = [m.value for _, m in zip(range(40), c, strict=False)]
     c.commit()
     c.close()
@@ -67,8 +78,14 @@ def test_group_subscribe_commit_resume(broker: BrokerProcess) -> None:
         p.send(topic, value=b"%d" % i)
     p.flush(20)
     p.close()
-    c = KafkaConsumer(topic, group_id=group, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
-                      enable_auto_commit=False, consumer_timeout_ms=8000)
+    c = KafkaConsumer(
+        topic,
+        group_id=group,
+        bootstrap_servers=broker.bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=8000,
+    )
     rest = [m.value for _, m in zip(range(10), c, strict=False)]
     c.close()
     assert sorted(rest) == sorted(b"%d" % i for i in range(40, 50))

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help="epochlog: a Kafka-protocol commit log")
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="epochlog: a Kafka-protocol commit log",
+)
 
 
 def _register_subcommands() -> None:

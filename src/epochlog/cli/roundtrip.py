@@ -23,8 +23,14 @@ def run_roundtrip(bootstrap: str, count: int = 5) -> bool:
         producer.produce(topic, key=f"k{i}".encode(), value=f"hello epochlog #{i}".encode(), on_delivery=delivered)
     producer.flush(15)
     print(f"[roundtrip] produced {len(acked)}/{count} messages to {topic}: offsets {[o for _, o in acked]}", file=out)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": True})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"{topic}-reader",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": True,
+        }
+    )
     consumer.subscribe([topic])
     got = []
     deadline = time.monotonic() + 30

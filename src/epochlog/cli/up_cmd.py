@@ -11,8 +11,7 @@ import typer
 from epochlog.cli.logging_setup import setup_logging
 
 
-def _build_config(config: Path | None, data_dir: Path | None, port: int | None, host: str | None,
-                  overrides: list[str]):
+def _build_config(config: Path | None, data_dir: Path | None, port: int | None, host: str | None, overrides: list[str]):
     from epochlog.server.config import BrokerConfig, ConfigError, load_properties
 
     props = load_properties(config) if config else {}

@@ -152,7 +152,9 @@ def build_batch(
         write_varint(body, len(rec))
         body += rec
     payload = compress(compression, bytes(body))
-    attributes = (compression & COMPRESSION_MASK) | (0x08 if log_append_time else 0) | (CONTROL_MASK if is_control else 0)
+    attributes = (
+        (compression & COMPRESSION_MASK) | (0x08 if log_append_time else 0) | (CONTROL_MASK if is_control else 0)
+    )
     n = len(records)
     tail = struct.pack(">hiqqqhii", attributes, n - 1, now, max_ts, producer_id, producer_epoch, base_sequence, n)
     crc = crc32c.crc32c(tail + payload)

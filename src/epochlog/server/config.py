@@ -138,9 +138,7 @@ class BrokerConfig:
         c.group_min_session_timeout_ms = _int(props, "group.min.session.timeout.ms", 6000, minimum=0)
         c.group_max_session_timeout_ms = _int(props, "group.max.session.timeout.ms", 1_800_000, minimum=0)
         c.offsets_retention_minutes = _int(props, "offsets.retention.minutes", 10080, minimum=1)
-        c.log_retention_check_interval_ms = _int(
-            props, "log.retention.check.interval.ms", 300_000, minimum=1
-        )
+        c.log_retention_check_interval_ms = _int(props, "log.retention.check.interval.ms", 300_000, minimum=1)
         c.producer_id_expiration_ms = _int(props, "producer.id.expiration.ms", 86_400_000, minimum=1)
         return c
 

@@ -127,9 +127,7 @@ class KafkaConnection(asyncio.Protocol):
             codec.finish_header(mv, header)
             result = dispatch(self.broker, header, mv)
         except (KafkaError, UnsupportedVersion) as e:
-            log.warning(
-                "closing %s: bad api %d v%d request: %s", self.peer, header.api_key, header.api_version, e
-            )
+            log.warning("closing %s: bad api %d v%d request: %s", self.peer, header.api_key, header.api_version, e)
             self.close()
             return
         except Exception:

@@ -28,8 +28,12 @@ def dump(path: Path) -> Iterator[dict[str, Any]]:
                 yield {"position": pos, "error": str(e), "remaining_bytes": len(data) - pos}
                 break
             if pos + h.size > len(data):
-                yield {"position": pos, "error": f"torn batch: needs {h.size} bytes, {len(data) - pos} left",
-                       "base_offset": h.base_offset, "remaining_bytes": len(data) - pos}
+                yield {
+                    "position": pos,
+                    "error": f"torn batch: needs {h.size} bytes, {len(data) - pos} left",
+                    "base_offset": h.base_offset,
+                    "remaining_bytes": len(data) - pos,
+                }
                 break
             yield {
                 "base_offset": h.base_offset,

@@ -35,7 +35,9 @@ def new_cluster_id() -> str:
 
 
 class LogManager:
-    def __init__(self, log_dir: Path, default_config: LogConfig, retention_check_interval_ms: int = RETENTION_INTERVAL_MS) -> None:
+    def __init__(
+        self, log_dir: Path, default_config: LogConfig, retention_check_interval_ms: int = RETENTION_INTERVAL_MS
+    ) -> None:
         self.dir = log_dir
         self.default_config = default_config
         self.logs: dict[tuple[str, int], PartitionLog] = {}
@@ -90,23 +92,44 @@ class LogManager:
                 continue
             cfg = (configs or {}).get(parsed[0], self.default_config)
             t0 = time.monotonic()
-            plog = PartitionLog.open(d, parsed[0], parsed[1], cfg, recover=recover,
-                                     recovery_point=rps.get(parsed, 0), log_start_offset=starts.get(parsed, 0),
-                                     high_watermark=hws.get(parsed, 0))
+            plog = PartitionLog.open(
+                d,
+                parsed[0],
+                parsed[1],
+                cfg,
+                recover=recover,
+                recovery_point=rps.get(parsed, 0),
+                log_start_offset=starts.get(parsed, 0),
+                high_watermark=hws.get(parsed, 0),
+            )
             self.logs[parsed] = plog
             if recover:
-                log.info("%s-%d: recovered [%d, %d) in %.0f ms after an unclean shutdown", parsed[0], parsed[1],
-                         plog.log_start_offset, plog.log_end_offset, (time.monotonic() - t0) * 1000)
+                log.info(
+                    "%s-%d: recovered [%d, %d) in %.0f ms after an unclean shutdown",
+                    parsed[0],
+                    parsed[1],
+                    plog.log_start_offset,
+                    plog.log_end_offset,
+                    (time.monotonic() - t0) * 1000,
+                )
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get((topic, partition))
 
-    def create(self, topic: str, partition: int, topic_id: uuid.UUID | None, config: LogConfig | None = None) -> PartitionLog:
+    def create(
+        self, topic: str, partition: int, topic_id: uuid.UUID | None, config: LogConfig | None = None
+    ) -> PartitionLog:
         existing = self.logs.get((topic, partition))
         if existing is not None:
             return existing
-        plog = PartitionLog.open(self.dir / f"{topic}-{partition}", topic, partition,
-                                 config or self.default_config, recover=False, topic_id=topic_id)
+        plog = PartitionLog.open(
+            self.dir / f"{topic}-{partition}",
+            topic,
+            partition,
+            config or self.default_config,
+            recover=False,
+            topic_id=topic_id,
+        )
         self.logs[(topic, partition)] = plog
         return plog
 

@@ -161,7 +161,9 @@ class PartitionLog:
     def _load_segments(self, recover: bool) -> None:
         kept: list[Segment] = []
         for i, seg in enumerate(self.segments):
-            needs_scan = recover and (i + 1 >= len(self.segments) or self.segments[i + 1].base_offset > self.recovery_point)
+            needs_scan = recover and (
+                i + 1 >= len(self.segments) or self.segments[i + 1].base_offset > self.recovery_point
+            )
             if not needs_scan and seg.load_indexes():
                 kept.append(seg)
                 continue
@@ -169,14 +171,23 @@ class PartitionLog:
             if result.error is not None:
                 log.warning(
                     "%s-%d: recovery truncates segment %d at byte %d of %d (offset %d): %s",
-                    self.topic, self.partition, seg.base_offset, result.valid_bytes, seg.size,
-                    result.next_offset, result.error,
+                    self.topic,
+                    self.partition,
+                    seg.base_offset,
+                    result.valid_bytes,
+                    seg.size,
+                    result.next_offset,
+                    result.error,
                 )
                 seg.truncate_to_position(result.valid_bytes)
                 kept.append(seg)
                 for later in self.segments[i + 1 :]:
-                    log.warning("%s-%d: recovery drops segment %d after the corruption",
-                                self.topic, self.partition, later.base_offset)
+                    log.warning(
+                        "%s-%d: recovery drops segment %d after the corruption",
+                        self.topic,
+                        self.partition,
+                        later.base_offset,
+                    )
                     later.delete()
                 break
             kept.append(seg)
@@ -244,7 +255,8 @@ class PartitionLog:
         for pos, h in batches:
             if h.size > self.config.max_message_bytes:
                 raise RecordTooLargeError(
-                    f"batch of {h.size} bytes at position {pos} exceeds max.message.bytes={self.config.max_message_bytes}"
+                    f"batch of {h.size} bytes at position {pos} exceeds "
+                    f"max.message.bytes={self.config.max_message_bytes}"
                 )
             if h.record_count <= 0 or h.last_offset_delta < 0:
                 raise InvalidRecordError(f"batch at position {pos} has {h.record_count} records")
@@ -263,7 +275,7 @@ class PartitionLog:
         append_time = now_ms if self.config.log_append_time else -1
         final: list[tuple[int, BatchHeader]] = []
         count = 0
-        for pos, h in batches:
+        for pos, _h in batches:
             set_base_offset(buf, pos, offset)
             set_partition_leader_epoch(buf, pos, leader_epoch)
             if append_time >= 0:
@@ -311,11 +323,13 @@ class PartitionLog:
     def _segment_index(self, offset: int) -> int:
         return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
-    def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_batch: bool = True) -> ReadResult:
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> ReadResult:
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
-                f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}] of {self.topic}-{self.partition}"
+                f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}] "
+                f"of {self.topic}-{self.partition}"
             )
         limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         if offset >= limit:
@@ -433,8 +447,14 @@ class PartitionLog:
             by_size = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
             if not (by_time or by_size):
                 break
-            log.info("%s-%d: retention deletes segment %d (%d bytes, %s)", self.topic, self.partition,
-                     seg.base_offset, seg.size, "time" if by_time else "size")
+            log.info(
+                "%s-%d: retention deletes segment %d (%d bytes, %s)",
+                self.topic,
+                self.partition,
+                seg.base_offset,
+                seg.size,
+                "time" if by_time else "size",
+            )
             self.segments.pop(0)
             self._bases.pop(0)
             total -= seg.size

@@ -133,8 +133,9 @@ class ProducerStateManager:
         entry.last_timestamp = max(entry.last_timestamp, timestamp_ms)
 
     # -- rebuilding ----------------------------------------------------------------------
-    def load(self, log_start_offset: int, log_end_offset: int,
-             read_headers: Callable[[int], Iterable[BatchHeader]]) -> None:
+    def load(
+        self, log_start_offset: int, log_end_offset: int, read_headers: Callable[[int], Iterable[BatchHeader]]
+    ) -> None:
         """Newest usable snapshot at or below the log end, then a replay of the log after it."""
         self.producers = {}
         self._map_end_offset = log_start_offset
@@ -199,8 +200,11 @@ class ProducerStateManager:
             if not e.batches:
                 entries.append(_SNAP_ENTRY.pack(pid, e.epoch, NO_SEQUENCE, -1, 0, e.last_timestamp, -1, -1))
             for b in e.batches:
-                entries.append(_SNAP_ENTRY.pack(pid, e.epoch, b.last_seq, b.last_offset,
-                                                b.last_offset - b.first_offset, b.timestamp, -1, -1))
+                entries.append(
+                    _SNAP_ENTRY.pack(
+                        pid, e.epoch, b.last_seq, b.last_offset, b.last_offset - b.first_offset, b.timestamp, -1, -1
+                    )
+                )
         body = struct.pack(">i", len(entries)) + b"".join(entries)
         data = struct.pack(">hI", 1, crc32c.crc32c(body)) + body
         path = self._snapshot_path(self._map_end_offset)

@@ -8,6 +8,7 @@ data, so an index can never point past valid bytes.
 from __future__ import annotations
 
 import bisect
+import itertools
 import mmap
 import os
 import struct
@@ -123,9 +124,7 @@ class Segment:
             return False
         rel = [r for r, _ in _IDX.iter_unpack(idx)]
         pos = [p for _, p in _IDX.iter_unpack(idx)]
-        if any(b <= a for a, b in zip(rel, rel[1:], strict=False)) or any(
-            b <= a for a, b in zip(pos, pos[1:], strict=False)
-        ):
+        if any(b <= a for a, b in itertools.pairwise(rel)) or any(b <= a for a, b in itertools.pairwise(pos)):
             return False
         if pos and pos[-1] >= self.size:
             return False

@@ -37,8 +37,11 @@ def decode_response(api_key: int, version: int, frame: bytes) -> object:
 
 @pytest.mark.parametrize("version", [0, 3, 4])
 def test_api_versions_response_every_version(version: int) -> None:
-    body = {"error_code": 0, "throttle_time": 0,
-            "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in advertised()]}
+    body = {
+        "error_code": 0,
+        "throttle_time": 0,
+        "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in advertised()],
+    }
     frame = codec.encode_response(18, version, 42, body)
     assert struct.unpack_from(">i", frame, 4)[0] == 42
     obj = decode_response(18, version, frame)
@@ -53,9 +56,23 @@ def test_metadata_one_description_for_every_version(version: int) -> None:
         "brokers": [{"node_id": 1, "host": "127.0.0.1", "port": 9092}],
         "cluster_id": "c1",
         "controller_id": 1,
-        "topics": [{"error_code": 0, "name": "t", "topic_id": tid, "partitions": [
-            {"error_code": 0, "partition_index": 0, "leader_id": 1, "leader_epoch": 3,
-             "replica_nodes": [1], "isr_nodes": [1]}]}],
+        "topics": [
+            {
+                "error_code": 0,
+                "name": "t",
+                "topic_id": tid,
+                "partitions": [
+                    {
+                        "error_code": 0,
+                        "partition_index": 0,
+                        "leader_id": 1,
+                        "leader_epoch": 3,
+                        "replica_nodes": [1],
+                        "isr_nodes": [1],
+                    }
+                ],
+            }
+        ],
         "error_code": 0,
     }
     obj = decode_response(3, version, codec.encode_response(3, version, 1, body))

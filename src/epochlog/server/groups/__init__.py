@@ -10,5 +10,12 @@ from epochlog.server.groups.coordinator import (
     SyncResult,
 )
 
-__all__ = ["CommittedOffset", "GroupConfig", "GroupCoordinator", "JoinResult", "OffsetCommit", "OffsetsStore",
-           "SyncResult"]
+__all__ = [
+    "CommittedOffset",
+    "GroupConfig",
+    "GroupCoordinator",
+    "JoinResult",
+    "OffsetCommit",
+    "OffsetsStore",
+    "SyncResult",
+]

@@ -127,6 +127,7 @@ def java_string_hash(s: str) -> int:
 
 class GroupCoordinator:
     def __init__(self, store: OffsetsStore, config: GroupConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self._background: set[asyncio.Future[None]] = set()
         self.store = store
         self.config = config
         self.clock = clock
@@ -176,6 +177,11 @@ class GroupCoordinator:
             # Members are not restored: after a restart they get UNKNOWN_MEMBER_ID and rejoin.
             g.generation, g.protocol_type, g.protocol_name = v.generation, v.protocol_type or None, v.protocol
 
+    def _spawn(self, coro: Any) -> None:
+        fut = asyncio.ensure_future(coro)
+        self._background.add(fut)
+        fut.add_done_callback(self._background.discard)
+
     def partition_for(self, group_id: str) -> int:
         return abs(java_string_hash(group_id)) % self.config.offsets_topic_num_partitions
 
@@ -184,9 +190,24 @@ class GroupCoordinator:
 
     async def _persist_group(self, g: Group) -> None:
         value = rec.GroupValue(
-            g.protocol_type or "", g.generation, g.protocol_name, g.leader, int(time.time() * 1000),
-            [(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-              m.session_timeout_ms, m.metadata_for(g.protocol_name), m.assignment) for m in g.members.values()],
+            g.protocol_type or "",
+            g.generation,
+            g.protocol_name,
+            g.leader,
+            int(time.time() * 1000),
+            [
+                (
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    m.metadata_for(g.protocol_name),
+                    m.assignment,
+                )
+                for m in g.members.values()
+            ],
         )
         try:
             await self._append(g.group_id, [(rec.group_key(g.group_id), rec.group_value(value))])
@@ -209,8 +230,9 @@ class GroupCoordinator:
     ) -> JoinResult:
         if not group_id:
             return JoinResult(Err.INVALID_GROUP_ID, member_id=member_id)
-        if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
-                <= self.config.group_max_session_timeout_ms):
+        if not (
+            self.config.group_min_session_timeout_ms <= session_timeout_ms <= self.config.group_max_session_timeout_ms
+        ):
             return JoinResult(Err.INVALID_SESSION_TIMEOUT, member_id=member_id)
         g = self.groups.get(group_id)
         if g is None:
@@ -241,8 +263,17 @@ class GroupCoordinator:
         m = g.members.get(member_id)
         now = self.clock()
         if m is None:
-            m = Member(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
-                       rebalance_timeout_ms, protocol_type, list(protocols), last_heartbeat=now)
+            m = Member(
+                member_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                protocol_type,
+                list(protocols),
+                last_heartbeat=now,
+            )
             g.members[member_id] = m
             if g.protocol_type is None or len(g.members) == 1:
                 g.protocol_type = protocol_type
@@ -316,7 +347,7 @@ class GroupCoordinator:
         g.initial_delay = False
         if not g.members:
             g.state, g.leader, g.protocol_name = EMPTY, None, None
-            asyncio.ensure_future(self._persist_group(g))
+            self._spawn(self._persist_group(g))
             return
         g.protocol_name = self._select_protocol(g)
         if g.leader not in g.members:
@@ -324,13 +355,26 @@ class GroupCoordinator:
         g.state = COMPLETING
         now = self.clock()
         all_members = [(m.member_id, m.group_instance_id, m.metadata_for(g.protocol_name)) for m in g.members.values()]
-        log.info("group %s generation %d: %d members, protocol %s, leader %s", g.group_id, g.generation,
-                 len(g.members), g.protocol_name, g.leader)
+        log.info(
+            "group %s generation %d: %d members, protocol %s, leader %s",
+            g.group_id,
+            g.generation,
+            len(g.members),
+            g.protocol_name,
+            g.leader,
+        )
         for m in g.members.values():
             m.last_heartbeat = now
             m.assignment = b""
-            res = JoinResult(Err.NONE, g.generation, g.protocol_type, g.protocol_name, g.leader or "", m.member_id,
-                             all_members if m.member_id == g.leader else [])
+            res = JoinResult(
+                Err.NONE,
+                g.generation,
+                g.protocol_type,
+                g.protocol_name,
+                g.leader or "",
+                m.member_id,
+                all_members if m.member_id == g.leader else [],
+            )
             if m.join_future is not None and not m.join_future.done():
                 m.join_future.set_result(res)
             m.join_future = None
@@ -369,7 +413,8 @@ class GroupCoordinator:
                 for member in g.members.values():
                     if member.sync_future is not None and not member.sync_future.done():
                         member.sync_future.set_result(
-                            SyncResult(Err.NONE, g.protocol_type, g.protocol_name, member.assignment))
+                            SyncResult(Err.NONE, g.protocol_type, g.protocol_name, member.assignment)
+                        )
                     member.sync_future = None
         return await fut
 
@@ -419,13 +464,19 @@ class GroupCoordinator:
         elif g.state != PREPARING:
             g.generation += 1
             g.state, g.protocol_name, g.leader = EMPTY, None, None
-            asyncio.ensure_future(self._persist_group(g))
+            self._spawn(self._persist_group(g))
         else:
             self._maybe_complete_join(g)
 
     # -- offsets ------------------------------------------------------------------------------
-    async def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
-                             group_instance_id: str | None, offsets: list[OffsetCommit]) -> dict[tuple[str, int], int]:
+    async def commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: list[OffsetCommit],
+    ) -> dict[tuple[str, int], int]:
         def all_(code: int) -> dict[tuple[str, int], int]:
             return {(o.topic, o.partition): code for o in offsets}
 
@@ -469,39 +520,71 @@ class GroupCoordinator:
             result[k] = Err.NONE
         return result
 
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> tuple[int, list[CommittedOffset]]:
+    def fetch_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]] | None
+    ) -> tuple[int, list[CommittedOffset]]:
         g = self.groups.get(group_id)
         offsets = g.offsets if g else {}
         if partitions is None:
-            return Err.NONE, [CommittedOffset(t, p, v.offset, v.leader_epoch, v.metadata)
-                              for (t, p), v in sorted(offsets.items())]
+            return Err.NONE, [
+                CommittedOffset(t, p, v.offset, v.leader_epoch, v.metadata) for (t, p), v in sorted(offsets.items())
+            ]
         out = []
         for t, p in partitions:
             v = offsets.get((t, p))
-            out.append(CommittedOffset(t, p, v.offset, v.leader_epoch, v.metadata) if v
-                       else CommittedOffset(t, p, -1, -1, ""))
+            out.append(
+                CommittedOffset(t, p, v.offset, v.leader_epoch, v.metadata) if v else CommittedOffset(t, p, -1, -1, "")
+            )
         return Err.NONE, out
 
     # -- listing ------------------------------------------------------------------------------
     def list_groups(self, states: list[str] | None = None) -> list[tuple[str, str, str]]:
         wanted = {s.lower() for s in states} if states else None
-        return [(g.group_id, g.protocol_type or "", g.state) for g in self.groups.values()
-                if wanted is None or g.state.lower() in wanted]
+        return [
+            (g.group_id, g.protocol_type or "", g.state)
+            for g in self.groups.values()
+            if wanted is None or g.state.lower() in wanted
+        ]
 
     def describe_groups(self, group_ids: list[str]) -> list[dict[str, Any]]:
         out = []
         for gid in group_ids:
             g = self.groups.get(gid)
             if g is None:
-                out.append({"error_code": Err.NONE, "group_id": gid, "group_state": DEAD, "protocol_type": "",
-                            "protocol_data": "", "members": [], "authorized_operations": -2147483648})
+                out.append(
+                    {
+                        "error_code": Err.NONE,
+                        "group_id": gid,
+                        "group_state": DEAD,
+                        "protocol_type": "",
+                        "protocol_data": "",
+                        "members": [],
+                        "authorized_operations": -2147483648,
+                    }
+                )
                 continue
-            members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
-                        "client_host": m.client_host, "member_metadata": m.metadata_for(g.protocol_name),
-                        "member_assignment": m.assignment} for m in g.members.values()]
-            out.append({"error_code": Err.NONE, "group_id": gid, "group_state": g.state,
-                        "protocol_type": g.protocol_type or "", "protocol_data": g.protocol_name or "",
-                        "members": members, "authorized_operations": -2147483648})
+            members = [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "member_metadata": m.metadata_for(g.protocol_name),
+                    "member_assignment": m.assignment,
+                }
+                for m in g.members.values()
+            ]
+            out.append(
+                {
+                    "error_code": Err.NONE,
+                    "group_id": gid,
+                    "group_state": g.state,
+                    "protocol_type": g.protocol_type or "",
+                    "protocol_data": g.protocol_name or "",
+                    "members": members,
+                    "authorized_operations": -2147483648,
+                }
+            )
         return out
 
     async def delete_groups(self, group_ids: list[str]) -> list[tuple[str, int]]:

@@ -22,18 +22,25 @@ def handle_create_topics(broker: Broker, header: RequestHeader, frame: memoryvie
     out = []
     for t in req.topics:
         configs = {c.name: c.value for c in t.configs if c.value is not None}
-        row: dict[str, Any] = {"name": t.name, "error_message": None, "num_partitions": -1,
-                               "replication_factor": -1, "configs": None}
+        row: dict[str, Any] = {
+            "name": t.name,
+            "error_message": None,
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "configs": None,
+        }
         bad = unknown_configs(configs)
         try:
             if t.assignments:
                 raise TopicError(Err.INVALID_REQUEST, "manual replica assignments are not supported yet")
             if bad:
                 raise TopicError(Err.INVALID_CONFIG, f"unknown topic config(s): {', '.join(sorted(bad))}")
-            info = broker.create_topic(t.name, t.num_partitions, t.replication_factor, configs,
-                                       validate_only=validate_only)
-            row.update(error_code=Err.NONE, topic_id=info.topic_id, num_partitions=info.partitions,
-                       replication_factor=1)
+            info = broker.create_topic(
+                t.name, t.num_partitions, t.replication_factor, configs, validate_only=validate_only
+            )
+            row.update(
+                error_code=Err.NONE, topic_id=info.topic_id, num_partitions=info.partitions, replication_factor=1
+            )
         except TopicError as e:
             row.update(error_code=e.code, error_message=str(e))
         out.append(row)
@@ -84,19 +91,32 @@ def handle_describe_configs(broker: Broker, header: RequestHeader, frame: memory
     req = decode_body(frame, header)
     results = []
     for r in req.resources:
-        row: dict[str, Any] = {"resource_type": r.resource_type, "resource_name": r.resource_name,
-                               "error_message": None, "configs": []}
+        row: dict[str, Any] = {
+            "resource_type": r.resource_type,
+            "resource_name": r.resource_name,
+            "error_message": None,
+            "configs": [],
+        }
         keys = set(r.configuration_keys) if r.configuration_keys else None
         if r.resource_type == RESOURCE_TOPIC:
             info = broker.registry.topics.get(r.resource_name)
             if info is None:
-                row.update(error_code=Err.UNKNOWN_TOPIC_OR_PARTITION,
-                           error_message=f"topic {r.resource_name!r} does not exist")
+                row.update(
+                    error_code=Err.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"topic {r.resource_name!r} does not exist"
+                )
             else:
                 row["error_code"] = Err.NONE
                 row["configs"] = [
-                    {"name": n, "value": v, "read_only": False, "config_source": s, "is_sensitive": False,
-                     "synonyms": [], "config_type": 0, "documentation": None}
+                    {
+                        "name": n,
+                        "value": v,
+                        "read_only": False,
+                        "config_source": s,
+                        "is_sensitive": False,
+                        "synonyms": [],
+                        "config_type": 0,
+                        "documentation": None,
+                    }
                     for n, v, s in effective_topic_configs(broker.config, info.configs)
                     if keys is None or n in keys
                 ]
@@ -106,8 +126,16 @@ def handle_describe_configs(broker: Broker, header: RequestHeader, frame: memory
             else:
                 row["error_code"] = Err.NONE
                 row["configs"] = [
-                    {"name": n, "value": v, "read_only": True, "config_source": 4, "is_sensitive": False,
-                     "synonyms": [], "config_type": 0, "documentation": None}
+                    {
+                        "name": n,
+                        "value": v,
+                        "read_only": True,
+                        "config_source": 4,
+                        "is_sensitive": False,
+                        "synonyms": [],
+                        "config_type": 0,
+                        "documentation": None,
+                    }
                     for n, v in sorted(broker.config.raw.items())
                     if keys is None or n in keys
                 ]

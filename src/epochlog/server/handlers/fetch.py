@@ -26,9 +26,7 @@ def _diverging(part: Partition, fetch_offset: int, last_fetched_epoch: int) -> d
     return None
 
 
-def _read_partition(
-    broker: Broker, name: str | None, p: Any, budget: int, first: bool
-) -> tuple[dict[str, Any], int]:
+def _read_partition(broker: Broker, name: str | None, p: Any, budget: int, first: bool) -> tuple[dict[str, Any], int]:
     out: dict[str, Any] = {
         "partition_index": p.partition,
         "high_watermark": -1,
@@ -100,8 +98,15 @@ def _fetch_once(broker: Broker, req: Any, version: int) -> tuple[list[dict[str, 
         parts_out = []
         for p in t.partitions:
             if version >= 13 and name is None:
-                parts_out.append({"partition_index": p.partition, "error_code": UNKNOWN_TOPIC_ID,
-                                  "high_watermark": -1, "records": b"", "aborted_transactions": None})
+                parts_out.append(
+                    {
+                        "partition_index": p.partition,
+                        "error_code": UNKNOWN_TOPIC_ID,
+                        "high_watermark": -1,
+                        "records": b"",
+                        "aborted_transactions": None,
+                    }
+                )
                 errors = True
                 continue
             row, n = _read_partition(broker, name, p, budget - total, first=total == 0)

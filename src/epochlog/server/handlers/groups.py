@@ -25,17 +25,38 @@ def handle_find_coordinator(broker: Broker, header: RequestHeader, frame: memory
     rows = []
     for key in keys:
         if key_type != COORDINATOR_KEY_GROUP:
-            rows.append({"key": key, "node_id": -1, "host": "", "port": -1,
-                         "error_code": Err.COORDINATOR_NOT_AVAILABLE,
-                         "error_message": "transaction coordinators are not supported"})
+            rows.append(
+                {
+                    "key": key,
+                    "node_id": -1,
+                    "host": "",
+                    "port": -1,
+                    "error_code": Err.COORDINATOR_NOT_AVAILABLE,
+                    "error_message": "transaction coordinators are not supported",
+                }
+            )
         else:
-            rows.append({"key": key, "node_id": c.node_id, "host": c.advertised_host, "port": c.advertised_port,
-                         "error_code": Err.NONE, "error_message": None})
+            rows.append(
+                {
+                    "key": key,
+                    "node_id": c.node_id,
+                    "host": c.advertised_host,
+                    "port": c.advertised_port,
+                    "error_code": Err.NONE,
+                    "error_message": None,
+                }
+            )
     if header.api_version >= 4:
         return {"throttle_time": 0, "coordinators": rows}
     row = rows[0]
-    return {"throttle_time": 0, "error_code": row["error_code"], "error_message": row["error_message"],
-            "node_id": row["node_id"], "host": row["host"], "port": row["port"]}
+    return {
+        "throttle_time": 0,
+        "error_code": row["error_code"],
+        "error_message": row["error_message"],
+        "node_id": row["node_id"],
+        "host": row["host"],
+        "port": row["port"],
+    }
 
 
 async def _join(broker: Broker, header: RequestHeader, req: Any) -> dict[str, Any]:
@@ -82,8 +103,13 @@ async def _sync(broker: Broker, header: RequestHeader, req: Any) -> dict[str, An
         protocol_name=getattr(req, "protocol_name", None),
         assignments={a.member_id: a.assignment for a in req.assignments},
     )
-    return {"throttle_time": 0, "error_code": r.error_code, "protocol_type": r.protocol_type,
-            "protocol_name": r.protocol_name, "assignment": r.assignment}
+    return {
+        "throttle_time": 0,
+        "error_code": r.error_code,
+        "protocol_type": r.protocol_type,
+        "protocol_name": r.protocol_name,
+        "assignment": r.assignment,
+    }
 
 
 def handle_sync_group(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
@@ -92,8 +118,9 @@ def handle_sync_group(broker: Broker, header: RequestHeader, frame: memoryview) 
 
 def handle_heartbeat(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
-    code = broker.groups.heartbeat(req.group_id, req.generation_id, req.member_id,
-                                   getattr(req, "group_instance_id", None))
+    code = broker.groups.heartbeat(
+        req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None)
+    )
     return {"throttle_time": 0, "error_code": code}
 
 
@@ -103,8 +130,10 @@ async def _leave(broker: Broker, header: RequestHeader, req: Any) -> dict[str, A
     else:
         members = [(req.member_id, None)]
     code, per_member = await broker.groups.leave_group(req.group_id, members)
-    rows = [{"member_id": m, "group_instance_id": i, "error_code": c}
-            for (m, i), c in zip(members, per_member, strict=False)]
+    rows = [
+        {"member_id": m, "group_instance_id": i, "error_code": c}
+        for (m, i), c in zip(members, per_member, strict=False)
+    ]
     if header.api_version < 3 and per_member and not code:
         code = per_member[0]
     return {"throttle_time": 0, "error_code": code, "members": rows}
@@ -126,11 +155,19 @@ async def _commit(broker: Broker, header: RequestHeader, req: Any) -> dict[str, 
         if name is None:
             continue
         for p in t.partitions:
-            commits.append(OffsetCommit(name, p.partition_index, p.committed_offset,
-                                        getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+            commits.append(
+                OffsetCommit(
+                    name,
+                    p.partition_index,
+                    p.committed_offset,
+                    getattr(p, "committed_leader_epoch", -1),
+                    p.committed_metadata,
+                )
+            )
     generation = getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1))
-    results = await broker.groups.commit_offsets(req.group_id, generation, req.member_id,
-                                                 getattr(req, "group_instance_id", None), commits)
+    results = await broker.groups.commit_offsets(
+        req.group_id, generation, req.member_id, getattr(req, "group_instance_id", None), commits
+    )
     topics = []
     for t, name in names:
         parts = []
@@ -161,8 +198,13 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any, by_id: bool) -> tup
     grouped: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         grouped.setdefault(r.topic, []).append(
-            {"partition_index": r.partition, "committed_offset": r.offset, "committed_leader_epoch": r.leader_epoch,
-             "metadata": r.metadata, "error_code": r.error_code}
+            {
+                "partition_index": r.partition,
+                "committed_offset": r.offset,
+                "committed_leader_epoch": r.leader_epoch,
+                "metadata": r.metadata,
+                "error_code": r.error_code,
+            }
         )
     out = []
     for name, parts in grouped.items():

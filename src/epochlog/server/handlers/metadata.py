@@ -25,8 +25,14 @@ def handle_api_versions(broker: Broker, header: RequestHeader, frame: memoryview
 
 def _broker_row(broker: Broker) -> dict[str, Any]:
     c = broker.config
-    return {"node_id": c.node_id, "broker_id": c.node_id, "host": c.advertised_host, "port": c.advertised_port,
-            "rack": None, "is_fenced": False}
+    return {
+        "node_id": c.node_id,
+        "broker_id": c.node_id,
+        "host": c.advertised_host,
+        "port": c.advertised_port,
+        "rack": None,
+        "is_fenced": False,
+    }
 
 
 def _topic_row(broker: Broker, name: str) -> dict[str, Any]:
@@ -71,8 +77,9 @@ def handle_metadata(broker: Broker, header: RequestHeader, frame: memoryview) ->
             if name is None and getattr(t, "topic_id", None) is not None:
                 name = broker.topic_name_for_id(t.topic_id)
                 if name is None:
-                    topics_out.append({"error_code": Err.UNKNOWN_TOPIC_ID, "name": None, "topic_id": t.topic_id,
-                                       "partitions": []})
+                    topics_out.append(
+                        {"error_code": Err.UNKNOWN_TOPIC_ID, "name": None, "topic_id": t.topic_id, "partitions": []}
+                    )
                     continue
             assert name is not None
             if name not in broker.registry.topics:

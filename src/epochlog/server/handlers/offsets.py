@@ -19,8 +19,13 @@ EARLIEST_PENDING_UPLOAD = -6
 
 
 def _list_one(broker: Broker, name: str, p: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"partition_index": p.partition_index, "timestamp": -1, "offset": -1, "leader_epoch": -1,
-                           "old_style_offsets": []}
+    out: dict[str, Any] = {
+        "partition_index": p.partition_index,
+        "timestamp": -1,
+        "offset": -1,
+        "leader_epoch": -1,
+        "old_style_offsets": [],
+    }
     part = broker.partition(name, p.partition_index)
     if part is None:
         out["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION

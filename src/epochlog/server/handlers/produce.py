@@ -25,8 +25,14 @@ def _min_insync(broker: Broker, topic: str) -> int:
 
 
 def _append(broker: Broker, part: Partition, records: memoryview | None, acks: int, epoch: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"index": part.partition, "base_offset": -1, "log_start_offset": -1,
-                           "record_errors": [], "error_message": None, "log_append_time": -1}
+    out: dict[str, Any] = {
+        "index": part.partition,
+        "base_offset": -1,
+        "log_start_offset": -1,
+        "record_errors": [],
+        "error_message": None,
+        "log_append_time": -1,
+    }
     plog = part.log
     code = part.check_epoch(epoch)
     if code:
@@ -77,11 +83,20 @@ def handle_produce(broker: Broker, header: RequestHeader, frame: memoryview) -> 
             if bad_acks:
                 parts_out.append({"index": pd.index, "error_code": Err.INVALID_REQUIRED_ACKS, "base_offset": -1})
             elif req.transactional_id is not None:
-                parts_out.append({"index": pd.index, "error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                  "base_offset": -1, "error_message": "transactions are not supported"})
+                parts_out.append(
+                    {
+                        "index": pd.index,
+                        "error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                        "base_offset": -1,
+                        "error_message": "transactions are not supported",
+                    }
+                )
             elif part is None:
-                code = Err.UNKNOWN_TOPIC_ID if topic.topic_id is not None and name is None else \
-                    Err.UNKNOWN_TOPIC_OR_PARTITION
+                code = (
+                    Err.UNKNOWN_TOPIC_ID
+                    if topic.topic_id is not None and name is None
+                    else Err.UNKNOWN_TOPIC_OR_PARTITION
+                )
                 parts_out.append({"index": pd.index, "error_code": code, "base_offset": -1})
             else:
                 parts_out.append(_append(broker, part, pd.records, req.acks, pd.current_leader_epoch))

@@ -14,9 +14,17 @@ if TYPE_CHECKING:
 def handle_init_producer_id(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
     if req.transactional_id is not None:
-        return {"throttle_time": 0, "error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "producer_id": -1, "producer_epoch": -1}
+        return {
+            "throttle_time": 0,
+            "error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
     # A producer that asks again with its id (KIP-360, after a fatal sequence error) gets a
     # fresh id: with no transactional state there is nothing to fence.
-    return {"throttle_time": 0, "error_code": Err.NONE, "producer_id": broker.producer_ids.allocate(),
-            "producer_epoch": 0}
+    return {
+        "throttle_time": 0,
+        "error_code": Err.NONE,
+        "producer_id": broker.producer_ids.allocate(),
+        "producer_epoch": 0,
+    }
