@@ -36,7 +36,8 @@ def create(
     from confluent_kafka.admin import NewTopic
 
     configs = dict(c.split("=", 1) for c in config)
-    fut = _admin(bootstrap).create_topics([NewTopic(name, partitions, replication_factor, config=configs)])[name]
+    admin = _admin(bootstrap)  # the client must outlive its futures
+    fut = admin.create_topics([NewTopic(name, partitions, replication_factor, config=configs)])[name]
     try:
         fut.result(15)
     except Exception as e:
@@ -71,7 +72,8 @@ def describe(name: str, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> None:
 @topics_app.command("delete")
 def delete(name: str, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> None:
     """Delete a topic."""
-    fut = _admin(bootstrap).delete_topics([name])[name]
+    admin = _admin(bootstrap)
+    fut = admin.delete_topics([name])[name]
     try:
         fut.result(15)
     except Exception as e:

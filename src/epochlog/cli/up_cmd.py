@@ -46,6 +46,7 @@ def register(app: typer.Typer) -> None:
         """Run a single-node epochlog cluster in the foreground until Ctrl-C or SIGTERM."""
         from epochlog.server.broker import run_forever
         from epochlog.server.config import ConfigError
+        from epochlog.storage.errors import StorageError
 
         setup_logging(log_level)
         try:
@@ -64,6 +65,6 @@ def register(app: typer.Typer) -> None:
 
         try:
             run_forever(cfg, on_ready)
-        except (ConfigError, RuntimeError, OSError) as e:
+        except (ConfigError, RuntimeError, OSError, StorageError) as e:
             typer.echo(f"epochlog up: {e}", err=True)
             raise typer.Exit(1) from None

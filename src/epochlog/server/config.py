@@ -140,6 +140,13 @@ class BrokerConfig:
         c.offsets_retention_minutes = _int(props, "offsets.retention.minutes", 10080, minimum=1)
         c.log_retention_check_interval_ms = _int(props, "log.retention.check.interval.ms", 300_000, minimum=1)
         c.producer_id_expiration_ms = _int(props, "producer.id.expiration.ms", 86_400_000, minimum=1)
+        from epochlog.storage.config import ConfigError as LogConfigError
+        from epochlog.storage.config import LogConfig
+
+        try:
+            LogConfig.from_properties(c.log_properties())
+        except LogConfigError as e:
+            raise ConfigError(str(e)) from None
         return c
 
     def log_properties(self) -> dict[str, str]:
