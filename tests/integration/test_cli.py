@@ -11,8 +11,9 @@ from tests.integration.helpers import produce, topic_name
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "epochlog.cli.main", *args], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "epochlog.cli.main", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_topics_create_list_describe_delete(broker: BrokerProcess) -> None:
@@ -48,7 +49,7 @@ def test_dump_log_reports_epochs_and_a_torn_tail(broker: BrokerProcess) -> None:
     assert "CORRUPT TAIL" in r.stdout and r.stdout.count("isvalid: true") == 2
 
 
-def test_bad_config_is_a_clear_error(tmp_path) -> None:  # noqa: ANN001
+def test_bad_config_is_a_clear_error(tmp_path) -> None:
     r = run("up", "--data-dir", str(tmp_path / "d"), "--port", "1", "--set", "log.segment.bytes=lots")
     assert r.returncode == 2
     assert "log.segment.bytes" in r.stderr and "not an integer" in r.stderr

@@ -1,0 +1,239 @@
+"""The controller's decisions over the cluster metadata image, free of I/O.
+
+Every change is an ordered metadata record (kept in ``self.records``) applied to the image;
+the caller persists the records and tells brokers about partition changes. Rules:
+- leader election picks a live, unfenced ISR member and bumps the leader epoch;
+- a returning leader that re-registers gets a new epoch (KIP-101, "Returning Leaders");
+- the ISR never gains fenced or offline brokers (KIP-320); a fenced broker leaves every ISR;
+- unclean election only when the topic allows it;
+- AlterPartition is guarded by the leader epoch and the partition epoch;
+- preferred-leader election moves leadership back to the first replica.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from epochlog.replication.types import AlterIsr, PartitionState
+
+INVALID_UPDATE_VERSION = 108
+FENCED_LEADER_EPOCH = 74
+INELIGIBLE_REPLICA = 107
+NOT_LEADER_OR_FOLLOWER = 6
+NO_LEADER = -1
+
+
+@dataclass
+class BrokerInfo:
+    broker_id: int
+    epoch: int = 0
+    fenced: bool = True
+    last_heartbeat_ms: int = 0
+    shutting_down: bool = False
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    partitions: dict[int, PartitionState] = field(default_factory=dict)
+    unclean_leader_election: bool = False
+
+
+class Controller:
+    def __init__(self, session_timeout_ms: int = 9000) -> None:
+        self.session_timeout_ms = session_timeout_ms
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.records: list[tuple[str, dict[str, Any]]] = []
+        self.changed: list[tuple[str, int]] = []  # partitions whose state changed since drained
+
+    # -- records -------------------------------------------------------------------------
+    def _record(self, kind: str, **data: Any) -> None:
+        self.records.append((kind, data))
+
+    def _set(self, topic: str, partition: int, state: PartitionState) -> None:
+        self.topics[topic].partitions[partition] = state
+        self._record(
+            "PartitionChange",
+            topic=topic,
+            partition=partition,
+            leader=state.leader,
+            leader_epoch=state.leader_epoch,
+            isr=sorted(state.isr),
+            partition_epoch=state.partition_epoch,
+        )
+        self.changed.append((topic, partition))
+
+    def drain_changes(self) -> list[tuple[str, int, PartitionState]]:
+        out = [(t, p, self.topics[t].partitions[p]) for t, p in dict.fromkeys(self.changed) if t in self.topics]
+        self.changed = []
+        return out
+
+    def alive(self, broker_id: int) -> bool:
+        b = self.brokers.get(broker_id)
+        return b is not None and not b.fenced and not b.shutting_down
+
+    # -- brokers -------------------------------------------------------------------------
+    def register_broker(self, broker_id: int, now_ms: int, clean_shutdown: bool = True) -> None:
+        """A broker (re)joins. After an unclean shutdown it may have lost unflushed records, so it
+        leaves every ISR it shares with other members and must catch up again (the idea of
+        Kafka's KIP-966); a sole ISR member stays, there being no better copy."""
+        b = self.brokers.setdefault(broker_id, BrokerInfo(broker_id))
+        b.epoch += 1
+        b.fenced = False
+        b.shutting_down = False
+        b.last_heartbeat_ms = now_ms
+        self._record("BrokerRegistration", broker=broker_id, epoch=b.epoch, clean_shutdown=clean_shutdown)
+        for t in self.topics.values():
+            for p, st in t.partitions.items():
+                others = [r for r in st.isr if r != broker_id and self.alive(r)]
+                if not clean_shutdown and broker_id in st.isr and others:
+                    shrunk = PartitionState(
+                        st.leader, st.leader_epoch, st.isr - {broker_id}, st.replicas, st.partition_epoch
+                    )
+                    if st.leader == broker_id or st.leader == NO_LEADER:
+                        self._elect(t, p, shrunk)
+                    else:
+                        self._set(
+                            t.name,
+                            p,
+                            PartitionState(st.leader, st.leader_epoch, shrunk.isr, st.replicas, st.partition_epoch + 1),
+                        )
+                    continue
+                if st.leader == broker_id:
+                    # KIP-101: a returning leader was not re-elected, yet must start a new epoch.
+                    self._set(
+                        t.name,
+                        p,
+                        PartitionState(broker_id, st.leader_epoch + 1, st.isr, st.replicas, st.partition_epoch + 1),
+                    )
+                elif st.leader == NO_LEADER and broker_id in st.replicas:
+                    self._elect(t, p, st)
+
+    def heartbeat(self, broker_id: int, now_ms: int) -> bool:
+        b = self.brokers.get(broker_id)
+        if b is None or b.fenced:
+            return False
+        b.last_heartbeat_ms = now_ms
+        return True
+
+    def tick(self, now_ms: int) -> None:
+        for b in self.brokers.values():
+            if not b.fenced and now_ms - b.last_heartbeat_ms > self.session_timeout_ms:
+                self.fence(b.broker_id)
+
+    def fence(self, broker_id: int) -> None:
+        b = self.brokers.get(broker_id)
+        if b is None or b.fenced:
+            return
+        b.fenced = True
+        self._record("BrokerFenced", broker=broker_id)
+        self._move_away(broker_id)
+
+    def controlled_shutdown(self, broker_id: int) -> None:
+        b = self.brokers.get(broker_id)
+        if b is None:
+            return
+        b.shutting_down = True
+        self._record("BrokerShuttingDown", broker=broker_id)
+        self._move_away(broker_id)
+        b.fenced = True
+
+    def _move_away(self, broker_id: int) -> None:
+        for t in self.topics.values():
+            for p, st in list(t.partitions.items()):
+                if broker_id not in st.replicas:
+                    continue
+                isr = st.isr - {broker_id} if len(st.isr) > 1 or st.leader != broker_id else st.isr
+                if st.leader == broker_id:
+                    self._elect(t, p, PartitionState(st.leader, st.leader_epoch, isr, st.replicas, st.partition_epoch))
+                elif isr != st.isr:
+                    self._set(
+                        t.name, p, PartitionState(st.leader, st.leader_epoch, isr, st.replicas, st.partition_epoch + 1)
+                    )
+
+    # -- topics and elections ------------------------------------------------------------
+    def create_topic(
+        self, name: str, partitions: int, replication_factor: int, unclean_leader_election: bool = False
+    ) -> None:
+        live = sorted(b for b in self.brokers if self.alive(b))
+        if replication_factor > len(live):
+            raise ValueError(f"replication factor {replication_factor} exceeds {len(live)} live brokers")
+        t = self.topics[name] = TopicInfo(name, unclean_leader_election=unclean_leader_election)
+        self._record("Topic", name=name, partitions=partitions, unclean=unclean_leader_election)
+        for p in range(partitions):
+            replicas = tuple(live[(p + i) % len(live)] for i in range(replication_factor))
+            self._set(name, p, PartitionState(replicas[0], 0, frozenset(replicas), replicas, 0))
+        del t
+
+    def _elect(self, t: TopicInfo, p: int, st: PartitionState, preferred: int | None = None) -> None:
+        candidates = [r for r in st.replicas if r in st.isr and self.alive(r)]
+        if preferred is not None:
+            candidates = [preferred] if preferred in candidates else []
+        isr = st.isr
+        if not candidates and t.unclean_leader_election and preferred is None:
+            candidates = [r for r in st.replicas if self.alive(r)]
+            if candidates:
+                isr = frozenset({candidates[0]})  # the KIP-101 appendix: an unclean leader starts a new lineage
+                self._record("UncleanElection", topic=t.name, partition=p, leader=candidates[0])
+        if not candidates:
+            if st.leader != NO_LEADER:
+                self._set(
+                    t.name,
+                    p,
+                    PartitionState(NO_LEADER, st.leader_epoch + 1, st.isr, st.replicas, st.partition_epoch + 1),
+                )
+            return
+        leader = candidates[0]
+        self._set(t.name, p, PartitionState(leader, st.leader_epoch + 1, isr, st.replicas, st.partition_epoch + 1))
+
+    def elect_leader(self, topic: str, partition: int, broker: int | None = None) -> bool:
+        """Force an election; with ``broker``, only that replica may win (tests, preferred)."""
+        t = self.topics[topic]
+        st = t.partitions[partition]
+        before = st.leader_epoch
+        self._elect(t, partition, st, preferred=broker)
+        return t.partitions[partition].leader_epoch != before
+
+    def elect_preferred(self) -> list[tuple[str, int]]:
+        moved = []
+        for t in self.topics.values():
+            for p, st in t.partitions.items():
+                pref = st.replicas[0]
+                if st.leader != pref and pref in st.isr and self.alive(pref) and self.elect_leader(t.name, p, pref):
+                    moved.append((t.name, p))
+        return moved
+
+    def imbalance(self) -> dict[int, float]:
+        """Per broker: the share of partitions it is preferred for but does not lead."""
+        preferred: dict[int, int] = {}
+        not_leading: dict[int, int] = {}
+        for t in self.topics.values():
+            for st in t.partitions.values():
+                pref = st.replicas[0]
+                preferred[pref] = preferred.get(pref, 0) + 1
+                if st.leader != pref:
+                    not_leading[pref] = not_leading.get(pref, 0) + 1
+        return {b: not_leading.get(b, 0) / n for b, n in preferred.items()}
+
+    # -- AlterPartition ------------------------------------------------------------------
+    def alter_partition(self, req: AlterIsr) -> tuple[int, PartitionState | None]:
+        t = self.topics.get(req.topic)
+        if t is None or req.partition not in t.partitions:
+            return NOT_LEADER_OR_FOLLOWER, None
+        st = t.partitions[req.partition]
+        if req.leader_id != st.leader:
+            return NOT_LEADER_OR_FOLLOWER, st
+        if req.leader_epoch != st.leader_epoch:
+            return FENCED_LEADER_EPOCH, st
+        if req.partition_epoch != st.partition_epoch:
+            return INVALID_UPDATE_VERSION, st
+        added = req.new_isr - st.isr
+        if any(not self.alive(r) for r in added):
+            return INELIGIBLE_REPLICA, st  # KIP-320: never add fenced or offline replicas
+        if st.leader not in req.new_isr:
+            return INVALID_UPDATE_VERSION, st
+        new = PartitionState(st.leader, st.leader_epoch, frozenset(req.new_isr), st.replicas, st.partition_epoch + 1)
+        self._set(req.topic, req.partition, new)
+        return 0, new

@@ -1,0 +1,41 @@
+"""The narrow log interface the replication core needs; storage/ and sim/ each implement it."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class ReplicaLog(Protocol):
+    """What a partition replica asks of its log. Batches are opaque to the core."""
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    def latest_epoch(self) -> int:
+        """The epoch of the newest entry of the leader-epoch cache, -1 when empty."""
+        ...
+
+    def end_offset_for(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) per KIP-101 / Kafka's LeaderEpochFileCache.endOffsetFor."""
+        ...
+
+    def epoch_start_offset(self, epoch: int) -> int:
+        """Start offset of ``epoch`` in the cache, -1 when unknown."""
+        ...
+
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset`` and make it durable."""
+        ...
+
+    def append_as_leader(self, records: Any, epoch: int, now_ms: int) -> tuple[int, int]:
+        """Append, stamping ``epoch``; returns (first offset, last offset)."""
+        ...
+
+    def append_as_follower(self, batches: Any) -> None: ...
+
+    def truncate_to(self, offset: int) -> None: ...
+
+    def flush(self) -> None: ...

@@ -1,0 +1,319 @@
+"""One partition replica's replication state machine, free of I/O.
+
+It is driven by events (becoming leader or follower, a produce, a fetch from a follower, a
+fetch response from the leader, a timer) that carry ``now`` in milliseconds, and it answers
+with decisions; the caller (server/ or sim/) does the waiting, sending and disk I/O.
+
+Rules and where they come from:
+- A new leader appends (epoch, log end offset) to its epoch cache and flushes it before taking
+  writes (KIP-101, 000_fddc888a0a681d36.txt, step 3).
+- Followers fetch with CurrentLeaderEpoch (fencing, KIP-320, 001_d002f2178fc0751d.txt) and
+  LastFetchedEpoch; the leader answers a divergent follower with DivergingEpoch and the follower
+  truncates and fetches again (002_787fe03f05351a44.txt, "reconciliation").
+- HW = min log end offset over the ISR; a new leader whose HW lags answers consumer fetches between
+  its HW and its log end with OFFSET_NOT_AVAILABLE (002, "temporarily decreased HW").
+- A follower leaves the ISR after replica.lag.time.max.ms without catching up and rejoins only when
+  caught up past the start of the leader's current epoch (002; KIP-320 for fenced replicas).
+- Produce may carry the producer's leader epoch (KIP-359, 003_0c58b12ec142931e.txt).
+- TruncationMode.HIGH_WATERMARK restores the pre-KIP-101 rule (truncate to HW on becoming follower,
+  no epoch-based divergence) so the simulator can show Scenario 1 and 2 losing data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from epochlog.replication.log import ReplicaLog
+from epochlog.replication.types import (
+    FENCED_LEADER_EPOCH,
+    NONE,
+    NOT_ENOUGH_REPLICAS,
+    NOT_LEADER_OR_FOLLOWER,
+    OFFSET_NOT_AVAILABLE,
+    OFFSET_OUT_OF_RANGE,
+    UNDEFINED_EPOCH,
+    UNKNOWN_LEADER_EPOCH,
+    AlterIsr,
+    DivergingEpoch,
+    FetchDecision,
+    FetchRequest,
+    FetchResponse,
+    PartitionState,
+    Role,
+    TruncationMode,
+)
+
+
+@dataclass
+class FollowerState:
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    leader_end_at_last_fetch: int = -1
+
+
+def check_epoch(request_epoch: int, my_epoch: int) -> int:
+    """KIP-320: -1 skips the check; older is fenced, newer is unknown to us."""
+    if request_epoch < 0 or request_epoch == my_epoch:
+        return NONE
+    return FENCED_LEADER_EPOCH if request_epoch < my_epoch else UNKNOWN_LEADER_EPOCH
+
+
+class PartitionReplica:
+    def __init__(
+        self,
+        broker_id: int,
+        topic: str,
+        partition: int,
+        log: ReplicaLog,
+        *,
+        min_insync_replicas: int = 1,
+        replica_lag_time_max_ms: int = 30_000,
+        truncation_mode: TruncationMode = TruncationMode.LEADER_EPOCH,
+    ) -> None:
+        self.broker_id = broker_id
+        self.topic = topic
+        self.partition = partition
+        self.log = log
+        self.min_isr = min_insync_replicas
+        self.lag_max_ms = replica_lag_time_max_ms
+        self.mode = truncation_mode
+        self.role = Role.NONE
+        self.leader_id = -1
+        self.leader_epoch = UNDEFINED_EPOCH
+        self.partition_epoch = 0
+        self.isr: frozenset[int] = frozenset()
+        self.replicas: tuple[int, ...] = ()
+        self.high_watermark = 0
+        self.followers: dict[int, FollowerState] = {}
+        self.pending_isr: AlterIsr | None = None
+        # The epoch in which this replica last learned its HW from its leader (or set it as leader):
+        # a HW carried over from an older term says nothing about the current leader's log.
+        self.hw_epoch = UNDEFINED_EPOCH
+
+    def __repr__(self) -> str:
+        return (
+            f"Replica(b{self.broker_id} {self.topic}-{self.partition} {self.role.value} e{self.leader_epoch} "
+            f"leo={self.log.log_end_offset} hw={self.high_watermark} isr={sorted(self.isr)})"
+        )
+
+    # -- role changes ---------------------------------------------------------------------
+    def apply_state(self, state: PartitionState, now_ms: int) -> None:
+        """Take the controller's decision for this partition (LeaderAndIsr / metadata record)."""
+        if state.leader_epoch < self.leader_epoch:
+            return  # a stale update; epochs never go backwards here
+        if state.leader_epoch == self.leader_epoch and state.partition_epoch < self.partition_epoch:
+            return  # an older ISR of the same term
+        if state.leader < 0:
+            # Offline partition: nobody leads; keep the log as it is until a leader is chosen.
+            self.role = Role.NONE
+            self.leader_id = -1
+            self.leader_epoch = state.leader_epoch
+            self.isr, self.replicas, self.partition_epoch = state.isr, state.replicas, state.partition_epoch
+            return
+        if state.leader == self.broker_id:
+            if self.role is not Role.LEADER or state.leader_epoch != self.leader_epoch:
+                self.become_leader(state, now_ms)
+            elif state.partition_epoch > self.partition_epoch:
+                self.isr, self.partition_epoch = state.isr, state.partition_epoch
+                self.pending_isr = None
+        elif self.broker_id in state.replicas:
+            if (
+                self.role is not Role.FOLLOWER
+                or state.leader_epoch != self.leader_epoch
+                or state.leader != self.leader_id
+            ):
+                self.become_follower(state)
+            else:
+                self.isr, self.partition_epoch = state.isr, state.partition_epoch
+        else:
+            self.role = Role.NONE
+
+    def become_leader(self, state: PartitionState, now_ms: int) -> None:
+        self.role = Role.LEADER
+        self.leader_id = self.broker_id
+        self.leader_epoch = state.leader_epoch
+        self.isr = state.isr
+        self.replicas = state.replicas
+        self.partition_epoch = state.partition_epoch
+        self.pending_isr = None
+        # KIP-101 step 3: the new epoch begins at our log end, durably, before any write.
+        self.log.assign_epoch(state.leader_epoch, self.log.log_end_offset)
+        self.log.flush()
+        self.followers = {
+            r: FollowerState(last_caught_up_ms=now_ms if r in state.isr else 0, last_fetch_ms=now_ms)
+            for r in state.replicas
+            if r != self.broker_id
+        }
+        # The HW stays where this replica knew it; it catches up as followers fetch.
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        self.hw_epoch = state.leader_epoch
+
+    def become_follower(self, state: PartitionState) -> None:
+        self.role = Role.FOLLOWER
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.isr = state.isr
+        self.replicas = state.replicas
+        self.partition_epoch = state.partition_epoch
+        self.followers = {}
+        self.pending_isr = None
+        if self.mode is TruncationMode.HIGH_WATERMARK:
+            # The pre-KIP-101 rule: drop everything above the local HW (KIP-101 Scenario 1).
+            self.log.truncate_to(self.high_watermark)
+
+    # -- produce (leader) -----------------------------------------------------------------
+    def check_produce(self, acks: int, producer_epoch: int = UNDEFINED_EPOCH) -> int:
+        if self.role is not Role.LEADER:
+            return NOT_LEADER_OR_FOLLOWER
+        code = check_epoch(producer_epoch, self.leader_epoch)  # KIP-359
+        if code:
+            return code
+        if acks == -1 and len(self.isr) < self.min_isr:
+            return NOT_ENOUGH_REPLICAS
+        return NONE
+
+    def append(self, records: Any, now_ms: int) -> tuple[int, int]:
+        """Append as leader after check_produce said yes; returns (first, last) offsets."""
+        first, last = self.log.append_as_leader(records, self.leader_epoch, now_ms)
+        self._maybe_advance_hw()
+        return first, last
+
+    def is_committed(self, last_offset: int) -> bool:
+        return self.high_watermark > last_offset
+
+    # -- fetch (leader side) ----------------------------------------------------------------
+    def handle_fetch(self, req: FetchRequest, now_ms: int) -> tuple[FetchDecision, AlterIsr | None]:
+        if self.role is not Role.LEADER:
+            return FetchDecision(NOT_LEADER_OR_FOLLOWER), None
+        code = check_epoch(req.current_leader_epoch, self.leader_epoch)
+        if code:
+            return FetchDecision(code, self.high_watermark), None
+        leo = self.log.log_end_offset
+        if self.mode is TruncationMode.LEADER_EPOCH and req.last_fetched_epoch >= 0:
+            epoch, end = self.log.end_offset_for(req.last_fetched_epoch)
+            if epoch != req.last_fetched_epoch or end < req.fetch_offset:
+                return FetchDecision(
+                    NONE, self.high_watermark, self.log.log_start_offset, DivergingEpoch(epoch, end)
+                ), None
+        if req.fetch_offset > leo or req.fetch_offset < self.log.log_start_offset:
+            return FetchDecision(OFFSET_OUT_OF_RANGE, self.high_watermark, self.log.log_start_offset), None
+        proposal = None
+        if req.replica_id >= 0 and req.replica_id in self.followers:
+            proposal = self._update_follower(req.replica_id, req.fetch_offset, now_ms)
+        return FetchDecision(NONE, self.high_watermark, self.log.log_start_offset, None, req.fetch_offset), proposal
+
+    def consumer_fetch_error(self, fetch_offset: int) -> int:
+        """OFFSET_NOT_AVAILABLE between a new leader's lagging HW and the log end (seed 002)."""
+        if self.role is not Role.LEADER:
+            return NOT_LEADER_OR_FOLLOWER
+        if self.high_watermark < fetch_offset <= self.log.log_end_offset:
+            return OFFSET_NOT_AVAILABLE
+        return NONE
+
+    def _update_follower(self, replica: int, fetch_offset: int, now_ms: int) -> AlterIsr | None:
+        f = self.followers[replica]
+        leo = self.log.log_end_offset
+        # Kafka's rule: caught up now if at our end, or caught up to where we were at its last fetch.
+        if fetch_offset >= leo:
+            f.last_caught_up_ms = now_ms
+        elif fetch_offset >= f.leader_end_at_last_fetch >= 0:
+            f.last_caught_up_ms = max(f.last_caught_up_ms, f.last_fetch_ms)
+        f.log_end_offset = fetch_offset
+        f.last_fetch_ms = now_ms
+        f.leader_end_at_last_fetch = leo
+        self._maybe_advance_hw()
+        return self._maybe_expand_isr(replica)
+
+    def _maybe_expand_isr(self, replica: int) -> AlterIsr | None:
+        if replica in self.isr or self.pending_isr is not None:
+            return None
+        f = self.followers[replica]
+        epoch_start = self.log.epoch_start_offset(self.leader_epoch)
+        if f.log_end_offset >= self.high_watermark and f.log_end_offset >= max(epoch_start, 0):
+            return self._propose(self.isr | {replica})
+        return None
+
+    def maybe_shrink_isr(self, now_ms: int) -> AlterIsr | None:
+        if self.role is not Role.LEADER or self.pending_isr is not None:
+            return None
+        out = {
+            r
+            for r in self.isr
+            if r != self.broker_id
+            and r in self.followers
+            and now_ms - self.followers[r].last_caught_up_ms > self.lag_max_ms
+        }
+        if not out:
+            return None
+        return self._propose(self.isr - out)
+
+    def _propose(self, new_isr: frozenset[int]) -> AlterIsr:
+        self.pending_isr = AlterIsr(
+            self.topic, self.partition, self.broker_id, self.leader_epoch, frozenset(new_isr), self.partition_epoch
+        )
+        return self.pending_isr
+
+    def isr_change_failed(self) -> None:
+        self.pending_isr = None
+
+    def _maybe_advance_hw(self) -> None:
+        if self.role is not Role.LEADER:
+            return
+        ends = [self.log.log_end_offset]
+        # While an ISR change is in flight, count the maximal ISR (current plus proposed): a follower
+        # being added must already hold everything the HW covers (Kafka's KIP-497 rule).
+        maximal = self.isr | self.pending_isr.new_isr if self.pending_isr is not None else self.isr
+        for r in maximal:
+            if r != self.broker_id:
+                f = self.followers.get(r)
+                ends.append(f.log_end_offset if f else -1)
+        new_hw = min(ends)
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
+
+    # -- fetch (follower side) --------------------------------------------------------------
+    def next_fetch(self) -> FetchRequest | None:
+        if self.role is not Role.FOLLOWER or self.leader_id < 0:
+            return None
+        last_epoch = self.log.latest_epoch() if self.mode is TruncationMode.LEADER_EPOCH else UNDEFINED_EPOCH
+        return FetchRequest(self.broker_id, self.log.log_end_offset, last_epoch, self.leader_epoch)
+
+    def handle_fetch_response(self, resp: FetchResponse) -> str:
+        """Apply the leader's answer; returns what happened: 'appended', 'truncated', 'fenced', 'error'."""
+        if self.role is not Role.FOLLOWER:
+            return "error"
+        if resp.error in (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER):
+            return "fenced"  # wait for newer metadata
+        if resp.error:
+            return "error"
+        if resp.diverging is not None:
+            self._truncate_for(resp.diverging)
+            return "truncated"
+        if resp.batches is not None:
+            self.log.append_as_follower(resp.batches)
+        self.high_watermark = max(self.high_watermark, min(resp.high_watermark, self.log.log_end_offset))
+        self.hw_epoch = self.leader_epoch
+        return "appended"
+
+    def _truncate_for(self, div: DivergingEpoch) -> None:
+        if div.epoch == UNDEFINED_EPOCH:
+            target = self.high_watermark  # the leader knows nothing older: fall back (KIP-101 4.3 note)
+        else:
+            my_epoch, my_end = self.log.end_offset_for(div.epoch)
+            target = div.end_offset if my_epoch != div.epoch else min(div.end_offset, my_end)
+        target = min(target, self.log.log_end_offset)
+        self.log.truncate_to(target)
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+
+    # -- OffsetsForLeaderEpoch ----------------------------------------------------------------
+    def offset_for_leader_epoch(self, current_leader_epoch: int, requested_epoch: int) -> tuple[int, int, int]:
+        """(error, epoch, end offset) as OffsetsForLeaderEpoch v2+ answers it."""
+        if self.role is not Role.LEADER:
+            return NOT_LEADER_OR_FOLLOWER, UNDEFINED_EPOCH, -1
+        code = check_epoch(current_leader_epoch, self.leader_epoch)
+        if code:
+            return code, UNDEFINED_EPOCH, -1
+        epoch, end = self.log.end_offset_for(requested_epoch)
+        return NONE, epoch, end

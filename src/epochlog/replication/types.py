@@ -1,0 +1,89 @@
+"""The small value types the replication core speaks in (not kio's request classes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+
+# Kafka error codes the core decides
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+NOT_LEADER_OR_FOLLOWER = 6
+NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+OFFSET_NOT_AVAILABLE = 78
+
+
+class Role(Enum):
+    NONE = "none"
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+class TruncationMode(Enum):
+    LEADER_EPOCH = "leader-epoch"
+    HIGH_WATERMARK = "high-watermark"  # pre-KIP-101, for the simulator and tests only
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    replica_id: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    current_leader_epoch: int
+
+
+@dataclass(frozen=True)
+class DivergingEpoch:
+    epoch: int
+    end_offset: int
+
+
+@dataclass
+class FetchDecision:
+    """The leader's answer to a fetch: an error, a divergence, or where to read from."""
+
+    error: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    diverging: DivergingEpoch | None = None
+    read_from: int = -1  # the server reads batches from this offset up to the leader's log end
+
+
+@dataclass
+class FetchResponse:
+    error: int
+    high_watermark: int
+    diverging: DivergingEpoch | None = None
+    batches: Any = None  # opaque to the core; appended with append_as_follower
+    leader_epoch: int = UNDEFINED_EPOCH
+
+
+@dataclass(frozen=True)
+class AlterIsr:
+    """A leader's proposal to the controller, guarded by the partition epoch."""
+
+    topic: str
+    partition: int
+    leader_id: int
+    leader_epoch: int
+    new_isr: frozenset[int]
+    partition_epoch: int
+
+
+@dataclass
+class PartitionState:
+    """What the controller decided for one partition."""
+
+    leader: int
+    leader_epoch: int
+    isr: frozenset[int]
+    replicas: tuple[int, ...]
+    partition_epoch: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,138 @@
+"""The invariants the simulator checks after every event.
+
+1. committed: no acknowledged (acks=all, below the HW) record is lost or changed on a serving leader,
+   unless every replica crashed hard after it was committed (n failures: KIP-101 Scenario 2 accepts
+   that loss) or an unclean election happened (the KIP-101 appendix: permitted, reported).
+2. log-matching: replicas agree on every offset below both their high watermarks.
+3. one-leader-per-epoch: at most one broker appends as leader in any epoch.
+4. monotonic-leader: a leader's epoch and HW never go backwards.
+5. isr-has-leader: the controller's ISR always contains the leader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from epochlog.replication.types import Role
+
+if TYPE_CHECKING:
+    from epochlog.sim.world import World
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    at_ms: int
+    detail: str
+
+
+class InvariantChecker:
+    def __init__(self, world: World) -> None:
+        self.w = world
+        self.violations: list[Violation] = []
+        self.permitted: list[Violation] = []
+        self.appenders: dict[int, int] = {}  # epoch -> broker that appended as leader
+        self.leader_marks: dict[int, tuple[int, int]] = {}  # broker -> (epoch, hw) while leader
+        self.ack_time: dict[int, int] = {}
+        self.ack_isr: dict[int, frozenset[int]] = {}
+        self.append_time: dict[str, int] = {}
+        self.hard_crashes: dict[int, list[int]] = {}
+        self._seen: set[tuple[str, str]] = set()
+
+    def _fail(self, invariant: str, detail: str, permitted: bool = False) -> None:
+        key = (invariant, detail)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        v = Violation(invariant, self.w.now, detail)
+        (self.permitted if permitted else self.violations).append(v)
+        self.w.log_event(("PERMITTED " if permitted else "VIOLATION ") + f"{invariant}: {detail}")
+
+    # -- hooks from the world -------------------------------------------------------------------
+    def on_ack(self, offset: int, value: str, isr: frozenset[int], committed_at: int) -> None:
+        """``isr`` and ``committed_at``: the leader's (maximal) ISR and clock when it committed the record."""
+        self.ack_time[offset] = committed_at
+        self.ack_isr[offset] = isr
+
+    def on_hard_crash(self, bid: int) -> None:
+        self.hard_crashes.setdefault(bid, []).append(self.w.now)
+
+    def on_leader_append(self, bid: int, epoch: int, value: str = "") -> None:
+        self.append_time.setdefault(value, self.w.now)
+        other = self.appenders.setdefault(epoch, bid)
+        if other != bid:
+            self._fail("one-leader-per-epoch", f"brokers {other} and {bid} both appended as leader in epoch {epoch}")
+
+    def on_role_change(self, bid: int) -> None:
+        r = self.w.brokers[bid].replica
+        if r.role is not Role.LEADER:
+            self.leader_marks.pop(bid, None)
+
+    # -- checks -------------------------------------------------------------------------------------
+    def _excused(self, offset: int) -> bool:
+        # Kafka keeps a committed record while one replica of the ISR that committed it keeps it; when
+        # every one of them lost unflushed data in a hard crash, losing it is within the contract.
+        # A follower counts towards the HW as soon as it has fetched a record, flushed or not, so the
+        # loss window opens when the leader appended it.
+        appended_at = self.append_time.get(self.w.acked[offset], 0)
+        isr = self.ack_isr.get(offset, self.w.state().replicas)
+        return all(any(t >= appended_at for t in self.hard_crashes.get(b, [])) for b in isr)
+
+    def check(self) -> None:
+        w = self.w
+        st = w.state()
+        if st.leader >= 0 and st.leader not in st.isr:
+            self._fail("isr-has-leader", f"leader {st.leader} is not in the ISR {sorted(st.isr)}")
+        unclean = any(kind == "UncleanElection" for kind, _ in w.controller.records)
+        for bid, b in w.brokers.items():
+            r = b.replica
+            if not b.alive or r.role is not Role.LEADER:
+                continue
+            mark = self.leader_marks.get(bid)
+            if mark is not None:
+                if r.leader_epoch < mark[0]:
+                    self._fail("monotonic-leader", f"leader {bid} epoch went from {mark[0]} to {r.leader_epoch}")
+                elif r.leader_epoch == mark[0] and r.high_watermark < mark[1]:
+                    self._fail("monotonic-leader", f"leader {bid} HW went from {mark[1]} to {r.high_watermark}")
+            self.leader_marks[bid] = (r.leader_epoch, r.high_watermark)
+            # Only the leader the controller currently names serves; a zombie is judged by the others.
+            if st.leader != bid or st.leader_epoch != r.leader_epoch:
+                continue
+            entries = b.log.entries
+            n = len(entries)
+            for offset, value in w.acked.items():
+                if offset < n and entries[offset][1] == value:
+                    continue
+                have = entries[offset].value if offset < len(entries) else "nothing"
+                detail = f"acknowledged {value}@{offset} is {have} on leader {bid} (epoch {r.leader_epoch})"
+                if unclean:
+                    self._fail("committed", detail + " after an unclean election", permitted=True)
+                elif self._excused(offset):
+                    self._fail("committed", detail + " after every replica crashed", permitted=True)
+                else:
+                    self._fail("committed", detail)
+        self._check_log_matching()
+
+    def _check_log_matching(self) -> None:
+        # Only HWs learned in the replica's current term count: a replica that just came back still
+        # carries the HW of the lineage it had, which its first fetch reconciles.
+        live = [b for b in self.w.brokers.values() if b.alive and b.replica.hw_epoch == b.replica.leader_epoch >= 0]
+        for i, a in enumerate(live):
+            for b in live[i + 1 :]:
+                if a.replica.leader_epoch != b.replica.leader_epoch:
+                    continue  # different terms: the stale one reconciles before its HW counts
+                upto = min(
+                    a.replica.high_watermark, b.replica.high_watermark, a.log.log_end_offset, b.log.log_end_offset
+                )
+                ea, eb = a.log.entries, b.log.entries
+                if ea[:upto] == eb[:upto]:
+                    continue
+                for o in range(upto):
+                    if ea[o] != eb[o]:
+                        self._fail(
+                            "log-matching",
+                            f"brokers {a.broker_id} and {b.broker_id} differ at offset {o} below both HWs: "
+                            f"{ea[o].value}/e{ea[o].epoch} vs {eb[o].value}/e{eb[o].epoch}",
+                        )
+                        break

@@ -1,0 +1,424 @@
+"""The deterministic simulator: a seeded clock, network, disks, brokers, a controller and a producer.
+
+It drives the same PartitionReplica (replication/) and Controller (controller/) the server uses.
+Every event runs to completion; the invariant checker runs after each one.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from epochlog.controller.controller import Controller
+from epochlog.replication.partition import PartitionReplica
+from epochlog.replication.types import (
+    NONE,
+    FetchRequest,
+    FetchResponse,
+    PartitionState,
+    Role,
+    TruncationMode,
+)
+from epochlog.sim.disk_log import SimLog
+from epochlog.sim.invariants import InvariantChecker, Violation
+
+TOPIC = "t"
+PARTITION = 0
+CONTROLLER = 0
+PRODUCER = -1
+
+
+@dataclass
+class Faults:
+    drop: float = 0.0
+    duplicate: float = 0.0
+    min_delay_ms: int = 1
+    max_delay_ms: int = 5
+
+
+@dataclass
+class SimBroker:
+    broker_id: int
+    log: SimLog
+    replica: PartitionReplica
+    alive: bool = True
+    paused: bool = False
+    clean_shutdown: bool = True
+    persisted_hw: int = 0
+    fetch_in_flight_until: int = 0
+    pending_acks: list[tuple[int, str]] = field(default_factory=list)
+    inbox: list[tuple[int, Any]] = field(default_factory=list)  # held while paused
+
+
+class World:
+    def __init__(
+        self,
+        seed: int = 0,
+        brokers: int = 3,
+        mode: TruncationMode = TruncationMode.LEADER_EPOCH,
+        min_isr: int = 1,
+        unclean: bool = False,
+        faults: Faults | None = None,
+        replica_lag_time_max_ms: int = 1000,
+        session_timeout_ms: int = 1500,
+    ) -> None:
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.now = 0
+        self.mode = mode
+        self.min_isr = min_isr
+        self.faults = faults or Faults()
+        self.lag_ms = replica_lag_time_max_ms
+        self._queue: list[tuple[int, int, Callable[[], None]]] = []
+        self._seq = 0
+        self.events = 0
+        self.partitioned: set[frozenset[int]] = set()
+        self.controller = Controller(session_timeout_ms=session_timeout_ms)
+        self.brokers: dict[int, SimBroker] = {}
+        self.history: list[str] = []
+        self.acked: dict[int, str] = {}  # offset -> value acknowledged to the acks=all producer
+        self.next_value = 0
+        self.checker = InvariantChecker(self)
+        self.snapshots: list[tuple[str, dict[int, dict[str, Any]]]] = []
+        for b in range(1, brokers + 1):
+            self.brokers[b] = self._new_broker(b, SimLog())
+            self.controller.register_broker(b, 0)
+        self.controller.create_topic(TOPIC, 1, brokers, unclean_leader_election=unclean)
+        self._push_states(reliable=True)
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _new_broker(self, b: int, log: SimLog, hw: int = 0) -> SimBroker:
+        replica = PartitionReplica(
+            b,
+            TOPIC,
+            PARTITION,
+            log,
+            min_insync_replicas=self.min_isr,
+            replica_lag_time_max_ms=self.lag_ms,
+            truncation_mode=self.mode,
+        )
+        replica.high_watermark = min(hw, log.log_end_offset)
+        return SimBroker(b, log, replica, persisted_hw=hw)
+
+    def log_event(self, text: str) -> None:
+        self.history.append(f"t={self.now:>6}ms {text}")
+
+    def schedule(self, delay: int, fn: Callable[[], None]) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (self.now + max(delay, 0), self._seq, fn))
+
+    def send(self, src: int, dst: int, msg: Any, reliable: bool = False) -> None:
+        if not reliable:
+            if frozenset((src, dst)) in self.partitioned:
+                return
+            if self.rng.random() < self.faults.drop:
+                return
+        copies = 2 if (not reliable and self.rng.random() < self.faults.duplicate) else 1
+        for _ in range(copies):
+            delay = self.rng.randint(self.faults.min_delay_ms, self.faults.max_delay_ms)
+            self.schedule(delay, lambda d=dst, m=msg, s=src: self._deliver(s, d, m))
+
+    def _deliver(self, src: int, dst: int, msg: Any) -> None:
+        if dst in (CONTROLLER, PRODUCER):
+            self._on_message(dst, src, msg)
+            return
+        b = self.brokers[dst]
+        if not b.alive:
+            return
+        if b.paused:
+            b.inbox.append((src, msg))
+            return
+        self._on_message(dst, src, msg)
+
+    def step(self) -> bool:
+        if not self._queue:
+            return False
+        t, _, fn = heapq.heappop(self._queue)
+        self.now = max(self.now, t)
+        fn()
+        self.events += 1
+        self.checker.check()
+        return True
+
+    def run_until(self, t: int) -> None:
+        while self._queue and self._queue[0][0] <= t:
+            self.step()
+        self.now = max(self.now, t)
+
+    def run_for(self, ms: int) -> None:
+        self.run_until(self.now + ms)
+
+    @property
+    def violations(self) -> list[Violation]:
+        return self.checker.violations
+
+    # -- the controller -----------------------------------------------------------------------
+    def _push_states(self, reliable: bool = False) -> None:
+        for _t, _p, st in self.controller.drain_changes():
+            self.log_event(f"controller: leader={st.leader} epoch={st.leader_epoch} isr={sorted(st.isr)}")
+            for b in st.replicas:
+                self.send(CONTROLLER, b, ("state", st), reliable=reliable)
+
+    def controller_tick(self) -> None:
+        self.controller.tick(self.now)
+        self._push_states()
+
+    def state(self) -> PartitionState:
+        return self.controller.topics[TOPIC].partitions[PARTITION]
+
+    # -- message handling ----------------------------------------------------------------------
+    def _on_message(self, dst: int, src: int, msg: Any) -> None:
+        kind = msg[0]
+        if dst == CONTROLLER:
+            if kind == "heartbeat":
+                if not self.controller.heartbeat(src, self.now) and self.brokers[src].alive:
+                    self.controller.register_broker(src, self.now)
+                    self.log_event(f"broker {src} re-registers")
+                # Brokers follow the metadata log: the answer carries the latest partition state,
+                # so a lost push is repaired on the next heartbeat.
+                self.send(CONTROLLER, src, ("state", self.state()))
+            elif kind == "alter":
+                err, st = self.controller.alter_partition(msg[1])
+                self.send(CONTROLLER, src, ("alter_result", err, st))
+            self._push_states()
+            return
+        if dst == PRODUCER:
+            if kind == "ack":
+                _, offset, value, isr, committed_at = msg
+                self.acked[offset] = value
+                self.checker.on_ack(offset, value, isr, committed_at)
+            return
+        b = self.brokers[dst]
+        r = b.replica
+        if kind == "state":
+            st: PartitionState = msg[1]
+            was = (r.role, r.leader_epoch)
+            r.apply_state(st, self.now)
+            if (r.role, r.leader_epoch) != was:
+                self.log_event(
+                    f"broker {dst} becomes {r.role.value} at epoch {r.leader_epoch} "
+                    f"(leo={b.log.log_end_offset} hw={r.high_watermark})"
+                )
+                b.pending_acks = [] if r.role is not Role.LEADER else b.pending_acks
+                self.checker.on_role_change(dst)
+        elif kind == "alter_result":
+            _, err, st = msg
+            if err == NONE and st is not None:
+                r.apply_state(st, self.now)
+            else:
+                r.isr_change_failed()
+                if st is not None:
+                    r.apply_state(st, self.now)
+        elif kind == "fetch":
+            req: FetchRequest = msg[1]
+            decision, proposal = r.handle_fetch(req, self.now)
+            batches = b.log.read(decision.read_from, 10) if decision.read_from >= 0 else None
+            resp = FetchResponse(decision.error, decision.high_watermark, decision.diverging, batches, r.leader_epoch)
+            self.send(dst, src, ("fetch_response", resp, req.current_leader_epoch))
+            if proposal is not None:
+                self.send(dst, CONTROLLER, ("alter", proposal))
+            self._release_acks(b)
+        elif kind == "fetch_response":
+            resp: FetchResponse = msg[1]
+            b.fetch_in_flight_until = 0
+            if msg[2] != r.leader_epoch:
+                return  # an answer to a fetch from an older term
+            outcome = r.handle_fetch_response(resp)
+            if outcome == "truncated":
+                self.log_event(
+                    f"broker {dst} truncates to {b.log.log_end_offset} "
+                    f"(diverging epoch {resp.diverging.epoch if resp.diverging else '?'})"
+                )
+        elif kind == "produce":
+            _, value = msg
+            err = r.check_produce(-1)
+            if err:
+                return
+            first, _last = r.append([value], self.now)
+            self.checker.on_leader_append(dst, r.leader_epoch, value)
+            b.pending_acks.append((first, value))
+            self._release_acks(b)
+
+    def _release_acks(self, b: SimBroker) -> None:
+        r = b.replica
+        if r.role is not Role.LEADER:
+            b.pending_acks = []
+            return
+        keep = []
+        for offset, value in b.pending_acks:
+            if r.is_committed(offset):
+                isr = r.isr | r.pending_isr.new_isr if r.pending_isr is not None else r.isr
+                self.send(b.broker_id, PRODUCER, ("ack", offset, value, isr, self.now))
+            else:
+                keep.append((offset, value))
+        b.pending_acks = keep
+
+    # -- periodic work ---------------------------------------------------------------------------
+    def broker_tick(self, bid: int) -> None:
+        b = self.brokers[bid]
+        if not b.alive or b.paused:
+            return
+        r = b.replica
+        self.send(bid, CONTROLLER, ("heartbeat",))
+        if r.role is Role.FOLLOWER and self.now >= b.fetch_in_flight_until:
+            req = r.next_fetch()
+            if req is not None:
+                b.fetch_in_flight_until = self.now + 200
+                self.send(bid, r.leader_id, ("fetch", req))
+        if r.role is Role.LEADER:
+            proposal = r.maybe_shrink_isr(self.now)
+            if proposal is not None:
+                self.send(bid, CONTROLLER, ("alter", proposal))
+            self._release_acks(b)
+        if self.rng.random() < 0.2:
+            b.log.flush()
+            b.persisted_hw = r.high_watermark
+
+    def produce(self) -> None:
+        st = self.state()
+        if st.leader < 0:
+            return
+        value = f"m{self.next_value}"
+        self.next_value += 1
+        self.send(PRODUCER, st.leader, ("produce", value))
+
+    def start_periodic(self, until: int, produce_every: int = 20, tick_every: int = 25) -> None:
+        for t in range(self.now, until, tick_every):
+            for bid in self.brokers:
+                self.schedule(t - self.now + self.rng.randint(0, 5), lambda b=bid: self.broker_tick(b))
+            self.schedule(t - self.now, self.controller_tick)
+        if produce_every:
+            for t in range(self.now, until, produce_every):
+                self.schedule(t - self.now, self.produce)
+
+    # -- faults and operator actions ---------------------------------------------------------------
+    def crash(self, bid: int, hard: bool = True, tear: bool = False) -> None:
+        b = self.brokers[bid]
+        if not b.alive:
+            return
+        b.alive = False
+        b.paused = False
+        b.inbox = []
+        b.clean_shutdown = not hard
+        if hard:
+            lost = b.log.crash(tear_last=tear)
+            self.checker.on_hard_crash(bid)
+            self.log_event(f"broker {bid} crashes hard, losing {lost} unflushed record(s)")
+        else:
+            b.log.flush()
+            b.persisted_hw = b.replica.high_watermark
+            self.log_event(f"broker {bid} shuts down cleanly")
+
+    def restart(self, bid: int) -> None:
+        old = self.brokers[bid]
+        if old.alive:
+            return
+        self.brokers[bid] = self._new_broker(bid, old.log, old.persisted_hw)
+        self.log_event(
+            f"broker {bid} restarts (leo={old.log.log_end_offset} hw={old.persisted_hw}"
+            f"{'' if old.clean_shutdown else ', after an unclean shutdown'})"
+        )
+        self.controller.register_broker(bid, self.now, clean_shutdown=old.clean_shutdown)
+        # The controller's view is sent to the restarted broker even if nothing changed.
+        for st in self.controller.topics[TOPIC].partitions.values():
+            if bid in st.replicas:
+                self.send(CONTROLLER, bid, ("state", st))
+        self._push_states()
+
+    def pause(self, bid: int) -> None:
+        self.brokers[bid].paused = True
+        self.log_event(f"broker {bid} paused")
+
+    def resume(self, bid: int) -> None:
+        b = self.brokers[bid]
+        b.paused = False
+        inbox, b.inbox = b.inbox, []
+        self.log_event(f"broker {bid} resumed with {len(inbox)} queued message(s)")
+        for src, msg in inbox:
+            self._on_message(bid, src, msg)
+
+    def fence(self, bid: int) -> None:
+        self.controller.fence(bid)
+        self._push_states()
+
+    def elect(self, bid: int | None = None) -> None:
+        self.controller.elect_leader(TOPIC, PARTITION, bid)
+        self._push_states()
+
+    def partition_network(self, a: int, b: int) -> None:
+        self.partitioned.add(frozenset((a, b)))
+
+    def heal_network(self) -> None:
+        self.partitioned.clear()
+
+    def snapshot(self, label: str) -> None:
+        """Each replica's log as (offset, epoch, value) rows, HW and role, for the report."""
+        view = {}
+        for bid, b in self.brokers.items():
+            view[bid] = {
+                "alive": b.alive,
+                "role": b.replica.role.value,
+                "epoch": b.replica.leader_epoch,
+                "hw": b.replica.high_watermark,
+                "entries": [(o, e.epoch, e.value) for o, e in enumerate(b.log.entries)],
+                "epochs": [(e.epoch, e.start_offset) for e in b.log.cache.entries()],
+            }
+        self.snapshots.append((label, view))
+
+    # -- helpers for scripted scenarios ------------------------------------------------------------
+    def deliver_all(self, limit_ms: int = 50) -> None:
+        self.run_for(limit_ms)
+
+    def leader_append(self, bid: int, value: str) -> int:
+        """Append directly at a leader (a produce that arrived), returning the offset."""
+        b = self.brokers[bid]
+        first, _ = b.replica.append([value], self.now)
+        self.checker.on_leader_append(bid, b.replica.leader_epoch, value)
+        b.pending_acks.append((first, value))
+        self.log_event(f"leader {bid} appends {value} at offset {first} (epoch {b.replica.leader_epoch})")
+        self._release_acks(b)
+        self.run_for(10)
+        return first
+
+    def follower_fetch(self, bid: int, deliver_response: bool = True) -> None:
+        """One synchronous fetch round trip from follower ``bid`` to its leader."""
+        b = self.brokers[bid]
+        r = b.replica
+        req = r.next_fetch()
+        if req is None:
+            return
+        leader = self.brokers[r.leader_id]
+        decision, proposal = leader.replica.handle_fetch(req, self.now)
+        if proposal is not None:
+            _err, st = self.controller.alter_partition(proposal)
+            if st is not None:
+                leader.replica.apply_state(st, self.now)
+            self.controller.drain_changes()
+        self._release_acks(leader)
+        self.run_for(10)  # deliver the acks
+        if not deliver_response:
+            self.log_event(f"broker {bid} fetched from offset {req.fetch_offset}; the response is lost")
+            return
+        batches = leader.log.read(decision.read_from, 10) if decision.read_from >= 0 else None
+        resp = FetchResponse(
+            decision.error, decision.high_watermark, decision.diverging, batches, leader.replica.leader_epoch
+        )
+        outcome = r.handle_fetch_response(resp)
+        self.log_event(
+            f"broker {bid} fetch from offset {req.fetch_offset} (last epoch {req.last_fetched_epoch}): "
+            f"{outcome}, leo={b.log.log_end_offset} hw={r.high_watermark}"
+        )
+        self.checker.check()
+
+    def apply_controller_now(self) -> None:
+        """Deliver the controller's pending decisions to every live broker immediately."""
+        for _t, _p, st in self.controller.drain_changes():
+            self.log_event(f"controller: leader={st.leader} epoch={st.leader_epoch} isr={sorted(st.isr)}")
+            for bid in st.replicas:
+                b = self.brokers[bid]
+                if b.alive and not b.paused:
+                    self._on_message(bid, CONTROLLER, ("state", st))
+        self.checker.check()
