@@ -1,12 +1,10 @@
-"""The classic consumer-group coordinator: join/sync barriers, heartbeats, offsets.
+"""The classic consumer-group coordinator: join/sync barriers, heartbeats, offsets, persistence.
 
-Runs on the broker's event loop. Join and sync wait on asyncio futures; the decisions are
-plain methods over the Group objects, with an injectable clock for tests. Committed offsets
-and group metadata are records in ``__consumer_offsets`` (see records.py), replayed at start.
-
-States and errors follow Kafka's GroupCoordinator: Empty -> PreparingRebalance ->
-CompletingRebalance -> Stable; REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
-INCONSISTENT_GROUP_PROTOCOL, MEMBER_ID_REQUIRED for JoinGroup v4+.
+Runs on the broker's event loop. JoinGroup and SyncGroup wait on asyncio futures; every timer
+(session expiry, rebalance deadline, initial rebalance delay, pending member ids) is a deadline on
+the injected ``clock`` that ``tick(now)`` checks, so tests drive time by hand. The background task
+started by ``start()`` only calls ``tick`` and the offset expiry. See the package docstring for the
+API and the rules, which follow Kafka's GroupCoordinator.
 """
 
 from __future__ import annotations
@@ -15,186 +13,153 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from epochlog.protocol.errors import Err
 from epochlog.protocol.records import Record, build_batch, iter_records
 from epochlog.server.groups import records as rec
+from epochlog.server.groups.config import GroupConfig
+from epochlog.server.groups.hashing import partition_for
+from epochlog.server.groups.model import (
+    COMPLETING_REBALANCE,
+    DEAD,
+    EMPTY,
+    PREPARING_REBALANCE,
+    STABLE,
+    Group,
+    Member,
+)
+from epochlog.server.groups.results import CommittedOffset, JoinResult, OffsetCommit, SyncResult
+from epochlog.server.groups.store import OffsetsStore
 
 log = logging.getLogger("epochlog.groups")
 
-EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
-OFFSET_METADATA_MAX_BYTES = 4096
-
-
-class OffsetsStore(Protocol):
-    num_partitions: int
-
-    async def append(self, partition: int, batch: bytes) -> None: ...
-
-    def read_batches(self, partition: int) -> Iterable[bytes]: ...
-
-
-@dataclass
-class GroupConfig:
-    offsets_topic_num_partitions: int = 50
-    group_initial_rebalance_delay_ms: int = 3000
-    group_min_session_timeout_ms: int = 6000
-    group_max_session_timeout_ms: int = 1_800_000
-    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
-
-
-@dataclass
-class OffsetCommit:
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int
-    metadata: str | None
-
-
-@dataclass
-class CommittedOffset:
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int
-    metadata: str
-    error_code: int = 0
-
-
-@dataclass
-class JoinResult:
-    error_code: int
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    member_id: str = ""
-    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
-
-
-@dataclass
-class SyncResult:
-    error_code: int
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
-
-
-@dataclass
-class Member:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    assignment: bytes = b""
-    last_heartbeat: float = 0.0
-    join_future: asyncio.Future[JoinResult] | None = None
-    sync_future: asyncio.Future[SyncResult] | None = None
-
-    def metadata_for(self, protocol: str | None) -> bytes:
-        return next((m for n, m in self.protocols if n == protocol), b"")
-
-
-@dataclass
-class Group:
-    group_id: str
-    state: str = EMPTY
-    generation: int = 0
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str | None = None
-    members: dict[str, Member] = field(default_factory=dict)
-    pending: set[str] = field(default_factory=set)
-    offsets: dict[tuple[str, int], rec.OffsetValue] = field(default_factory=dict)
-    rebalance_deadline: float = 0.0
-    initial_delay: bool = False
-
-
-def java_string_hash(s: str) -> int:
-    h = 0
-    for ch in s.encode("utf-16-be").decode("utf-16-be"):
-        h = (31 * h + ord(ch)) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
+# Kafka error codes that protocol/errors.py does not name.
+OFFSET_METADATA_TOO_LARGE = 12
+FENCED_INSTANCE_ID = 82
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
 class GroupCoordinator:
-    def __init__(self, store: OffsetsStore, config: GroupConfig, clock: Callable[[], float] = time.monotonic) -> None:
-        self._background: set[asyncio.Future[None]] = set()
+    def __init__(
+        self,
+        store: OffsetsStore,
+        config: GroupConfig,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``clock`` (seconds) times sessions and rebalances; ``wall_clock`` (seconds since the epoch)
+        stamps commits and state changes, which are persisted and outlive the process."""
         self.store = store
         self.config = config
         self.clock = clock
+        self.wall_clock = wall_clock
         self.groups: dict[str, Group] = {}
+        self.loaded = False
         self._task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Future[Any]] = set()
+        self._write_seq = 0
 
-    # -- lifecycle -------------------------------------------------------------------------
-    async def start(self) -> None:
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def start(self, run_background: bool = True) -> None:
         for p in range(self.store.num_partitions):
             for batch in self.store.read_batches(p):
-                for r in iter_records(batch):
-                    self._replay(r)
-        n_offsets = sum(len(g.offsets) for g in self.groups.values())
-        log.info("group coordinator loaded %d groups and %d committed offsets", len(self.groups), n_offsets)
-        self._task = asyncio.create_task(self._expiry_loop())
+                try:
+                    for r in iter_records(batch):
+                        self._replay(r)
+                except ValueError as e:  # CorruptBatchError included: skip what we cannot read
+                    log.error("__consumer_offsets-%d: skipping unreadable batch: %s", p, e)
+        now = self.clock()
+        for g in self.groups.values():
+            for m in g.members.values():
+                m.last_heartbeat = now  # restored members get a full session to find us again
+        self.loaded = True
+        log.info(
+            "group coordinator loaded %d groups and %d committed offsets",
+            len(self.groups),
+            sum(len(g.offsets) for g in self.groups.values()),
+        )
+        if run_background:
+            self._task = asyncio.create_task(self._background_loop())
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+            self._task = None
         for g in self.groups.values():
             for m in g.members.values():
                 for fut in (m.join_future, m.sync_future):
                     if fut is not None and not fut.done():
                         fut.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
 
     def _replay(self, r: Record) -> None:
         if r.key is None:
             return
         key = rec.decode_key(r.key)
         if isinstance(key, rec.OffsetKey):
+            tp = (key.topic, key.partition)
             g = self.groups.get(key.group)
             if r.value is None:
                 if g is not None:
-                    g.offsets.pop((key.topic, key.partition), None)
+                    g.offsets.pop(tp, None)
+                    if g.state == EMPTY and not g.offsets and g.protocol_type is None:
+                        del self.groups[key.group]
                 return
             if g is None:
                 g = self.groups[key.group] = Group(key.group)
-            g.offsets[(key.topic, key.partition)] = rec.decode_offset_value(r.value)
+            g.offsets[tp] = rec.decode_offset_value(r.value)
         elif isinstance(key, rec.GroupKey):
             if r.value is None:
-                g = self.groups.get(key.group)
-                if g is not None and not g.offsets:
-                    del self.groups[key.group]
+                g = self.groups.pop(key.group, None)
+                if g is not None and g.offsets:  # offsets of a deleted group arrive as their own tombstones
+                    self.groups[key.group] = Group(key.group, offsets=g.offsets)
                 return
             v = rec.decode_group_value(r.value)
             g = self.groups.setdefault(key.group, Group(key.group))
-            # Members are not restored: after a restart they get UNKNOWN_MEMBER_ID and rejoin.
             g.generation, g.protocol_type, g.protocol_name = v.generation, v.protocol_type or None, v.protocol
+            g.leader, g.state_timestamp_ms = v.leader, v.state_timestamp
+            g.members.clear()
+            g.static_members.clear()
+            for mid, iid, cid, host, rto, sto, sub, asg in v.members:
+                m = Member(mid, iid, cid, host, sto, rto, v.protocol_type, [(v.protocol or "", sub)], assignment=asg)
+                g.members[mid] = m
+                if iid is not None:
+                    g.static_members[iid] = mid
+            # Kafka resumes a group with members as Stable: they keep their assignment and only have
+            # to heartbeat within their session, so a broker restart does not force a rebalance.
+            g.state = STABLE if g.members else EMPTY
 
-    def _spawn(self, coro: Any) -> None:
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.store.num_partitions)
+
+    def _now_ms(self) -> int:
+        return int(self.wall_clock() * 1000)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         fut = asyncio.ensure_future(coro)
         self._background.add(fut)
         fut.add_done_callback(self._background.discard)
 
-    def partition_for(self, group_id: str) -> int:
-        return abs(java_string_hash(group_id)) % self.config.offsets_topic_num_partitions
+    def _set_state(self, g: Group, state: str) -> None:
+        if g.state != state:
+            g.state = state
+            g.state_timestamp_ms = self._now_ms()
 
+    # -- persistence --------------------------------------------------------------------------
     async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
-        await self.store.append(self.partition_for(group_id), build_batch(records))
+        batch = build_batch(records, base_timestamp=self._now_ms())
+        await self.store.append(self.partition_for(group_id), batch)
 
-    async def _persist_group(self, g: Group) -> None:
+    def _group_record(self, g: Group) -> tuple[bytes, bytes]:
         value = rec.GroupValue(
             g.protocol_type or "",
             g.generation,
             g.protocol_name,
             g.leader,
-            int(time.time() * 1000),
+            g.state_timestamp_ms,
             [
                 (
                     m.member_id,
@@ -209,12 +174,65 @@ class GroupCoordinator:
                 for m in g.members.values()
             ],
         )
-        try:
-            await self._append(g.group_id, [(rec.group_key(g.group_id), rec.group_value(value))])
-        except Exception:
-            log.exception("group %s: cannot persist group metadata", g.group_id)
+        return rec.group_key(g.group_id), rec.group_value(value)
 
-    # -- join / sync -------------------------------------------------------------------------
+    async def _persist_group(self, g: Group) -> bool:
+        try:
+            await self._append(g.group_id, [self._group_record(g)])
+            return True
+        except Exception:
+            log.exception("group %s: cannot persist group metadata at generation %d", g.group_id, g.generation)
+            return False
+
+    # -- timers -------------------------------------------------------------------------------
+    async def _background_loop(self) -> None:
+        interval = self.config.tick_interval_ms / 1000
+        next_offset_expiry = self.clock() + self.config.offsets_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                now = self.clock()
+                self.tick(now)
+                if now >= next_offset_expiry:
+                    next_offset_expiry = now + self.config.offsets_retention_check_interval_ms / 1000
+                    await self.expire_offsets()
+            except Exception:
+                log.exception("group coordinator timer failed")
+
+    def tick(self, now: float | None = None) -> None:
+        """Fire every group timer due at ``now`` (default: the clock)."""
+        now = self.clock() if now is None else now
+        for g in list(self.groups.values()):
+            for mid, deadline in list(g.pending.items()):
+                if now >= deadline:
+                    del g.pending[mid]
+                    log.info("group %s: pending member %s never rejoined", g.group_id, mid)
+                    self._maybe_complete_join(g)
+            for m in list(g.members.values()):
+                # A member parked in JoinGroup or SyncGroup cannot heartbeat; the rebalance deadline
+                # (or the leader's own session) bounds how long it can stay parked.
+                if m.awaiting_join or m.awaiting_sync:
+                    continue
+                if now - m.last_heartbeat >= m.session_timeout_ms / 1000:
+                    log.info("group %s: member %s session expired", g.group_id, m.member_id)
+                    self._remove_member(g, m)
+            if g.state == PREPARING_REBALANCE and now >= g.rebalance_deadline:
+                self._on_rebalance_deadline(g, now)
+
+    def _on_rebalance_deadline(self, g: Group, now: float) -> None:
+        if g.initial_delay and g.new_member_added and g.initial_delay_remaining_ms > 0:
+            g.new_member_added = False
+            delay = min(self.config.group_initial_rebalance_delay_ms, g.initial_delay_remaining_ms)
+            g.initial_delay_remaining_ms -= delay
+            g.rebalance_deadline = now + delay / 1000
+            return
+        for m in list(g.members.values()):
+            if not m.awaiting_join:
+                log.info("group %s: member %s did not rejoin in time", g.group_id, m.member_id)
+                self._remove_member(g, m, rebalance=False)
+        self._complete_join(g)
+
+    # -- join ---------------------------------------------------------------------------------
     async def join_group(
         self,
         group_id: str,
@@ -228,133 +246,180 @@ class GroupCoordinator:
         protocols: list[tuple[str, bytes]],
         require_known_member_id: bool,
     ) -> JoinResult:
+        if not self.loaded:
+            return JoinResult(Err.COORDINATOR_LOAD_IN_PROGRESS, member_id=member_id)
         if not group_id:
             return JoinResult(Err.INVALID_GROUP_ID, member_id=member_id)
-        if not (
-            self.config.group_min_session_timeout_ms <= session_timeout_ms <= self.config.group_max_session_timeout_ms
-        ):
+        cfg = self.config
+        if not cfg.group_min_session_timeout_ms <= session_timeout_ms <= cfg.group_max_session_timeout_ms:
             return JoinResult(Err.INVALID_SESSION_TIMEOUT, member_id=member_id)
         g = self.groups.get(group_id)
         if g is None:
             if member_id:
                 return JoinResult(Err.UNKNOWN_MEMBER_ID, member_id=member_id)
-            g = self.groups[group_id] = Group(group_id)
+            g = self.groups[group_id] = Group(group_id, state_timestamp_ms=self._now_ms())
         if g.state == DEAD:
             return JoinResult(Err.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
-        if g.members and (protocol_type != g.protocol_type or not self._common_protocols(g, protocols)):
+        if not g.supports_protocols(protocol_type, protocols, member_id):
             return JoinResult(Err.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
-        if not protocols:
-            return JoinResult(Err.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
-        if not member_id:
-            if group_instance_id is not None:
-                old = next((m for m in g.members.values() if m.group_instance_id == group_instance_id), None)
-                if old is not None:
-                    self._remove_member(g, old, Err.UNKNOWN_MEMBER_ID, rebalance=False)
-            new_id = f"{client_id}-{uuid.uuid4()}"
-            if require_known_member_id and group_instance_id is None:
-                g.pending.add(new_id)
-                return JoinResult(Err.MEMBER_ID_REQUIRED, member_id=new_id)
-            member_id = new_id
-        elif member_id in g.pending:
-            g.pending.discard(member_id)
-        elif member_id not in g.members:
-            return JoinResult(Err.UNKNOWN_MEMBER_ID, member_id=member_id)
+        protocols = [(n, bytes(md)) for n, md in protocols]
+        new_member = Member(
+            "",
+            group_instance_id,
+            client_id,
+            client_host,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            protocol_type,
+            protocols,
+        )
 
+        if not member_id:
+            new_member.member_id = f"{client_id}-{uuid.uuid4()}"
+            if group_instance_id is not None:
+                return await self._join_static_unknown(g, new_member)
+            if require_known_member_id:
+                # JoinGroup v4+: hand out the id first, so a client that times out and retries does
+                # not leave a ghost member behind that the group must wait for.
+                g.pending[new_member.member_id] = self.clock() + session_timeout_ms / 1000
+                return JoinResult(Err.MEMBER_ID_REQUIRED, member_id=new_member.member_id)
+            return await self._add_member_and_rebalance(g, new_member)
+
+        if member_id in g.pending:
+            del g.pending[member_id]
+            new_member.member_id = member_id
+            return await self._add_member_and_rebalance(g, new_member)
         m = g.members.get(member_id)
-        now = self.clock()
         if m is None:
-            m = Member(
-                member_id,
-                group_instance_id,
-                client_id,
-                client_host,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                protocol_type,
-                list(protocols),
-                last_heartbeat=now,
-            )
-            g.members[member_id] = m
-            if g.protocol_type is None or len(g.members) == 1:
-                g.protocol_type = protocol_type
+            return JoinResult(Err.UNKNOWN_MEMBER_ID, member_id=member_id)
+        if group_instance_id is not None and g.static_members.get(group_instance_id) != member_id:
+            return JoinResult(FENCED_INSTANCE_ID, member_id=member_id)
+        return await self._join_known(g, m, new_member)
+
+    async def _join_known(self, g: Group, m: Member, req: Member) -> JoinResult:
+        unchanged = m.same_protocols(req.protocols)
+        m.session_timeout_ms, m.rebalance_timeout_ms = req.session_timeout_ms, req.rebalance_timeout_ms
+        m.client_id, m.client_host = req.client_id, req.client_host
+        m.last_heartbeat = self.clock()
+        if g.state == PREPARING_REBALANCE:
+            m.protocols = req.protocols
+            return await self._await_join(g, m)
+        if g.state == COMPLETING_REBALANCE and unchanged:
+            # The member lost our JoinGroup response: answer it again for the same generation.
+            return self._join_result(g, m)
+        if g.state == STABLE and unchanged and m.member_id != g.leader:
+            # A follower with nothing new needs no rebalance: it may SyncGroup for this generation.
+            return self._join_result(g, m)
+        m.protocols = req.protocols
+        self._prepare_rebalance(g, f"member {m.member_id} rejoined with new metadata or as leader")
+        return await self._await_join(g, m)
+
+    async def _join_static_unknown(self, g: Group, req: Member) -> JoinResult:
+        assert req.group_instance_id is not None
+        old = g.member_by_instance(req.group_instance_id)
+        if old is None:
+            return await self._add_member_and_rebalance(g, req)
+        # A static member restarted: it takes over its old slot under a new member id, and the old
+        # id is fenced. Kafka skips the rebalance when nothing changed and the group is stable.
+        log.info("group %s: static member %s replaces %s", g.group_id, req.group_instance_id, old.member_id)
+        unchanged = old.same_protocols(req.protocols)
+        self._replace_member_id(g, old, req.member_id)
+        old.protocols = req.protocols
+        old.session_timeout_ms, old.rebalance_timeout_ms = req.session_timeout_ms, req.rebalance_timeout_ms
+        old.last_heartbeat = self.clock()
+        if g.state == STABLE and unchanged and g.leader != old.member_id:
+            self._spawn(self._persist_group(g))
+            return self._join_result(g, old)
+        if g.state != PREPARING_REBALANCE:
+            self._prepare_rebalance(g, f"static member {req.group_instance_id} rejoined")
+        return await self._await_join(g, old)
+
+    def _replace_member_id(self, g: Group, m: Member, new_id: str) -> None:
+        old_id = m.member_id
+        for fut, res in (
+            (m.join_future, JoinResult(FENCED_INSTANCE_ID, member_id=old_id)),
+            (m.sync_future, SyncResult(FENCED_INSTANCE_ID)),
+        ):
+            if fut is not None and not fut.done():
+                fut.set_result(res)  # type: ignore[arg-type]
+        m.join_future = m.sync_future = None
+        g.members = {(new_id if k == old_id else k): v for k, v in g.members.items()}
+        m.member_id = new_id
+        if g.leader == old_id:
+            g.leader = new_id
+        if m.group_instance_id is not None:
+            g.static_members[m.group_instance_id] = new_id
+
+    async def _add_member_and_rebalance(self, g: Group, m: Member) -> JoinResult:
+        m.last_heartbeat = self.clock()
+        g.members[m.member_id] = m
+        if m.group_instance_id is not None:
+            g.static_members[m.group_instance_id] = m.member_id
+        if g.leader is None:
+            g.leader = m.member_id  # the first joiner leads, and keeps leading while it stays
+        if g.protocol_type is None or len(g.members) == 1:
+            g.protocol_type = m.protocol_type
+        if g.state == PREPARING_REBALANCE:
+            g.new_member_added = True
         else:
-            m.protocols = list(protocols)
-            m.session_timeout_ms, m.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
-            m.last_heartbeat = now
-        if m.join_future is not None and not m.join_future.done():
-            m.join_future.set_result(JoinResult(Err.REBALANCE_IN_PROGRESS, member_id=member_id))
-        m.join_future = asyncio.get_running_loop().create_future()
-        fut = m.join_future
-        if g.state != PREPARING:
-            self._prepare_rebalance(g, f"member {member_id} joined")
+            self._prepare_rebalance(g, f"member {m.member_id} joined")
+        return await self._await_join(g, m)
+
+    async def _await_join(self, g: Group, m: Member) -> JoinResult:
+        if m.awaiting_join:
+            assert m.join_future is not None
+            m.join_future.set_result(JoinResult(Err.REBALANCE_IN_PROGRESS, member_id=m.member_id))
+        fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        m.join_future = fut
         self._maybe_complete_join(g)
         return await fut
 
-    def _common_protocols(self, g: Group, protocols: list[tuple[str, bytes]]) -> bool:
-        names = {n for n, _ in protocols}
-        return all(names & {n for n, _ in m.protocols} for m in g.members.values())
-
     def _prepare_rebalance(self, g: Group, reason: str) -> None:
-        was_empty = g.state == EMPTY
-        if g.state == COMPLETING:
+        if g.state == COMPLETING_REBALANCE:
+            # The leader's assignment for this generation will never come: send waiters back to join.
             for m in g.members.values():
-                if m.sync_future is not None and not m.sync_future.done():
+                if m.awaiting_sync:
+                    assert m.sync_future is not None
                     m.sync_future.set_result(SyncResult(Err.REBALANCE_IN_PROGRESS))
-        g.state = PREPARING
+                m.sync_future = None
         now = self.clock()
-        if was_empty and self.config.group_initial_rebalance_delay_ms > 0:
+        delay = self.config.group_initial_rebalance_delay_ms
+        if g.state == EMPTY and delay > 0:
             g.initial_delay = True
-            g.rebalance_deadline = now + self.config.group_initial_rebalance_delay_ms / 1000
+            g.new_member_added = False
+            g.initial_delay_remaining_ms = max(g.rebalance_timeout_ms() - delay, 0)
+            g.rebalance_deadline = now + delay / 1000
         else:
             g.initial_delay = False
-            timeout = max((m.rebalance_timeout_ms for m in g.members.values()), default=0)
-            g.rebalance_deadline = now + timeout / 1000
+            g.rebalance_deadline = now + g.rebalance_timeout_ms() / 1000
+        self._set_state(g, PREPARING_REBALANCE)
         log.info("group %s preparing rebalance at generation %d: %s", g.group_id, g.generation, reason)
-        asyncio.get_running_loop().call_later(
-            max(g.rebalance_deadline - now, 0) + 0.01, self._on_rebalance_deadline, g.group_id, g.rebalance_deadline
-        )
+        self._arm_timer(g.rebalance_deadline - now)
 
-    def _on_rebalance_deadline(self, group_id: str, deadline: float) -> None:
-        g = self.groups.get(group_id)
-        if g is None or g.state != PREPARING or g.rebalance_deadline != deadline:
-            return
-        for m in list(g.members.values()):
-            if m.join_future is None or m.join_future.done():
-                self._remove_member(g, m, Err.UNKNOWN_MEMBER_ID, rebalance=False)
-        self._complete_join(g)
+    def _arm_timer(self, delay_s: float) -> None:
+        # The background tick would find the deadline within tick_interval anyway; this makes short
+        # deadlines exact with the real clock, and is harmless (tick is idempotent) with a fake one.
+        if self._task is not None:
+            asyncio.get_running_loop().call_later(max(delay_s, 0.0) + 0.001, self.tick)
 
     def _maybe_complete_join(self, g: Group) -> None:
-        if g.state != PREPARING or g.initial_delay:
-            return
-        if g.pending:
-            return
-        if all(m.join_future is not None and not m.join_future.done() for m in g.members.values()):
+        if g.state == PREPARING_REBALANCE and not g.initial_delay and g.all_members_joined():
             self._complete_join(g)
 
-    def _select_protocol(self, g: Group) -> str | None:
-        members = list(g.members.values())
-        candidates = set.intersection(*({n for n, _ in m.protocols} for m in members))
-        if not candidates:
-            return None
-        votes: dict[str, int] = {}
-        for m in members:
-            choice = next(n for n, _ in m.protocols if n in candidates)  # each member's most preferred
-            votes[choice] = votes.get(choice, 0) + 1
-        return max(sorted(votes), key=lambda n: votes[n])
-
     def _complete_join(self, g: Group) -> None:
-        g.generation += 1
         g.initial_delay = False
+        g.new_member_added = False
+        g.generation += 1
         if not g.members:
-            g.state, g.leader, g.protocol_name = EMPTY, None, None
+            g.protocol_name, g.leader = None, None
+            self._set_state(g, EMPTY)
+            log.info("group %s is empty at generation %d", g.group_id, g.generation)
             self._spawn(self._persist_group(g))
             return
-        g.protocol_name = self._select_protocol(g)
+        g.protocol_name = g.select_protocol()
         if g.leader not in g.members:
             g.leader = next(iter(g.members))
-        g.state = COMPLETING
-        now = self.clock()
-        all_members = [(m.member_id, m.group_instance_id, m.metadata_for(g.protocol_name)) for m in g.members.values()]
+        self._set_state(g, COMPLETING_REBALANCE)
         log.info(
             "group %s generation %d: %d members, protocol %s, leader %s",
             g.group_id,
@@ -363,22 +428,23 @@ class GroupCoordinator:
             g.protocol_name,
             g.leader,
         )
+        now = self.clock()
         for m in g.members.values():
             m.last_heartbeat = now
             m.assignment = b""
-            res = JoinResult(
-                Err.NONE,
-                g.generation,
-                g.protocol_type,
-                g.protocol_name,
-                g.leader or "",
-                m.member_id,
-                all_members if m.member_id == g.leader else [],
-            )
             if m.join_future is not None and not m.join_future.done():
-                m.join_future.set_result(res)
+                m.join_future.set_result(self._join_result(g, m))
             m.join_future = None
 
+    def _join_result(self, g: Group, m: Member) -> JoinResult:
+        members = []
+        if m.member_id == g.leader:
+            members = [(x.member_id, x.group_instance_id, x.metadata_for(g.protocol_name)) for x in g.members.values()]
+        return JoinResult(
+            Err.NONE, g.generation, g.protocol_type, g.protocol_name, g.leader or "", m.member_id, members
+        )
+
+    # -- sync ---------------------------------------------------------------------------------
     async def sync_group(
         self,
         group_id: str,
@@ -389,83 +455,123 @@ class GroupCoordinator:
         protocol_name: str | None,
         assignments: dict[str, bytes],
     ) -> SyncResult:
+        if not self.loaded:
+            return SyncResult(Err.COORDINATOR_LOAD_IN_PROGRESS)
         g = self.groups.get(group_id)
-        if g is None or member_id not in g.members:
-            return SyncResult(Err.UNKNOWN_MEMBER_ID)
-        if generation_id != g.generation:
-            return SyncResult(Err.ILLEGAL_GENERATION)
+        err = self._validate_member(g, member_id, group_instance_id, generation_id)
+        if err:
+            return SyncResult(err)
+        assert g is not None
         if (protocol_type and protocol_type != g.protocol_type) or (protocol_name and protocol_name != g.protocol_name):
             return SyncResult(Err.INCONSISTENT_GROUP_PROTOCOL)
         m = g.members[member_id]
         m.last_heartbeat = self.clock()
-        if g.state == PREPARING:
+        if g.state == PREPARING_REBALANCE:
             return SyncResult(Err.REBALANCE_IN_PROGRESS)
         if g.state == STABLE:
             return SyncResult(Err.NONE, g.protocol_type, g.protocol_name, m.assignment)
+        # CompletingRebalance: park until the leader's assignment is durable.
+        if m.awaiting_sync:
+            assert m.sync_future is not None
+            m.sync_future.set_result(SyncResult(Err.REBALANCE_IN_PROGRESS))
         fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
         m.sync_future = fut
         if member_id == g.leader:
-            for mid, member in g.members.items():
-                member.assignment = assignments.get(mid, b"")
-            g.state = STABLE
-            await self._persist_group(g)
-            if g.state == STABLE:
-                for member in g.members.values():
-                    if member.sync_future is not None and not member.sync_future.done():
-                        member.sync_future.set_result(
-                            SyncResult(Err.NONE, g.protocol_type, g.protocol_name, member.assignment)
-                        )
-                    member.sync_future = None
+            self._spawn(self._apply_assignment(g, g.generation, {k: bytes(v) for k, v in assignments.items()}))
         return await fut
 
-    def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> int:
-        g = self.groups.get(group_id)
-        if g is None or member_id not in g.members:
+    async def _apply_assignment(self, g: Group, generation: int, assignments: dict[str, bytes]) -> None:
+        for mid, m in g.members.items():
+            m.assignment = assignments.get(mid, b"")
+        ok = await self._persist_group(g)
+        if g.state != COMPLETING_REBALANCE or g.generation != generation:
+            return  # a join or leave moved the group on while we were writing; waiters were answered
+        if not ok:
+            for m in g.members.values():
+                m.assignment = b""
+            self._prepare_rebalance(g, "cannot persist the leader's assignment")
+            return
+        self._set_state(g, STABLE)
+        for m in g.members.values():
+            if m.awaiting_sync:
+                assert m.sync_future is not None
+                m.sync_future.set_result(SyncResult(Err.NONE, g.protocol_type, g.protocol_name, m.assignment))
+            m.sync_future = None
+
+    def _validate_member(self, g: Group | None, member_id: str, instance_id: str | None, generation_id: int) -> int:
+        if g is None or g.state in (EMPTY, DEAD):
             return Err.UNKNOWN_MEMBER_ID
-        m = g.members[member_id]
-        m.last_heartbeat = self.clock()
+        if instance_id is not None:
+            known = g.static_members.get(instance_id)
+            if known is not None and known != member_id:
+                return FENCED_INSTANCE_ID
+        if member_id not in g.members:
+            return Err.UNKNOWN_MEMBER_ID
         if generation_id != g.generation:
             return Err.ILLEGAL_GENERATION
-        if g.state == PREPARING:
-            return Err.REBALANCE_IN_PROGRESS
         return Err.NONE
 
+    # -- heartbeat and leave ------------------------------------------------------------------
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> int:
+        if not self.loaded:
+            return Err.COORDINATOR_LOAD_IN_PROGRESS
+        g = self.groups.get(group_id)
+        err = self._validate_member(g, member_id, group_instance_id, generation_id)
+        if err:
+            return err
+        assert g is not None
+        g.members[member_id].last_heartbeat = self.clock()
+        if g.state == PREPARING_REBALANCE:
+            return Err.REBALANCE_IN_PROGRESS
+        return Err.NONE  # CompletingRebalance too: clients heartbeat between join and sync
+
     async def leave_group(self, group_id: str, members: list[tuple[str | None, str | None]]) -> tuple[int, list[int]]:
+        """``members`` are (member_id, group_instance_id); returns (top-level error, per-member errors)."""
+        if not self.loaded:
+            return Err.COORDINATOR_LOAD_IN_PROGRESS, [Err.COORDINATOR_LOAD_IN_PROGRESS] * len(members)
         g = self.groups.get(group_id)
         if g is None:
             return Err.NONE, [Err.UNKNOWN_MEMBER_ID] * len(members)
         codes = []
         for member_id, instance_id in members:
-            m = g.members.get(member_id or "")
-            if m is None and instance_id is not None:
-                m = next((x for x in g.members.values() if x.group_instance_id == instance_id), None)
+            if member_id and member_id in g.pending:
+                del g.pending[member_id]
+                self._maybe_complete_join(g)
+                codes.append(Err.NONE)
+                continue
+            if instance_id is not None:
+                m = g.member_by_instance(instance_id)
+                if m is not None and member_id and m.member_id != member_id:
+                    codes.append(FENCED_INSTANCE_ID)
+                    continue
+            else:
+                m = g.members.get(member_id or "")
             if m is None:
                 codes.append(Err.UNKNOWN_MEMBER_ID)
                 continue
             log.info("group %s: member %s leaves", group_id, m.member_id)
-            self._remove_member(g, m, Err.UNKNOWN_MEMBER_ID)
+            self._remove_member(g, m)
             codes.append(Err.NONE)
         return Err.NONE, codes
 
-    def _remove_member(self, g: Group, m: Member, code: int, rebalance: bool = True) -> None:
+    def _remove_member(self, g: Group, m: Member, rebalance: bool = True) -> None:
         g.members.pop(m.member_id, None)
-        for fut, res in ((m.join_future, JoinResult(code, member_id=m.member_id)), (m.sync_future, SyncResult(code))):
+        if m.group_instance_id is not None and g.static_members.get(m.group_instance_id) == m.member_id:
+            del g.static_members[m.group_instance_id]
+        for fut, res in (
+            (m.join_future, JoinResult(Err.UNKNOWN_MEMBER_ID, member_id=m.member_id)),
+            (m.sync_future, SyncResult(Err.UNKNOWN_MEMBER_ID)),
+        ):
             if fut is not None and not fut.done():
                 fut.set_result(res)  # type: ignore[arg-type]
+        m.join_future = m.sync_future = None
         if g.leader == m.member_id:
             g.leader = next(iter(g.members), None)
         if not rebalance:
             return
-        if g.members:
-            if g.state == PREPARING:
-                self._maybe_complete_join(g)
-            else:
-                self._prepare_rebalance(g, f"member {m.member_id} left")
-        elif g.state != PREPARING:
-            g.generation += 1
-            g.state, g.protocol_name, g.leader = EMPTY, None, None
-            self._spawn(self._persist_group(g))
-        else:
+        if g.state in (STABLE, COMPLETING_REBALANCE):
+            self._prepare_rebalance(g, f"member {m.member_id} left")
+        if g.state == PREPARING_REBALANCE:
             self._maybe_complete_join(g)
 
     # -- offsets ------------------------------------------------------------------------------
@@ -477,69 +583,129 @@ class GroupCoordinator:
         group_instance_id: str | None,
         offsets: list[OffsetCommit],
     ) -> dict[tuple[str, int], int]:
-        def all_(code: int) -> dict[tuple[str, int], int]:
+        """Returns an error code per (topic, partition); offsets are visible once durable."""
+
+        def every(code: int) -> dict[tuple[str, int], int]:
             return {(o.topic, o.partition): code for o in offsets}
 
+        if not self.loaded:
+            return every(Err.COORDINATOR_LOAD_IN_PROGRESS)
         if not group_id:
-            return all_(Err.INVALID_GROUP_ID)
+            return every(Err.INVALID_GROUP_ID)
         g = self.groups.get(group_id)
         if g is None:
             if generation_id >= 0:
-                return all_(Err.ILLEGAL_GENERATION)
-            g = self.groups[group_id] = Group(group_id)
-        if g.members or generation_id >= 0:
-            if member_id not in g.members:
-                return all_(Err.UNKNOWN_MEMBER_ID)
-            if generation_id != g.generation:
-                return all_(Err.ILLEGAL_GENERATION)
-            if g.state == PREPARING:
-                return all_(Err.REBALANCE_IN_PROGRESS)
+                return every(Err.ILLEGAL_GENERATION)  # a member of a generation that no longer exists
+            g = self.groups[group_id] = Group(group_id, state_timestamp_ms=self._now_ms())
+        elif g.state == DEAD:
+            return every(Err.COORDINATOR_NOT_AVAILABLE)
+        elif member_id and member_id in g.pending:
+            return every(Err.UNKNOWN_MEMBER_ID)
+        elif generation_id < 0 and g.state == EMPTY:
+            pass  # a group that only stores offsets (assign() consumers, admin tools): Kafka's rule
+        else:
+            err = self._validate_member(g, member_id, group_instance_id, generation_id)
+            if err:
+                return every(err)
+            if g.state == COMPLETING_REBALANCE:
+                return every(Err.REBALANCE_IN_PROGRESS)
+            # Stable, and PreparingRebalance too: consumers commit from their revocation callback
+            # while the group prepares, and Kafka lets them.
             g.members[member_id].last_heartbeat = self.clock()
+
         result: dict[tuple[str, int], int] = {}
-        now_ms = int(time.time() * 1000)
-        batch: list[tuple[bytes, bytes | None]] = []
+        now_ms = self._now_ms()
+        records: list[tuple[bytes, bytes | None]] = []
         accepted: list[tuple[tuple[str, int], rec.OffsetValue]] = []
         for o in offsets:
             meta = o.metadata or ""
-            if len(meta.encode()) > OFFSET_METADATA_MAX_BYTES:
-                result[(o.topic, o.partition)] = 12  # OFFSET_METADATA_TOO_LARGE
+            if len(meta.encode()) > self.config.offset_metadata_max_bytes:
+                result[(o.topic, o.partition)] = OFFSET_METADATA_TOO_LARGE
                 continue
             v = rec.OffsetValue(o.offset, o.leader_epoch, meta, now_ms)
-            batch.append((rec.offset_key(group_id, o.topic, o.partition), rec.offset_value(v)))
+            records.append((rec.offset_key(group_id, o.topic, o.partition), rec.offset_value(v)))
             accepted.append(((o.topic, o.partition), v))
-        if batch:
-            try:
-                await self._append(group_id, batch)
-            except Exception:
-                log.exception("group %s: cannot write committed offsets", group_id)
-                for k, _ in accepted:
-                    result[k] = Err.COORDINATOR_NOT_AVAILABLE
-                return result
-        for k, v in accepted:
-            g.offsets[k] = v
-            result[k] = Err.NONE
+        if not records:
+            return result
+        self._write_seq += 1
+        seq = self._write_seq
+        try:
+            await self._append(group_id, records)
+        except Exception:
+            log.exception("group %s: cannot write committed offsets", group_id)
+            for tp, _ in accepted:
+                result[tp] = Err.COORDINATOR_NOT_AVAILABLE
+            return result
+        g = self.groups.setdefault(group_id, g)  # the group may have been deleted meanwhile
+        for tp, v in accepted:
+            if g.offset_write_seq.get(tp, 0) < seq:
+                g.offsets[tp] = v
+                g.offset_write_seq[tp] = seq
+            result[tp] = Err.NONE
         return result
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None
     ) -> tuple[int, list[CommittedOffset]]:
+        """All committed offsets of the group when ``partitions`` is None; offset -1 where none."""
+        if not self.loaded:
+            return Err.COORDINATOR_LOAD_IN_PROGRESS, []
         g = self.groups.get(group_id)
-        offsets = g.offsets if g else {}
+        offsets = g.offsets if g is not None else {}
         if partitions is None:
-            return Err.NONE, [
-                CommittedOffset(t, p, v.offset, v.leader_epoch, v.metadata) for (t, p), v in sorted(offsets.items())
-            ]
+            partitions = sorted(offsets)
         out = []
         for t, p in partitions:
             v = offsets.get((t, p))
-            out.append(
-                CommittedOffset(t, p, v.offset, v.leader_epoch, v.metadata) if v else CommittedOffset(t, p, -1, -1, "")
-            )
+            if v is None:
+                out.append(CommittedOffset(t, p, -1, -1, ""))
+            else:
+                out.append(CommittedOffset(t, p, v.offset, v.leader_epoch, v.metadata))
         return Err.NONE, out
 
-    # -- listing ------------------------------------------------------------------------------
-    def list_groups(self, states: list[str] | None = None) -> list[tuple[str, str, str]]:
-        wanted = {s.lower() for s in states} if states else None
+    async def expire_offsets(self, now_ms: int | None = None) -> int:
+        """Drop offsets past offsets.retention.ms and delete groups left with nothing; returns how many.
+
+        Kafka's rule (KIP-211): a group that uses the group protocol keeps its offsets while it has
+        members, and loses them once it has been Empty for the retention period; a group that only
+        stores offsets loses each offset once it is that old.
+        """
+        now_ms = self._now_ms() if now_ms is None else now_ms
+        retention = self.config.offsets_retention_ms
+        removed = 0
+        for g in list(self.groups.values()):
+            if g.state != EMPTY:
+                continue
+            if g.protocol_type is not None and g.state_timestamp_ms >= 0:
+                expired = list(g.offsets) if now_ms - g.state_timestamp_ms >= retention else []
+            else:
+                expired = [tp for tp, v in g.offsets.items() if now_ms - v.commit_timestamp >= retention]
+            dead = len(expired) == len(g.offsets) and not g.pending
+            if not expired and not dead:
+                continue
+            tombstones: list[tuple[bytes, bytes | None]] = [
+                (rec.offset_key(g.group_id, t, p), None) for t, p in expired
+            ]
+            if dead:
+                tombstones.append((rec.group_key(g.group_id), None))
+            try:
+                await self._append(g.group_id, tombstones)
+            except Exception:
+                log.exception("group %s: cannot write offset tombstones", g.group_id)
+                continue
+            for tp in expired:
+                g.offsets.pop(tp, None)
+            removed += len(expired)
+            if dead and g.state == EMPTY and not g.offsets and not g.members:
+                self._set_state(g, DEAD)
+                del self.groups[g.group_id]
+            log.info("group %s: expired %d committed offsets%s", g.group_id, len(expired), ", removed" * dead)
+        return removed
+
+    # -- admin --------------------------------------------------------------------------------
+    def list_groups(self, states_filter: list[str] | None = None) -> list[tuple[str, str, str]]:
+        """(group_id, protocol_type, state) for every group; state names compared case-insensitively."""
+        wanted = {s.lower() for s in states_filter} if states_filter else None
         return [
             (g.group_id, g.protocol_type or "", g.state)
             for g in self.groups.values()
@@ -547,86 +713,64 @@ class GroupCoordinator:
         ]
 
     def describe_groups(self, group_ids: list[str]) -> list[dict[str, Any]]:
+        """One dict per group with DescribeGroups' field names. Like Kafka, the protocol name and the
+        members' metadata and assignment are shown only while Stable; an unknown group is "Dead"."""
         out = []
         for gid in group_ids:
             g = self.groups.get(gid)
-            if g is None:
-                out.append(
-                    {
-                        "error_code": Err.NONE,
-                        "group_id": gid,
-                        "group_state": DEAD,
-                        "protocol_type": "",
-                        "protocol_data": "",
-                        "members": [],
-                        "authorized_operations": -2147483648,
-                    }
-                )
-                continue
+            if not self.loaded:
+                err, state = Err.COORDINATOR_LOAD_IN_PROGRESS, DEAD
+            else:
+                err, state = Err.NONE, g.state if g is not None else DEAD
+            stable = g is not None and g.state == STABLE
             members = [
                 {
                     "member_id": m.member_id,
                     "group_instance_id": m.group_instance_id,
                     "client_id": m.client_id,
                     "client_host": m.client_host,
-                    "member_metadata": m.metadata_for(g.protocol_name),
-                    "member_assignment": m.assignment,
+                    "member_metadata": m.metadata_for(g.protocol_name) if stable else b"",
+                    "member_assignment": m.assignment if stable else b"",
                 }
-                for m in g.members.values()
+                for m in (g.members.values() if g is not None and self.loaded else ())
             ]
             out.append(
                 {
-                    "error_code": Err.NONE,
+                    "error_code": err,
                     "group_id": gid,
-                    "group_state": g.state,
-                    "protocol_type": g.protocol_type or "",
-                    "protocol_data": g.protocol_name or "",
+                    "group_state": state,
+                    "protocol_type": (g.protocol_type or "") if g is not None else "",
+                    "protocol_data": (g.protocol_name or "") if stable and g is not None else "",
                     "members": members,
-                    "authorized_operations": -2147483648,
+                    "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
                 }
             )
         return out
 
     async def delete_groups(self, group_ids: list[str]) -> list[tuple[str, int]]:
+        """Kafka's rule: only a group with no members can be deleted; its offsets go with it."""
         out = []
         for gid in group_ids:
             g = self.groups.get(gid)
-            if g is None:
+            if not self.loaded:
+                out.append((gid, Err.COORDINATOR_LOAD_IN_PROGRESS))
+            elif not gid:
+                out.append((gid, Err.INVALID_GROUP_ID))
+            elif g is None or g.state == DEAD:
                 out.append((gid, Err.GROUP_ID_NOT_FOUND))
-            elif g.members:
+            elif g.state != EMPTY or g.members:
                 out.append((gid, Err.NON_EMPTY_GROUP))
             else:
-                tombstones = [(rec.offset_key(gid, t, p), None) for t, p in g.offsets]
+                tombstones: list[tuple[bytes, bytes | None]] = [(rec.offset_key(gid, t, p), None) for t, p in g.offsets]
                 tombstones.append((rec.group_key(gid), None))
-                await self._append(gid, tombstones)
-                del self.groups[gid]
+                try:
+                    await self._append(gid, tombstones)
+                except Exception:
+                    log.exception("group %s: cannot write deletion tombstones", gid)
+                    out.append((gid, Err.COORDINATOR_NOT_AVAILABLE))
+                    continue
+                self._set_state(g, DEAD)
+                self.groups.pop(gid, None)
+                log.info("group %s deleted with %d committed offsets", gid, len(g.offsets))
                 out.append((gid, Err.NONE))
         return out
-
-    # -- expiry -------------------------------------------------------------------------------
-    async def _expiry_loop(self) -> None:
-        while True:
-            await asyncio.sleep(0.25)
-            try:
-                self.expire(self.clock())
-                await self._expire_offsets(int(time.time() * 1000))
-            except Exception:
-                log.exception("group expiry failed")
-
-    def expire(self, now: float) -> None:
-        for g in list(self.groups.values()):
-            for m in list(g.members.values()):
-                waiting_join = m.join_future is not None and not m.join_future.done()
-                if not waiting_join and now - m.last_heartbeat > m.session_timeout_ms / 1000:
-                    log.info("group %s: member %s session expired", g.group_id, m.member_id)
-                    self._remove_member(g, m, Err.UNKNOWN_MEMBER_ID)
-
-    async def _expire_offsets(self, now_ms: int) -> None:
-        for g in list(self.groups.values()):
-            if g.state != EMPTY or not g.offsets:
-                continue
-            old = [k for k, v in g.offsets.items() if now_ms - v.commit_timestamp > self.config.offsets_retention_ms]
-            if old:
-                await self._append(g.group_id, [(rec.offset_key(g.group_id, t, p), None) for t, p in old])
-                for k in old:
-                    g.offsets.pop(k, None)

@@ -7,6 +7,11 @@ GroupMetadataValue v3:   version int16, protocolType string, generation int32, p
                          currentStateTimestamp int64, members [memberId, groupInstanceId?, clientId, clientHost,
                          rebalanceTimeout int32, sessionTimeout int32, subscription bytes, assignment bytes]
 Strings are int16-length prefixed (-1 for null), bytes and arrays int32-length prefixed.
+
+We write exactly those versions. We read values v0-v4 so that a data dir written by Kafka loads too:
+v4 is the first flexible version (compact strings/bytes/arrays as unsigned varint length+1, and a
+tagged-field section after each struct, which we skip), OffsetCommitValue v1 carries an
+expireTimestamp we ignore.
 """
 
 from __future__ import annotations
@@ -81,6 +86,34 @@ class _Reader:
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.pos = 0
+        self.flexible = False
+
+    def uvarint(self) -> int:
+        shift = v = 0
+        while True:
+            b = self.data[self.pos]
+            self.pos += 1
+            v |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return v
+            shift += 7
+            if shift > 35:
+                raise ValueError("unsigned varint too long")
+
+    def skip_tagged_fields(self) -> None:
+        if not self.flexible:
+            return
+        for _ in range(self.uvarint()):
+            self.uvarint()  # tag
+            self.pos += self.uvarint()
+
+    def _length(self, wide: bool) -> int:
+        if self.flexible:
+            return self.uvarint() - 1
+        return self.i32() if wide else self.i16()
+
+    def array_len(self) -> int:
+        return self._length(True)
 
     def _take(self, fmt: str, n: int) -> int:
         v = struct.unpack_from(fmt, self.data, self.pos)[0]
@@ -97,7 +130,7 @@ class _Reader:
         return self._take(">q", 8)
 
     def string(self) -> str | None:
-        n = self.i16()
+        n = self._length(False)
         if n < 0:
             return None
         s = self.data[self.pos : self.pos + n].decode()
@@ -105,7 +138,7 @@ class _Reader:
         return s
 
     def bytes_(self) -> bytes | None:
-        n = self.i32()
+        n = self._length(True)
         if n < 0:
             return None
         b = self.data[self.pos : self.pos + n]
@@ -146,6 +179,7 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey | None:
 def decode_offset_value(data: bytes) -> OffsetValue:
     r = _Reader(data)
     version = r.i16()
+    r.flexible = version >= 4
     offset = r.i64()
     epoch = r.i32() if version >= 3 else -1
     metadata = r.string() or ""
@@ -156,13 +190,14 @@ def decode_offset_value(data: bytes) -> OffsetValue:
 def decode_group_value(data: bytes) -> GroupValue:
     r = _Reader(data)
     version = r.i16()
+    r.flexible = version >= 4
     protocol_type = r.string() or ""
     generation = r.i32()
     protocol = r.string()
     leader = r.string()
     ts = r.i64() if version >= 2 else -1
     members = []
-    for _ in range(r.i32()):
+    for _ in range(max(r.array_len(), 0)):
         mid = r.string() or ""
         iid = r.string() if version >= 3 else None
         cid = r.string() or ""
@@ -170,4 +205,5 @@ def decode_group_value(data: bytes) -> GroupValue:
         rto = r.i32() if version >= 1 else 0
         sto = r.i32()
         members.append((mid, iid, cid, host, rto, sto, r.bytes_() or b"", r.bytes_() or b""))
+        r.skip_tagged_fields()
     return GroupValue(protocol_type, generation, protocol, leader, ts, members)

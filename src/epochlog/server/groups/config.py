@@ -1,0 +1,20 @@
+"""The coordinator's settings, named after Kafka's broker properties, with Kafka's defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class GroupConfig:
+    offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions
+    group_initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
+    group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
+    group_max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    offsets_retention_ms: int = 10080 * 60_000  # offsets.retention.minutes
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    # How often the background task looks for expired sessions and rebalance deadlines: the
+    # resolution of every group timer (Kafka uses a timing wheel; 100 ms is plenty for timeouts
+    # measured in seconds).
+    tick_interval_ms: int = 100
