@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 from epochlog.protocol.errors import Err
+from epochlog.replication.partition import check_epoch
 
 
 class Partition:
@@ -36,11 +37,7 @@ class Partition:
 
     def check_epoch(self, current_leader_epoch: int) -> Err:
         """KIP-320 fencing: a client's view of the epoch must match ours when it gives one."""
-        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
-            return Err.NONE
-        if current_leader_epoch < self.leader_epoch:
-            return Err.FENCED_LEADER_EPOCH
-        return Err.UNKNOWN_LEADER_EPOCH
+        return Err(check_epoch(current_leader_epoch, self.leader_epoch))
 
     def notify(self) -> None:
         waiters, self.waiters = self.waiters, []
