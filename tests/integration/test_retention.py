@@ -9,7 +9,7 @@ from confluent_kafka import Consumer, TopicPartition
 from tests.integration.helpers import create_topic, produce, topic_name
 
 
-def test_retention_by_bytes_advances_log_start(broker_factory) -> None:  # noqa: ANN001
+def test_retention_by_bytes_advances_log_start(broker_factory) -> None:
     b = broker_factory({"log.retention.check.interval.ms": "300"})
     topic = topic_name("ret")
     create_topic(b.bootstrap, topic, config={"segment.bytes": "20000", "retention.bytes": "40000"})
