@@ -15,14 +15,17 @@ log = logging.getLogger("epochlog.storage")
 VERSION = 0
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, content: str | bytes, sync_dir: bool = True) -> None:
+    """Replace ``path`` so a crash leaves either the old or the new content, never a mix."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
+    data = content.encode() if isinstance(content, str) else content
+    with open(tmp, "wb") as f:
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync_dir:
+        fsync_dir(path.parent)
 
 
 def fsync_dir(path: Path) -> None:

@@ -224,6 +224,7 @@ class PartitionLog:
     def _new_segment(self, base: int, now_ms: int) -> Segment:
         if self.segments:
             self.active.flush()
+            self.active.write_indexes()
             self.producer_state.take_snapshot()
         seg = Segment(self.dir, base, self.config.index_interval_bytes, now_ms)
         if seg.size:  # a leftover file at this base offset holds nothing we still own
@@ -475,7 +476,7 @@ class PartitionLog:
     # -- durability ----------------------------------------------------------------------------
     def flush(self, up_to: int | None = None) -> None:
         for seg in self.segments:
-            if seg.unflushed or seg.indexes_dirty:
+            if seg.unflushed:
                 seg.flush()
         self.recovery_point = self.log_end_offset
         self.unflushed_messages = 0

@@ -15,7 +15,6 @@ currentTxnFirstOffset int64).
 from __future__ import annotations
 
 import logging
-import os
 import struct
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -25,6 +24,7 @@ from pathlib import Path
 import crc32c
 
 from epochlog.protocol.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from epochlog.storage.checkpoints import write_atomically
 
 log = logging.getLogger("epochlog.storage")
 
@@ -207,13 +207,7 @@ class ProducerStateManager:
                 )
         body = struct.pack(">i", len(entries)) + b"".join(entries)
         data = struct.pack(">hI", 1, crc32c.crc32c(body)) + body
-        path = self._snapshot_path(self._map_end_offset)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomically(self._snapshot_path(self._map_end_offset), data, sync_dir=False)
 
     def _delete_snapshot(self, offset: int) -> None:
         try:

@@ -22,6 +22,7 @@ from epochlog.protocol.record_batch import (
     compute_crc,
     read_header,
 )
+from epochlog.storage.checkpoints import write_atomically
 
 _IDX = struct.Struct(">ii")
 _TIDX = struct.Struct(">qi")
@@ -157,10 +158,11 @@ class Segment:
         self.unflushed = True
 
     def flush(self) -> None:
+        """Make the data durable. Index files are written at roll and close only: after a crash
+        they are checked and completed from the data, so a stale one costs a scan, not safety."""
         if self.unflushed:
             os.fdatasync(self.fd)
             self.unflushed = False
-        self.write_indexes()
 
     def write_indexes(self) -> None:
         if not self.indexes_dirty:
@@ -168,12 +170,7 @@ class Segment:
         idx = b"".join(_IDX.pack(r, p) for r, p in zip(self.idx_rel, self.idx_pos, strict=True))
         tidx = b"".join(_TIDX.pack(t, r) for t, r in zip(self.tidx_ts, self.tidx_rel, strict=True))
         for path, data in ((self.index_path, idx), (self.time_index_path, tidx)):
-            tmp = path.with_name(path.name + ".tmp")
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            write_atomically(path, data, sync_dir=False)
         self.indexes_dirty = False
 
     def truncate_to_position(self, position: int) -> None:
@@ -218,6 +215,7 @@ class Segment:
     def close(self) -> None:
         if self.fd >= 0:
             self.flush()
+            self.write_indexes()
             os.close(self.fd)
             self.fd = -1
 
