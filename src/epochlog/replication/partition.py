@@ -118,6 +118,7 @@ class PartitionReplica:
             elif state.partition_epoch > self.partition_epoch:
                 self.isr, self.partition_epoch = state.isr, state.partition_epoch
                 self.pending_isr = None
+                self._maybe_advance_hw()  # a shrink can let the HW move at once
         elif self.broker_id in state.replicas:
             if (
                 self.role is not Role.FOLLOWER

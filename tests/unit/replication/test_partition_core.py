@@ -1,0 +1,76 @@
+"""The partition core's decisions, on the simulator's in-memory log."""
+
+from __future__ import annotations
+
+from epochlog.replication.partition import PartitionReplica
+from epochlog.replication.types import (
+    FENCED_LEADER_EPOCH,
+    NONE,
+    NOT_ENOUGH_REPLICAS,
+    NOT_LEADER_OR_FOLLOWER,
+    OFFSET_NOT_AVAILABLE,
+    UNKNOWN_LEADER_EPOCH,
+    FetchRequest,
+    PartitionState,
+)
+from epochlog.sim.disk_log import SimLog
+
+
+def leader(isr: frozenset[int] = frozenset({1, 2}), min_isr: int = 1, epoch: int = 0) -> PartitionReplica:
+    r = PartitionReplica(1, "t", 0, SimLog(), min_insync_replicas=min_isr, replica_lag_time_max_ms=100)
+    r.apply_state(PartitionState(1, epoch, isr, (1, 2), 0), 0)
+    return r
+
+
+def test_become_leader_records_epoch_at_log_end() -> None:
+    r = leader(epoch=4)
+    assert r.log.end_offset_for(4) == (4, 0)
+    assert r.log.latest_epoch() == 4
+
+
+def test_produce_checks() -> None:
+    r = leader(isr=frozenset({1}), min_isr=2)
+    assert r.check_produce(-1) == NOT_ENOUGH_REPLICAS
+    assert r.check_produce(1) == NONE
+    assert r.check_produce(1, producer_epoch=0) == NONE
+    r2 = leader(epoch=3)
+    assert r2.check_produce(1, producer_epoch=2) == FENCED_LEADER_EPOCH  # KIP-359
+    assert r2.check_produce(1, producer_epoch=4) == UNKNOWN_LEADER_EPOCH
+    follower = PartitionReplica(2, "t", 0, SimLog())
+    follower.apply_state(PartitionState(1, 0, frozenset({1, 2}), (1, 2), 0), 0)
+    assert follower.check_produce(1) == NOT_LEADER_OR_FOLLOWER
+
+
+def test_hw_waits_for_isr_and_new_leader_answers_offset_not_available() -> None:
+    r = leader()
+    r.append(["a"], 0)
+    r.append(["b"], 0)
+    assert r.high_watermark == 0
+    assert r.consumer_fetch_error(1) == OFFSET_NOT_AVAILABLE
+    decision, _ = r.handle_fetch(FetchRequest(2, 2, 0, 0), 10)
+    assert decision.error == NONE and r.high_watermark == 2
+    assert r.consumer_fetch_error(1) == NONE
+
+
+def test_isr_shrinks_after_lag_and_rejoins_when_caught_up() -> None:
+    r = leader()
+    r.append(["a"], 0)
+    assert r.maybe_shrink_isr(50) is None
+    proposal = r.maybe_shrink_isr(500)
+    assert proposal is not None and proposal.new_isr == frozenset({1})
+    r.apply_state(PartitionState(1, 0, frozenset({1}), (1, 2), 1), 500)
+    assert r.high_watermark == 1  # the leader alone is the ISR now
+    _, expand = r.handle_fetch(FetchRequest(2, 1, 0, 0), 600)
+    assert expand is not None and expand.new_isr == frozenset({1, 2})
+
+
+def test_divergence_answer() -> None:
+    r = leader(epoch=0)
+    r.append(["a"], 0)
+    r.apply_state(PartitionState(1, 2, frozenset({1, 2}), (1, 2), 1), 0)
+    r.append(["b"], 0)
+    decision, _ = r.handle_fetch(FetchRequest(2, 3, 1, 2), 0)  # follower claims epoch 1 up to offset 3
+    assert decision.diverging is not None
+    assert (decision.diverging.epoch, decision.diverging.end_offset) == (0, 1)
+    assert r.offset_for_leader_epoch(2, 0) == (NONE, 0, 1)
+    assert r.offset_for_leader_epoch(1, 0)[0] == FENCED_LEADER_EPOCH
