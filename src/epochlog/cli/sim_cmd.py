@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Annotated
@@ -31,7 +32,7 @@ def register(app: typer.Typer) -> None:
         from epochlog.sim.report import html_report, text_report
         from epochlog.sim.scenarios import SCENARIOS, random_schedule
 
-        console = Console()
+        console = Console(width=None if sys.stdout.isatty() else 160)
         if list_:
             for name, fn in SCENARIOS.items():
                 doc = (fn.__doc__ or "").strip().splitlines()[0]
