@@ -1,0 +1,137 @@
+"""PartitionLog and LogManager: appends, reads, rolls, recovery, checkpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from epochlog.protocol.record_batch import iter_batches, read_header
+from epochlog.protocol.records import build_batch
+from epochlog.storage.config import ConfigError, LogConfig
+from epochlog.storage.errors import CorruptRecordError, LogDirError, OffsetOutOfRangeError, RecordTooLargeError
+from epochlog.storage.log_manager import LogManager
+from epochlog.storage.partition_log import PartitionLog
+
+
+def batch(i: int, size: int = 100, ts: int = 1000) -> bytes:
+    return build_batch([(None, bytes([i % 256]) * size)], base_timestamp=ts + i)
+
+
+def open_log(tmp: Path, recover: bool = False, **cfg: int) -> PartitionLog:
+    return PartitionLog.open(tmp / "t-0", "t", 0, LogConfig(**cfg), recover=recover)
+
+
+def test_offsets_and_epoch_are_patched_and_crc_stays_valid(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for i in range(3):
+        r = log.append_as_leader(batch(i), 5, 0)
+        assert (r.first_offset, r.last_offset) == (i, i)
+    data = b"".join(log.read(0, 1 << 20).chunks)
+    heads = [h for _, h in iter_batches(data, validate_crc=True)]
+    assert [(h.base_offset, h.partition_leader_epoch) for h in heads] == [(0, 5), (1, 5), (2, 5)]
+
+
+def test_read_limits(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for i in range(10):
+        log.append_as_leader(batch(i, 500), 0, 0)
+    one = log.read(3, 10)  # smaller than a batch: the whole first batch anyway
+    assert [h.base_offset for _, h in iter_batches(one.chunks[0])] == [3]
+    assert log.read(3, 10, min_one_batch=False).chunks == []
+    capped = log.read(0, 1 << 20, max_offset=4)
+    assert [h.base_offset for _, h in iter_batches(capped.chunks[0])] == [0, 1, 2, 3]
+    assert log.read(10, 100).chunks == []
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(11, 100)
+
+
+def test_roll_and_reopen_keeps_reads_and_indexes(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=2000, index_interval_bytes=300)
+    for i in range(40):
+        log.append_as_leader(batch(i, 200), 0, 0)
+    assert len(log.segments) > 5
+    log.close()
+    log = open_log(tmp_path, segment_bytes=2000, index_interval_bytes=300)
+    assert log.log_end_offset == 40
+    for o in (0, 17, 39):
+        first = read_header(log.read(o, 1).chunks[0])
+        assert first.base_offset == o
+    assert log.offset_for_timestamp(1000 + 25) == (25, 1025, 0)
+    assert log.offset_for_timestamp(999_999) is None
+
+
+def test_recovery_cuts_a_torn_tail_and_epoch_entries_past_it(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(batch(0), 1, 0)
+    log.append_as_leader(batch(1), 1, 0)
+    log.append_as_leader(batch(2), 2, 0)  # epoch 2 starts at offset 2
+    seg = log.active.path
+    size = seg.stat().st_size
+    with open(seg, "r+b") as f:
+        f.truncate(size - 10)
+    log = open_log(tmp_path, recover=True)
+    assert log.log_end_offset == 2
+    assert [tuple(e) for e in log.epoch_cache.entries()] == [(1, 0)]
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n1 0\n"
+    assert log.append_as_leader(batch(3), 3, 0).first_offset == 2
+
+
+def test_bad_batches_are_refused(tmp_path: Path) -> None:
+    log = open_log(tmp_path, max_message_bytes=300)
+    good = bytearray(batch(0))
+    good[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(bytes(good), 0, 0)
+    with pytest.raises(RecordTooLargeError):
+        log.append_as_leader(batch(0, 1000), 0, 0)
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(b"\x00" * 30, 0, 0)
+    assert log.log_end_offset == 0
+
+
+def test_truncate_and_follower_append(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for i in range(5):
+        log.append_as_leader(batch(i), i, 0)
+    log.truncate_to(3)
+    assert log.log_end_offset == 3
+    assert log.epoch_cache.latest_epoch() == 2
+    other = open_log(tmp_path / "f")
+    data = b"".join(log.read(0, 1 << 20).chunks)
+    other.append_as_follower(data)
+    assert other.log_end_offset == 3 and other.epoch_cache.latest_epoch() == 2
+
+
+def test_retention_by_bytes_never_passes_the_high_watermark(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=1000, retention_bytes=1500)
+    for i in range(20):
+        log.append_as_leader(batch(i, 200), i // 5, 0)
+    log.high_watermark = 4
+    log.apply_retention(0)
+    assert log.log_start_offset <= 4
+    log.high_watermark = log.log_end_offset
+    log.apply_retention(0)
+    assert log.log_start_offset > 4
+    assert log.epoch_cache.entries()[0].start_offset == log.log_start_offset
+
+
+def test_log_manager_meta_and_clean_shutdown(tmp_path: Path) -> None:
+    lm = LogManager(tmp_path, LogConfig())
+    cluster = lm.open(node_id=1)
+    assert not lm.had_clean_shutdown
+    lm.create("t", 0, None).append_as_leader(batch(0), 0, 0)
+    lm.close()
+    lm = LogManager(tmp_path, LogConfig())
+    assert lm.open(node_id=1) == cluster and lm.had_clean_shutdown
+    lm.load_all()
+    assert lm.get("t", 0).log_end_offset == 1
+    with pytest.raises(LogDirError):
+        LogManager(tmp_path, LogConfig()).open(node_id=2)
+
+
+def test_config_errors_name_the_property() -> None:
+    with pytest.raises(ConfigError, match=r"segment\.bytes"):
+        LogConfig.from_properties({"segment.bytes": "big"})
+    assert LogConfig.from_properties({"log.retention.hours": "1"}).retention_ms == 3_600_000
+    assert LogConfig.from_properties({"retention.ms": "5", "log.retention.ms": "9"}).retention_ms == 5
