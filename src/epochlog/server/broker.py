@@ -11,6 +11,7 @@ from typing import Any
 
 from epochlog.protocol.errors import Err
 from epochlog.server.config import BrokerConfig
+from epochlog.server.metrics import BrokerMetrics
 from epochlog.server.partition import Partition
 from epochlog.server.producer_ids import ProducerIdAllocator
 from epochlog.server.topics import TopicInfo, TopicRegistry, validate_topic_name
@@ -46,6 +47,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self.connections: set[Any] = set()
+        self.metrics = BrokerMetrics()
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
@@ -65,6 +67,10 @@ class Broker:
             lambda: KafkaConnection(self), self.config.host, self.config.port, reuse_address=True, backlog=512
         )
         self._tasks.append(asyncio.create_task(self._housekeeping()))
+        self.metrics.bind(self)
+        if self.config.metrics_port:
+            self.metrics.serve(self.config.host, self.config.metrics_port)
+            log.info("metrics on http://%s:%d/metrics", self.config.host, self.config.metrics_port)
         log.info(
             "broker %d serving on %s:%d, data in %s, cluster %s, %d partitions",
             self.config.node_id,

@@ -106,6 +106,7 @@ class BrokerConfig:
     log_retention_check_interval_ms: int = 300_000
     transactional_id_expiration_ms: int = 604_800_000
     producer_id_expiration_ms: int = 86_400_000
+    metrics_port: int = 0
     raw: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -140,6 +141,7 @@ class BrokerConfig:
         c.offsets_retention_minutes = _int(props, "offsets.retention.minutes", 10080, minimum=1)
         c.log_retention_check_interval_ms = _int(props, "log.retention.check.interval.ms", 300_000, minimum=1)
         c.producer_id_expiration_ms = _int(props, "producer.id.expiration.ms", 86_400_000, minimum=1)
+        c.metrics_port = _int(props, "metrics.port", 0, minimum=0)
         from epochlog.storage.config import ConfigError as LogConfigError
         from epochlog.storage.config import LogConfig
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from epochlog.protocol.api_versions import SERVED
 from epochlog.protocol.codec import RequestHeader
 from epochlog.protocol.errors import UnsupportedVersion
 
@@ -58,4 +59,5 @@ def dispatch(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     handler = _TABLE.get(header.api_key)
     if handler is None:
         raise UnsupportedVersion(f"api key {header.api_key} has no handler")
+    broker.metrics.requests.labels(SERVED[header.api_key]).inc()
     return handler(broker, header, frame)

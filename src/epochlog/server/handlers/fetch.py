@@ -65,6 +65,8 @@ def _read_partition(broker: Broker, name: str | None, p: Any, budget: int, first
     result = plog.read(offset, max(limit, 1), max_offset=hw, min_one_batch=first)
     data = b"".join(result.chunks) if len(result.chunks) != 1 else bytes(result.chunks[0])
     out["records"] = data
+    if data:
+        broker.metrics.bytes_out.labels(name).inc(len(data))
     return out, len(data)
 
 

@@ -57,11 +57,15 @@ def _append(broker: Broker, part: Partition, records: memoryview | None, acks: i
             log.info("produce to %s-%d refused (%s): %s", part.topic, part.partition, Err(code).name, e)
         out["error_code"] = code
         out["error_message"] = str(e)[:500]
+        broker.metrics.failed_produce.labels(part.topic).inc()
         out["log_start_offset"] = plog.log_start_offset
         return out
     # Single node: the ISR is this broker, so the write is committed once it is in the log.
     plog.high_watermark = plog.log_end_offset
     part.notify()
+    if not result.duplicate:
+        broker.metrics.messages_in.labels(part.topic).inc(result.record_count)
+        broker.metrics.bytes_in.labels(part.topic).inc(len(records))
     out["error_code"] = Err.NONE
     out["base_offset"] = result.first_offset
     out["log_append_time"] = result.log_append_time_ms
