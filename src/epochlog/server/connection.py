@@ -74,32 +74,50 @@ class KafkaConnection(asyncio.Protocol):
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
-        buf = self.buf
-        buf += data
+        # Frames that arrive whole in ``data`` are handled as zero-copy views of it (bytes never
+        # move); only a partial frame is kept, in ``self.buf``, until the rest arrives.
+        if self.buf:
+            self.buf += data
+            src: bytes | bytearray = self.buf
+        else:
+            src = data
+        view = memoryview(src)
         limit = self.broker.config.socket_request_max_bytes
         pos = 0
-        n = len(buf)
-        while n - pos >= 4:
-            size = _SIZE.unpack_from(buf, pos)[0]
-            if size < 0 or size > limit:
-                log.warning(
-                    "closing %s: frame size %d outside [0, %d] (socket.request.max.bytes)", self.peer, size, limit
-                )
-                self.close()
-                return
-            if n - pos - 4 < size:
-                break
-            frame = bytes(buf[pos + 4 : pos + 4 + size])
-            pos += 4 + size
-            self._handle_frame(frame)
-            if self.closed:
-                return
-        if pos:
-            del buf[:pos]
+        n = len(src)
+        try:
+            while n - pos >= 4:
+                size = _SIZE.unpack_from(src, pos)[0]
+                if size < 0 or size > limit:
+                    log.warning(
+                        "closing %s: frame size %d outside [0, %d] (socket.request.max.bytes)", self.peer, size, limit
+                    )
+                    self.close()
+                    return
+                if n - pos - 4 < size:
+                    break
+                if src is self.buf:
+                    # A view into the growable buffer must not outlive this call: copy the frame.
+                    with view[pos + 4 : pos + 4 + size] as part:
+                        frame: bytes | memoryview = bytes(part)
+                else:
+                    frame = view[pos + 4 : pos + 4 + size]
+                self._handle_frame(frame)
+                del frame
+                pos += 4 + size
+                if self.closed:
+                    return
+        finally:
+            view.release()
+        if src is self.buf:
+            if pos:
+                del self.buf[:pos]
+        elif pos < n:
+            self.buf = bytearray(data[pos:])
         self._update_reading()
 
     # -- requests -----------------------------------------------------------------------
-    def _handle_frame(self, frame: bytes) -> None:
+    def _handle_frame(self, frame: bytes | memoryview) -> None:
         mv = memoryview(frame)
         try:
             header = codec.parse_header(mv)
