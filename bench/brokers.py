@@ -45,7 +45,9 @@ class RunningBroker:
         self.port = port
         self.workdir = workdir
         self.log = open(workdir / f"{name}.log", "wb")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir)
+        # Own session, so stop() can end the broker and anything it spawned (noida-db forks).
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir,
+                                     start_new_session=True)
         self._wait()
 
     @property
@@ -69,13 +71,21 @@ class RunningBroker:
         return self.proc.pid
 
     def stop(self) -> None:
+        pgid = self.proc.pid  # the session leader's pid is the group id
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(pgid, signal.SIGKILL)  # whatever is left of the group
+        except ProcessLookupError:
+            pass
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+            self.proc.wait(10)
         self.log.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
