@@ -53,3 +53,28 @@ def test_bad_config_is_a_clear_error(tmp_path) -> None:
     r = run("up", "--data-dir", str(tmp_path / "d"), "--port", "1", "--set", "log.segment.bytes=lots")
     assert r.returncode == 2
     assert "log.segment.bytes" in r.stderr and "not an integer" in r.stderr
+
+
+def test_deleted_topic_does_not_come_back_with_old_data(broker: BrokerProcess) -> None:
+    name = topic_name("again")
+    produce(broker.bootstrap, name, [b"old"] * 3)
+    r = run("topics", "delete", name, "-b", broker.bootstrap)
+    assert r.returncode == 0, r.stderr
+    acked = produce(broker.bootstrap, name, [b"new"])  # auto-created afresh
+    assert acked[0][1] == 0
+    broker.restart(hard=True)
+    acked = produce(broker.bootstrap, name, [b"newer"])
+    assert acked[0][1] == 1
+
+
+def test_leftover_log_dirs_are_removed_at_start(broker: BrokerProcess) -> None:
+    import shutil
+
+    name = topic_name("keep")
+    produce(broker.bootstrap, name, [b"x"])
+    broker.stop()
+    ghost = broker.data_dir / "ghost-0"
+    shutil.copytree(broker.data_dir / f"{name}-0", ghost)
+    broker.start()
+    assert not ghost.exists()
+    assert (broker.data_dir / f"{name}-0").exists()

@@ -56,6 +56,14 @@ class Broker:
         self.registry.load()
         self.registry.bump_all_epochs()
         self.log_manager.load_all()
+        # A crash between a registry change and the log directories can leave logs of deleted
+        # topics (or of an older topic with the same name); they must not resurface.
+        for topic, _p in list(self.log_manager.logs):
+            info = self.registry.topics.get(topic)
+            plog = self.log_manager.logs.get((topic, _p))
+            if info is None or (plog is not None and plog.topic_id not in (None, info.topic_id)):
+                log.warning("removing leftover log directories of %s (not in the topic registry)", topic)
+                self.log_manager.delete_topic(topic)
         for info in self.registry.topics.values():
             self._open_partitions(info, range(info.partitions))
         self._ensure_offsets_topic()
