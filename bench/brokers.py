@@ -46,8 +46,9 @@ class RunningBroker:
         self.workdir = workdir
         self.log = open(workdir / f"{name}.log", "wb")
         # Own session, so stop() can end the broker and anything it spawned (noida-db forks).
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            args, stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir, start_new_session=True
+        )
         self._wait()
 
     @property

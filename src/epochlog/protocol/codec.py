@@ -206,9 +206,6 @@ def _plan(cls: type) -> tuple[_FieldPlan, ...]:
     return tuple(plans)
 
 
-_ZERO_BY_TYPE = {"plain": 0}
-
-
 def _neutral(plan: _FieldPlan, cls: type) -> Any:
     if plan.optional:
         return None

@@ -13,8 +13,6 @@ if TYPE_CHECKING:
     from epochlog.server.broker import Broker
     from epochlog.server.partition import Partition
 
-UNKNOWN_TOPIC_ID = Err.UNKNOWN_TOPIC_ID
-
 
 def _diverging(part: Partition, fetch_offset: int, last_fetched_epoch: int) -> dict[str, int] | None:
     """The leader's answer to a fetcher whose last fetched epoch ends before its position."""
@@ -103,7 +101,7 @@ def _fetch_once(broker: Broker, req: Any, version: int) -> tuple[list[dict[str, 
                 parts_out.append(
                     {
                         "partition_index": p.partition,
-                        "error_code": UNKNOWN_TOPIC_ID,
+                        "error_code": Err.UNKNOWN_TOPIC_ID,
                         "high_watermark": -1,
                         "records": b"",
                         "aborted_transactions": None,
