@@ -61,9 +61,32 @@ class Controller:
             leader=state.leader,
             leader_epoch=state.leader_epoch,
             isr=sorted(state.isr),
+            replicas=list(state.replicas),
             partition_epoch=state.partition_epoch,
         )
         self.changed.append((topic, partition))
+
+    @classmethod
+    def replay(cls, records: list[tuple[str, dict[str, Any]]], session_timeout_ms: int = 9000) -> Controller:
+        """Rebuild the image from its own ordered records (the metadata log), recording nothing new.
+
+        Brokers come back fenced: each must register again, which is also when a returning leader
+        gets its new epoch.
+        """
+        c = cls(session_timeout_ms)
+        for kind, d in records:
+            if kind == "BrokerRegistration":
+                c.brokers.setdefault(d["broker"], BrokerInfo(d["broker"])).epoch = d["epoch"]
+            elif kind == "Topic":
+                c.topics[d["name"]] = TopicInfo(d["name"], unclean_leader_election=d.get("unclean", False))
+            elif kind == "PartitionChange":
+                c.topics[d["topic"]].partitions[d["partition"]] = PartitionState(
+                    d["leader"], d["leader_epoch"], frozenset(d["isr"]), tuple(d["replicas"]), d["partition_epoch"]
+                )
+        for b in c.brokers.values():
+            b.fenced = True
+        c.records = list(records)
+        return c
 
     def drain_changes(self) -> list[tuple[str, int, PartitionState]]:
         out = [(t, p, self.topics[t].partitions[p]) for t, p in dict.fromkeys(self.changed) if t in self.topics]

@@ -1,0 +1,48 @@
+"""The controller's metadata records on disk: a PartitionLog (``__cluster_metadata-0``) of JSON records.
+
+controller/ decides and keeps its records in memory; this module makes them durable in Kafka's
+segment format (so `epochlog dump-log` reads them) and hands them back at start for
+``Controller.replay``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from epochlog.protocol.records import build_batch, iter_records
+from epochlog.storage.config import LogConfig
+from epochlog.storage.partition_log import PartitionLog
+
+TOPIC = "__cluster_metadata"
+Record = tuple[str, dict[str, Any]]
+
+
+class MetadataLog:
+    def __init__(self, directory: Path) -> None:
+        self.log = PartitionLog.open(directory / f"{TOPIC}-0", TOPIC, 0, LogConfig(), recover=True)
+
+    def read_all(self) -> list[Record]:
+        out: list[Record] = []
+        if self.log.log_end_offset == 0:
+            return out
+        data = b"".join(self.log.read(0, 1 << 62).chunks)
+        for r in iter_records(data):
+            if r.value is not None:
+                doc = json.loads(r.value)
+                out.append((doc["kind"], doc["data"]))
+        return out
+
+    def append(self, records: list[Record], epoch: int = 0) -> None:
+        """Append and fsync: a controller decision is acted on only once it is durable."""
+        if not records:
+            return
+        batch = build_batch([(None, json.dumps({"kind": k, "data": d}, sort_keys=True).encode()) for k, d in records])
+        self.log.append_as_leader(batch, epoch, time.time_ns() // 1_000_000)
+        self.log.flush()
+        self.log.high_watermark = self.log.log_end_offset
+
+    def close(self) -> None:
+        self.log.close()
