@@ -131,14 +131,18 @@ class PartitionReplica:
         else:
             self.role = Role.NONE
 
-    def become_leader(self, state: PartitionState, now_ms: int) -> None:
-        self.role = Role.LEADER
-        self.leader_id = self.broker_id
+    def _take_term(self, role: Role, state: PartitionState) -> None:
+        self.role = role
+        self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.isr = state.isr
         self.replicas = state.replicas
         self.partition_epoch = state.partition_epoch
         self.pending_isr = None
+        self.followers = {}
+
+    def become_leader(self, state: PartitionState, now_ms: int) -> None:
+        self._take_term(Role.LEADER, state)
         # KIP-101 step 3: the new epoch begins at our log end, durably, before any write.
         self.log.assign_epoch(state.leader_epoch, self.log.log_end_offset)
         self.log.flush()
@@ -152,14 +156,7 @@ class PartitionReplica:
         self.hw_epoch = state.leader_epoch
 
     def become_follower(self, state: PartitionState) -> None:
-        self.role = Role.FOLLOWER
-        self.leader_id = state.leader
-        self.leader_epoch = state.leader_epoch
-        self.isr = state.isr
-        self.replicas = state.replicas
-        self.partition_epoch = state.partition_epoch
-        self.followers = {}
-        self.pending_isr = None
+        self._take_term(Role.FOLLOWER, state)
         if self.mode is TruncationMode.HIGH_WATERMARK:
             # The pre-KIP-101 rule: drop everything above the local HW (KIP-101 Scenario 1).
             self.log.truncate_to(self.high_watermark)
