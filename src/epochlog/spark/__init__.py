@@ -1,1 +1,23 @@
-"""epochlog.spark"""
+"""PySpark data source and sink for epochlog (and any Kafka-protocol cluster), format name ``epochlog``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["EpochlogDataSource", "register"]
+
+
+def __getattr__(name: str) -> Any:
+    # pyspark is an optional dependency: import it only when the Spark side is actually used.
+    if name == "EpochlogDataSource":
+        from epochlog.spark.source import EpochlogDataSource
+
+        return EpochlogDataSource
+    raise AttributeError(name)
+
+
+def register(spark: Any) -> None:
+    """spark.dataSource.register(EpochlogDataSource), so that format("epochlog") works."""
+    from epochlog.spark.source import EpochlogDataSource
+
+    spark.dataSource.register(EpochlogDataSource)

@@ -1,0 +1,209 @@
+"""Spark source and sink throughput: read N records (100-byte values) into Parquet, and write N through the sink.
+
+    .venv/bin/python bench/spark_bench.py                  # starts its own `epochlog up`, 1M records
+    .venv/bin/python bench/spark_bench.py --records 2000000 --bootstrap 127.0.0.1:9092
+
+Prints a table and writes JSON to bench/results/spark-<time>.json. Run on demand, not as a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_broker(data_dir: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    log = open(data_dir.parent / "broker.log", "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "epochlog.cli.main", "up", "--port", str(port), "--data-dir", str(data_dir)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    log.close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"epochlog up exited with {proc.returncode}; see {data_dir.parent / 'broker.log'}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return proc, f"127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise TimeoutError("epochlog up did not listen within 30 s")
+
+
+def produce(bootstrap: str, topic: str, partitions: int, n: int, size: int) -> float:
+    from confluent_kafka import Producer
+
+    from epochlog.client.admin import admin_client, create_topic, wait_for_partitions
+
+    admin = admin_client({"bootstrap.servers": bootstrap})
+    create_topic(admin, topic, partitions, 1)
+    wait_for_partitions(admin, topic, partitions)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000, "acks": "all"})
+    value = b"v" * size
+    t0 = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, value, partition=i % partitions)
+                break
+            except BufferError:
+                p.poll(0.01)
+    p.flush(120)
+    return n / (time.perf_counter() - t0)
+
+
+def timed(fn: Any) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--value-size", type=int, default=100)
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--bootstrap", help="use this cluster instead of starting `epochlog up`")
+    ap.add_argument("--skip-stream", action="store_true")
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="epochlog-spark-bench-"))
+    proc = None
+    spark = None
+    try:
+        if args.bootstrap:
+            bootstrap = args.bootstrap
+        else:
+            (work / "data").mkdir()
+            proc, bootstrap = start_broker(work / "data")
+        topic = f"bench-{uuid.uuid4().hex[:8]}"
+        n = args.records
+        print(f"producing {n:,} records of {args.value_size} B into {topic} ({args.partitions} partitions)...")
+        produce_rate = produce(bootstrap, topic, args.partitions, n, args.value_size)
+
+        from epochlog.spark.pipeline import JVM_THROUGHPUT, local_session
+
+        spark = local_session("epochlog-spark-bench", jvm_options=JVM_THROUGHPUT)
+        results: dict[str, Any] = {
+            "records": n,
+            "value_size": args.value_size,
+            "partitions": args.partitions,
+            "produce_rows_per_s": round(produce_rate),
+            "master": "local[2]",
+            "cpus": os.cpu_count(),
+        }
+
+        def source() -> Any:
+            return (
+                spark.read.format("epochlog")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", topic)
+                .load()
+            )
+
+        # Warm-up: JVM start, the JIT compiling the Arrow and Parquet paths and the Python workers cost
+        # seconds that are not throughput; the first (cold) run is reported too.
+        out = work / "batch.parquet"
+        runs = []
+        for _ in range(3):
+            runs.append(timed(lambda: source().write.mode("overwrite").parquet(str(out))))
+        count = spark.read.parquet(str(out)).count()
+        assert count == n, f"batch read {count} rows, expected {n}"
+        t = min(runs[1:])
+        results["batch_read_to_parquet_cold_s"] = round(runs[0], 2)
+        results["batch_read_to_parquet_s"] = round(t, 2)
+        results["batch_read_rows_per_s"] = round(n / t)
+        t = min(timed(lambda: source().write.format("noop").mode("overwrite").save()) for _ in range(2))
+        results["batch_read_noop_rows_per_s"] = round(n / t)
+
+        if not args.skip_stream:
+            sout, ckpt = work / "stream.parquet", work / "ckpt"
+
+            def stream() -> None:
+                q = (
+                    spark.readStream.format("epochlog")
+                    .option("kafka.bootstrap.servers", bootstrap)
+                    .option("subscribe", topic)
+                    .option("startingOffsets", "earliest")
+                    .load()
+                    .writeStream.format("parquet")
+                    .option("path", str(sout))
+                    .option("checkpointLocation", str(ckpt))
+                    .trigger(availableNow=True)
+                    .start()
+                )
+                q.awaitTermination(600)
+
+            t = timed(stream)
+            count = spark.read.parquet(str(sout)).count()
+            assert count == n, f"streaming read {count} rows, expected {n}"
+            results["stream_available_now_s"] = round(t, 2)
+            results["stream_available_now_rows_per_s"] = round(n / t)
+
+        # Sink: write the rows just read back into a new topic (batch write, idempotent producer).
+        sink_topic = topic + "-out"
+        from epochlog.client.admin import admin_client, create_topic
+
+        create_topic(admin_client({"bootstrap.servers": bootstrap}), sink_topic, args.partitions, 1)
+        df = spark.read.parquet(str(out)).select("key", "value").cache()
+        df.count()
+        t = timed(
+            lambda: (
+                df.write.format("epochlog")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("topic", sink_topic)
+                .mode("append")
+                .save()
+            )
+        )
+        results["sink_write_s"] = round(t, 2)
+        results["sink_write_rows_per_s"] = round(n / t)
+        df.unpersist()
+
+        width = max(len(k) for k in results)
+        print()
+        for k, v in results.items():
+            print(f"{k:<{width}}  {v:>14,}" if isinstance(v, int) else f"{k:<{width}}  {v!s:>14}")
+        res_dir = ROOT / "bench" / "results"
+        res_dir.mkdir(parents=True, exist_ok=True)
+        path = res_dir / f"spark-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        path.write_text(json.dumps(results, indent=2))
+        print(f"\nwrote {path}")
+    finally:
+        if spark is not None:
+            spark.stop()
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""A minimal blocking Kafka-protocol connection for the few requests confluent-kafka does not expose.
+
+librdkafka validates positions with OffsetForLeaderEpoch internally but offers no public call for it, and
+its metadata objects hide the partition leader epoch. Both are one request each, so a blocking socket and
+kio's generated codec are enough; this is not a general client (no pipelining, no SASL/TLS).
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+import threading
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+_I32 = struct.Struct(">i")
+_HEADER = struct.Struct(">hhi")
+
+
+class WireError(Exception):
+    """The broker could not be reached or answered something we cannot read."""
+
+
+@cache
+def _writer(cls: type) -> Any:
+    return entity_writer(cls)
+
+
+@cache
+def _reader(cls: type) -> Any:
+    return entity_reader(cls)
+
+
+def request_class(api_key: int, version: int) -> type:
+    return load_request_schema(api_key, version)
+
+
+def response_class(api_key: int, version: int) -> type:
+    return load_response_schema(api_key, version)
+
+
+def encode_request(obj: Any, correlation_id: int, client_id: str) -> bytes:
+    """A whole request frame. The header is written by hand: its client_id stays a non-compact string
+    even in header v2, which is easy to get wrong through a generic codec."""
+    cls = type(obj)
+    cid = client_id.encode()
+    out = io.BytesIO()
+    out.write(b"\x00\x00\x00\x00")
+    out.write(_HEADER.pack(cls.__api_key__, cls.__version__, correlation_id))
+    out.write(struct.pack(">h", len(cid)) + cid)
+    if cls.__flexible__:
+        out.write(b"\x00")  # no tagged fields in the header
+    _writer(cls)(out, obj)
+    buf = out.getbuffer()
+    _I32.pack_into(buf, 0, len(buf) - 4)
+    del buf
+    return out.getvalue()
+
+
+def decode_response(api_key: int, version: int, frame: bytes, correlation_id: int) -> Any:
+    cls = response_class(api_key, version)
+    (got,) = _I32.unpack_from(frame, 0)
+    if got != correlation_id:
+        raise WireError(f"correlation id {got} does not match {correlation_id}")
+    pos = 4
+    # ApiVersions always answers with header v0; every other flexible response has a tag buffer.
+    if cls.__flexible__ and api_key != 18:
+        if frame[pos] != 0:
+            raise WireError("tagged fields in a response header are not expected")
+        pos += 1
+    obj, _ = _reader(cls)(memoryview(frame)[pos:].toreadonly(), 0)
+    return obj
+
+
+class Connection:
+    """One blocking connection to one broker; thread-safe by a lock, one request in flight."""
+
+    def __init__(self, host: str, port: int, timeout: float = 10.0, client_id: str = "epochlog-spark") -> None:
+        self.host, self.port, self.timeout, self.client_id = host, port, timeout, client_id
+        self._sock: socket.socket | None = None
+        self._corr = 0
+        self._lock = threading.Lock()
+
+    def _connect(self) -> socket.socket:
+        if self._sock is None:
+            try:
+                s = socket.create_connection((self.host, self.port), timeout=self.timeout)
+            except OSError as e:
+                raise WireError(f"cannot connect to {self.host}:{self.port}: {e}") from e
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sock = s
+        return self._sock
+
+    def _recv_exactly(self, s: socket.socket, n: int) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < n:
+            part = s.recv(n - len(chunks))
+            if not part:
+                raise WireError(f"{self.host}:{self.port} closed the connection")
+            chunks += part
+        return bytes(chunks)
+
+    def request(self, obj: Any) -> Any:
+        cls = type(obj)
+        with self._lock:
+            self._corr = (self._corr + 1) & 0x7FFFFFFF
+            corr = self._corr
+            try:
+                s = self._connect()
+                s.sendall(encode_request(obj, corr, self.client_id))
+                (size,) = _I32.unpack(self._recv_exactly(s, 4))
+                frame = self._recv_exactly(s, size)
+            except (OSError, WireError) as e:
+                self.close()
+                raise WireError(f"{cls.__name__} to {self.host}:{self.port} failed: {e}") from e
+        return decode_response(int(cls.__api_key__), int(cls.__version__), frame, corr)
+
+    def close(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
