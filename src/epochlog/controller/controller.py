@@ -31,6 +31,8 @@ class BrokerInfo:
     fenced: bool = True
     last_heartbeat_ms: int = 0
     shutting_down: bool = False
+    host: str = ""
+    port: int = 0
 
 
 @dataclass
@@ -38,6 +40,8 @@ class TopicInfo:
     name: str
     partitions: dict[int, PartitionState] = field(default_factory=dict)
     unclean_leader_election: bool = False
+    topic_id: str = ""
+    configs: dict[str, str] = field(default_factory=dict)
 
 
 class Controller:
@@ -76,9 +80,17 @@ class Controller:
         c = cls(session_timeout_ms)
         for kind, d in records:
             if kind == "BrokerRegistration":
-                c.brokers.setdefault(d["broker"], BrokerInfo(d["broker"])).epoch = d["epoch"]
+                b = c.brokers.setdefault(d["broker"], BrokerInfo(d["broker"]))
+                b.epoch, b.host, b.port = d["epoch"], d.get("host", ""), d.get("port", 0)
             elif kind == "Topic":
-                c.topics[d["name"]] = TopicInfo(d["name"], unclean_leader_election=d.get("unclean", False))
+                c.topics[d["name"]] = TopicInfo(
+                    d["name"],
+                    unclean_leader_election=d.get("unclean", False),
+                    topic_id=d.get("id", ""),
+                    configs=dict(d.get("configs", {})),
+                )
+            elif kind == "TopicDeleted":
+                c.topics.pop(d["name"], None)
             elif kind == "PartitionChange":
                 c.topics[d["topic"]].partitions[d["partition"]] = PartitionState(
                     d["leader"], d["leader_epoch"], frozenset(d["isr"]), tuple(d["replicas"]), d["partition_epoch"]
@@ -98,7 +110,9 @@ class Controller:
         return b is not None and not b.fenced and not b.shutting_down
 
     # -- brokers -------------------------------------------------------------------------
-    def register_broker(self, broker_id: int, now_ms: int, clean_shutdown: bool = True) -> None:
+    def register_broker(
+        self, broker_id: int, now_ms: int, clean_shutdown: bool = True, host: str = "", port: int = 0
+    ) -> int:
         """A broker (re)joins. After an unclean shutdown it may have lost unflushed records, so it
         leaves every ISR it shares with other members and must catch up again (the idea of
         Kafka's KIP-966); a sole ISR member stays, there being no better copy."""
@@ -107,7 +121,15 @@ class Controller:
         b.fenced = False
         b.shutting_down = False
         b.last_heartbeat_ms = now_ms
-        self._record("BrokerRegistration", broker=broker_id, epoch=b.epoch, clean_shutdown=clean_shutdown)
+        b.host, b.port = host or b.host, port or b.port
+        self._record(
+            "BrokerRegistration",
+            broker=broker_id,
+            epoch=b.epoch,
+            clean_shutdown=clean_shutdown,
+            host=b.host,
+            port=b.port,
+        )
         for t in self.topics.values():
             for p, st in t.partitions.items():
                 others = [r for r in st.isr if r != broker_id and self.alive(r)]
@@ -133,6 +155,7 @@ class Controller:
                     )
                 elif st.leader == NO_LEADER and broker_id in st.replicas:
                     self._elect(t, p, st)
+        return b.epoch
 
     def heartbeat(self, broker_id: int, now_ms: int) -> bool:
         b = self.brokers.get(broker_id)
@@ -178,17 +201,40 @@ class Controller:
 
     # -- topics and elections ------------------------------------------------------------
     def create_topic(
-        self, name: str, partitions: int, replication_factor: int, unclean_leader_election: bool = False
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        unclean_leader_election: bool = False,
+        topic_id: str = "",
+        configs: dict[str, str] | None = None,
     ) -> None:
         live = sorted(b for b in self.brokers if self.alive(b))
         if replication_factor > len(live):
             raise ValueError(f"replication factor {replication_factor} exceeds {len(live)} live brokers")
-        t = self.topics[name] = TopicInfo(name, unclean_leader_election=unclean_leader_election)
-        self._record("Topic", name=name, partitions=partitions, unclean=unclean_leader_election)
-        for p in range(partitions):
-            replicas = tuple(live[(p + i) % len(live)] for i in range(replication_factor))
+        configs = dict(configs or {})
+        self.topics[name] = TopicInfo(
+            name, unclean_leader_election=unclean_leader_election, topic_id=topic_id, configs=configs
+        )
+        self._record(
+            "Topic", name=name, partitions=partitions, unclean=unclean_leader_election, id=topic_id, configs=configs
+        )
+        self.add_partitions(name, partitions, replication_factor)
+
+    def add_partitions(self, name: str, count: int, replication_factor: int = 0) -> None:
+        """Grow ``name`` to ``count`` partitions, spreading leaders round-robin over live brokers."""
+        t = self.topics[name]
+        live = sorted(b for b in self.brokers if self.alive(b))
+        rf = replication_factor or len(next(iter(t.partitions.values())).replicas)
+        if rf > len(live):
+            raise ValueError(f"replication factor {rf} exceeds {len(live)} live brokers")
+        for p in range(len(t.partitions), count):
+            replicas = tuple(live[(p + i) % len(live)] for i in range(rf))
             self._set(name, p, PartitionState(replicas[0], 0, frozenset(replicas), replicas, 0))
-        del t
+
+    def delete_topic(self, name: str) -> None:
+        if self.topics.pop(name, None) is not None:
+            self._record("TopicDeleted", name=name)
 
     def _elect(self, t: TopicInfo, p: int, st: PartitionState, preferred: int | None = None) -> None:
         candidates = [r for r in st.replicas if r in st.isr and self.alive(r)]

@@ -9,7 +9,7 @@ from kio.schema.index import api_key_map, schema_name_map
 from epochlog.protocol.errors import Err
 
 
-def _kio_range(api_key: int) -> tuple[int, int]:
+def kio_range(api_key: int) -> tuple[int, int]:
     versions = sorted(schema_name_map[api_key_map[api_key]].keys())
     return versions[0], versions[-1]
 
@@ -37,6 +37,7 @@ SERVED: dict[int, str] = {
     32: "DescribeConfigs",
     37: "CreatePartitions",
     42: "DeleteGroups",
+    43: "ElectLeaders",
     60: "DescribeCluster",
 }
 
@@ -48,13 +49,13 @@ ADVERTISED_MIN_OVERRIDE = {0: 0}
 def supported_range(api_key: int) -> tuple[int, int] | None:
     if api_key not in SERVED:
         return None
-    return _kio_range(api_key)
+    return kio_range(api_key)
 
 
 def advertised() -> list[tuple[int, int, int]]:
     rows = []
     for key in sorted(SERVED):
-        lo, hi = _kio_range(key)
+        lo, hi = kio_range(key)
         rows.append((key, ADVERTISED_MIN_OVERRIDE.get(key, lo), hi))
     return rows
 

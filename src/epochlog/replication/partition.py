@@ -178,6 +178,10 @@ class PartitionReplica:
         self._maybe_advance_hw()
         return first, last
 
+    def on_append(self) -> None:
+        """The server appended through the log itself (it needs the append's details); the HW may move."""
+        self._maybe_advance_hw()
+
     def is_committed(self, last_offset: int) -> bool:
         return self.high_watermark > last_offset
 

@@ -107,6 +107,16 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = 604_800_000
     producer_id_expiration_ms: int = 86_400_000
     metrics_port: int = 0
+    # cluster mode (a broker that follows a separate controller)
+    controller_address: tuple[str, int] = ("", 0)
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_max_bytes: int = 1_048_576
+    replica_fetch_response_max_bytes: int = 10_485_760
+    replica_fetch_wait_max_ms: int = 500
+    broker_heartbeat_interval_ms: int = 2000
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_timeout_ms: int = 5000
+    replication_truncation_mode: str = "leader-epoch"
     raw: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -142,6 +152,23 @@ class BrokerConfig:
         c.log_retention_check_interval_ms = _int(props, "log.retention.check.interval.ms", 300_000, minimum=1)
         c.producer_id_expiration_ms = _int(props, "producer.id.expiration.ms", 86_400_000, minimum=1)
         c.metrics_port = _int(props, "metrics.port", 0, minimum=0)
+        bootstrap = props.get("controller.quorum.bootstrap.servers") or props.get("controller.quorum.voters")
+        if bootstrap:
+            first = bootstrap.split(",")[0].strip()
+            if "@" in first:  # controller.quorum.voters form: id@host:port
+                first = first.split("@", 1)[1]
+            c.controller_address = parse_listener(first, "controller.quorum.bootstrap.servers")
+        c.replica_lag_time_max_ms = _int(props, "replica.lag.time.max.ms", 30_000, minimum=1)
+        c.replica_fetch_max_bytes = _int(props, "replica.fetch.max.bytes", 1_048_576, minimum=1)
+        c.replica_fetch_response_max_bytes = _int(props, "replica.fetch.response.max.bytes", 10_485_760, minimum=1)
+        c.replica_fetch_wait_max_ms = _int(props, "replica.fetch.wait.max.ms", 500, minimum=0)
+        c.broker_heartbeat_interval_ms = _int(props, "broker.heartbeat.interval.ms", 2000, minimum=10)
+        c.controlled_shutdown_enable = _bool(props, "controlled.shutdown.enable", True)
+        c.controlled_shutdown_timeout_ms = _int(props, "epochlog.controlled.shutdown.timeout.ms", 5000, minimum=0)
+        mode = props.get("replication.truncation.mode", "leader-epoch")
+        if mode not in ("leader-epoch", "high-watermark"):
+            raise ConfigError(f"replication.truncation.mode={mode!r} is not leader-epoch or high-watermark")
+        c.replication_truncation_mode = mode
         from epochlog.storage.config import ConfigError as LogConfigError
         from epochlog.storage.config import LogConfig
 

@@ -64,6 +64,9 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.broker.connections.discard(self)
+        hook = getattr(self.broker, "on_connection_lost", None)
+        if hook is not None:
+            hook(self)
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -125,7 +128,8 @@ class KafkaConnection(asyncio.Protocol):
             log.warning("closing %s: %s", self.peer, e)
             self.close()
             return
-        if not is_supported(header.api_key, header.api_version):
+        supported = getattr(self.broker, "is_supported", is_supported)
+        if not supported(header.api_key, header.api_version):
             if header.api_key == codec.API_VERSIONS_KEY:
                 slot = _Slot()
                 slot.data = api_versions_v0_error_frame(header.correlation_id)
@@ -143,7 +147,8 @@ class KafkaConnection(asyncio.Protocol):
             return
         try:
             codec.finish_header(mv, header)
-            result = dispatch(self.broker, header, mv)
+            own = getattr(self.broker, "dispatch_from", None)
+            result = own(self, header, mv) if own is not None else dispatch(self.broker, header, mv)
         except (KafkaError, UnsupportedVersion) as e:
             log.warning("closing %s: bad api %d v%d request: %s", self.peer, header.api_key, header.api_version, e)
             self.close()

@@ -1,8 +1,9 @@
-"""A partition as the single-node broker serves it: its log, leader epoch and waiting fetches.
+"""A partition as a broker serves it: its log, leader epoch, waiting fetches and acks=all produces.
 
-Single-node mode: this broker leads every partition, the ISR is itself and the high watermark
-is the log end offset once an append is in the log. The multi-broker path (issue 3) replaces
-these decisions with the sans-IO core in replication/.
+Single-node mode (``replica`` is None): this broker leads every partition, the ISR is itself and
+the high watermark is the log end offset once an append is in the log. Cluster mode: the sans-IO
+core in replication/ (``replica``) decides roles, epochs, the ISR and the HW; this object mirrors
+its HW into the log (for checkpoints and reads) and wakes whoever waits on it.
 """
 
 from __future__ import annotations
@@ -12,23 +13,43 @@ import uuid
 from typing import Any
 
 from epochlog.protocol.errors import Err
-from epochlog.replication.partition import check_epoch
+from epochlog.replication.partition import PartitionReplica, check_epoch
+from epochlog.replication.types import Role
 
 
 class Partition:
-    __slots__ = ("leader_epoch", "log", "partition", "topic", "topic_id", "waiters")
+    __slots__ = ("_epoch", "acks_waiters", "log", "partition", "replica", "topic", "topic_id", "waiters")
 
-    def __init__(self, topic: str, partition: int, topic_id: uuid.UUID, log: Any, leader_epoch: int) -> None:
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        topic_id: uuid.UUID,
+        log: Any,
+        leader_epoch: int,
+        replica: PartitionReplica | None = None,
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.topic_id = topic_id
         self.log = log
-        self.leader_epoch = leader_epoch
+        self._epoch = leader_epoch
+        self.replica = replica
         self.waiters: list[asyncio.Future[None]] = []
+        # acks=all produces: (last offset, future answered with an error code)
+        self.acks_waiters: list[tuple[int, asyncio.Future[int]]] = []
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.replica.leader_epoch if self.replica is not None else self._epoch
+
+    @property
+    def is_leader(self) -> bool:
+        return self.replica is None or self.replica.role is Role.LEADER
 
     def become_leader(self) -> None:
-        """KIP-101 step 3: record (epoch, LEO) and flush it before taking writes."""
-        self.log.epoch_cache.assign(self.leader_epoch, self.log.log_end_offset)
+        """Single-node mode. KIP-101 step 3: record (epoch, LEO) and flush it before taking writes."""
+        self.log.epoch_cache.assign(self._epoch, self.log.log_end_offset)
         self.log.high_watermark = self.log.log_end_offset
 
     @property
@@ -36,8 +57,41 @@ class Partition:
         return self.log.high_watermark
 
     def check_epoch(self, current_leader_epoch: int) -> Err:
-        """KIP-320 fencing: a client's view of the epoch must match ours when it gives one."""
+        """KIP-320 fencing: a client's view of the epoch must match ours when it gives one; only the
+        leader answers clients."""
+        if not self.is_leader:
+            return Err.NOT_LEADER_OR_FOLLOWER
         return Err(check_epoch(current_leader_epoch, self.leader_epoch))
+
+    def sync(self) -> None:
+        """After the core moved: mirror its HW into the log, answer acks=all waiters, wake fetches."""
+        r = self.replica
+        if r is None:
+            return
+        hw = min(r.high_watermark, self.log.log_end_offset)
+        moved = hw != self.log.high_watermark
+        self.log.high_watermark = hw
+        if self.acks_waiters:
+            keep = []
+            for last, fut in self.acks_waiters:
+                if fut.done():
+                    continue
+                if r.role is not Role.LEADER:
+                    fut.set_result(Err.NOT_LEADER_OR_FOLLOWER)
+                elif hw > last:
+                    ok = len(r.isr) >= r.min_isr
+                    fut.set_result(Err.NONE if ok else Err.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+                else:
+                    keep.append((last, fut))
+            self.acks_waiters = keep
+        if moved:
+            self.notify()
+
+    def wait_committed(self, last_offset: int) -> asyncio.Future[int]:
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.acks_waiters.append((last_offset, fut))
+        self.sync()
+        return fut
 
     def notify(self) -> None:
         waiters, self.waiters = self.waiters, []

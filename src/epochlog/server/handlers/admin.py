@@ -143,3 +143,54 @@ def handle_describe_configs(broker: Broker, header: RequestHeader, frame: memory
             row.update(error_code=Err.INVALID_REQUEST, error_message=f"resource type {r.resource_type} unsupported")
         results.append(row)
     return {"throttle_time": 0, "results": results}
+
+
+# -- cluster mode: the controller decides; the broker forwards and waits for the metadata -----
+
+
+async def _forward(broker: Any, req: Any, names: list[str] | None, present: bool) -> Any:
+    from epochlog.server.cluster.peer import PeerError
+
+    try:
+        resp = await broker.forward(req)
+    except PeerError as e:
+        raise RuntimeError(f"the controller is not reachable: {e}") from None
+    if names:
+        # Answer once this broker's metadata shows the change, so the client's next request works.
+        await broker.wait_for_topics(names, present)
+    return resp
+
+
+def forwarded(handler: Any) -> Any:
+    """Wrap a single-node admin handler: in cluster mode the request goes to the controller."""
+
+    def wrapper(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+        if getattr(broker, "image", None) is None:
+            return handler(broker, header, frame)
+        req = decode_body(frame, header)
+        names: list[str] | None = None
+        present = True
+        if header.api_key == 19 and not getattr(req, "validate_only", False):
+            names = [t.name for t in req.topics]
+        elif header.api_key == 20:
+            names = [t.name for t in req.topics if t.name] if header.api_version >= 6 else list(req.topic_names)
+            present = False
+        return _forward(broker, req, names, present)
+
+    wrapper.__name__ = handler.__name__
+    return wrapper
+
+
+def handle_elect_leaders(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+    req = decode_body(frame, header)
+    if getattr(broker, "image", None) is not None:
+        return _forward(broker, req, None, True)
+    # One broker leads everything: no election is ever needed.
+    results = []
+    for tp in req.topic_partitions or []:
+        rows = [
+            {"partition_id": p, "error_code": Err.ELECTION_NOT_NEEDED, "error_message": "single-node cluster"}
+            for p in tp.partitions
+        ]
+        results.append({"topic": tp.topic, "partition_result": rows})
+    return {"throttle_time": 0, "error_code": Err.NONE, "replica_election_results": results}

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
+from epochlog.replication.types import FetchRequest
+from epochlog.server.broker import now_ms
 
 if TYPE_CHECKING:
     from epochlog.server.broker import Broker
@@ -24,7 +26,47 @@ def _diverging(part: Partition, fetch_offset: int, last_fetched_epoch: int) -> d
     return None
 
 
-def _read_partition(broker: Broker, name: str | None, p: Any, budget: int, first: bool) -> tuple[dict[str, Any], int]:
+def _replica_id(req: Any, version: int) -> int:
+    if version >= 15:
+        state = getattr(req, "replica_state", None)
+        return int(state.replica_id) if state is not None else -1
+    return int(getattr(req, "replica_id", -1))
+
+
+def _read_for_follower(
+    broker: Broker, part: Partition, p: Any, replica_id: int, out: dict[str, Any], budget: int, first: bool
+) -> tuple[dict[str, Any], int]:
+    """A follower's fetch: the core decides (fencing, divergence, ISR), we read up to the log end."""
+    replica = part.replica
+    assert replica is not None
+    req = FetchRequest(
+        replica_id, p.fetch_offset, getattr(p, "last_fetched_epoch", -1), getattr(p, "current_leader_epoch", -1)
+    )
+    decision, proposal = replica.handle_fetch(req, now_ms())
+    part.sync()
+    if proposal is not None:
+        broker.submit_alter(part, proposal)  # type: ignore[attr-defined]
+    out["high_watermark"] = replica.high_watermark
+    out["last_stable_offset"] = replica.high_watermark
+    out["log_start_offset"] = part.log.log_start_offset
+    out["error_code"] = decision.error
+    if decision.error:
+        return out, 0
+    if decision.diverging is not None:
+        out["diverging_epoch"] = {"epoch": decision.diverging.epoch, "end_offset": decision.diverging.end_offset}
+        return out, 0
+    limit = min(p.partition_max_bytes, budget)
+    if decision.read_from >= part.log.log_end_offset or (limit <= 0 and not first):
+        return out, 0
+    result = part.log.read(decision.read_from, max(limit, 1), max_offset=None, min_one_batch=first)
+    data = b"".join(result.chunks) if len(result.chunks) != 1 else bytes(result.chunks[0])
+    out["records"] = data
+    return out, len(data)
+
+
+def _read_partition(
+    broker: Broker, name: str | None, p: Any, budget: int, first: bool, replica_id: int = -1
+) -> tuple[dict[str, Any], int]:
     out: dict[str, Any] = {
         "partition_index": p.partition,
         "high_watermark": -1,
@@ -38,6 +80,8 @@ def _read_partition(broker: Broker, name: str | None, p: Any, budget: int, first
     if part is None:
         out["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
         return out, 0
+    if replica_id >= 0 and part.replica is not None:
+        return _read_for_follower(broker, part, p, replica_id, out, budget, first)
     plog = part.log
     hw = plog.high_watermark
     out["high_watermark"] = hw
@@ -51,6 +95,12 @@ def _read_partition(broker: Broker, name: str | None, p: Any, budget: int, first
     if offset < plog.log_start_offset or offset > plog.log_end_offset:
         out["error_code"] = Err.OFFSET_OUT_OF_RANGE
         return out, 0
+    if part.replica is not None:
+        not_yet = part.replica.consumer_fetch_error(offset)
+        if not_yet:
+            # A new leader whose HW still lags the old one's (seed 002): ask the client to retry.
+            out["error_code"] = not_yet
+            return out, 0
     div = _diverging(part, offset, getattr(p, "last_fetched_epoch", -1))
     if div is not None:
         out["error_code"] = Err.NONE
@@ -86,6 +136,7 @@ async def _wait_for_data(broker: Broker, keys: list[tuple[str, int]], timeout: f
 
 
 def _fetch_once(broker: Broker, req: Any, version: int) -> tuple[list[dict[str, Any]], int, bool]:
+    replica_id = _replica_id(req, version)
     total = 0
     errors = False
     budget = req.max_bytes if version >= 3 else 2**31 - 1
@@ -109,7 +160,7 @@ def _fetch_once(broker: Broker, req: Any, version: int) -> tuple[list[dict[str, 
                 )
                 errors = True
                 continue
-            row, n = _read_partition(broker, name, p, budget - total, first=total == 0)
+            row, n = _read_partition(broker, name, p, budget - total, first=total == 0, replica_id=replica_id)
             if row["error_code"] or "diverging_epoch" in row:
                 errors = True
             total += n

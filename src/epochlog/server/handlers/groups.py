@@ -20,6 +20,13 @@ def _ms(value: Any) -> int:
 def handle_find_coordinator(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
     c = broker.config
+    node, host, port = c.node_id, c.advertised_host, c.advertised_port
+    image = getattr(broker, "image", None)
+    if image is not None:
+        # Cluster mode: one broker coordinates every group (docs/operations.md, "Consumer groups").
+        ep = image.brokers.get(broker.coordinator_id())  # type: ignore[attr-defined]
+        if ep is not None:
+            node, host, port = ep.broker_id, ep.host, ep.port
     key_type = getattr(req, "key_type", 0)
     keys = list(req.coordinator_keys) if header.api_version >= 4 else [req.key]
     rows = []
@@ -39,9 +46,9 @@ def handle_find_coordinator(broker: Broker, header: RequestHeader, frame: memory
             rows.append(
                 {
                     "key": key,
-                    "node_id": c.node_id,
-                    "host": c.advertised_host,
-                    "port": c.advertised_port,
+                    "node_id": node,
+                    "host": host,
+                    "port": port,
                     "error_code": Err.NONE,
                     "error_message": None,
                 }

@@ -35,7 +35,64 @@ def _broker_row(broker: Broker) -> dict[str, Any]:
     }
 
 
+def _broker_rows(broker: Broker) -> list[dict[str, Any]]:
+    image = getattr(broker, "image", None)
+    if image is None:
+        return [_broker_row(broker)]
+    return [
+        {
+            "node_id": b.broker_id,
+            "broker_id": b.broker_id,
+            "host": b.host,
+            "port": b.port,
+            "rack": None,
+            "is_fenced": False,
+        }
+        for b in image.live_brokers()
+    ]
+
+
+def _controller_id(broker: Broker) -> int:
+    image = getattr(broker, "image", None)
+    if image is None:
+        return broker.config.node_id
+    live = image.live_brokers()
+    return live[0].broker_id if live else -1
+
+
+def _cluster_topic_row(broker: Broker, name: str) -> dict[str, Any]:
+    image = broker.image  # type: ignore[attr-defined]
+    info = image.topics[name]
+    live = {b.broker_id for b in image.live_brokers()}
+    parts = []
+    for p in range(info.partitions):
+        st = image.states.get((name, p))
+        if st is None:
+            continue
+        parts.append(
+            {
+                "error_code": Err.NONE if st.leader >= 0 else Err.LEADER_NOT_AVAILABLE,
+                "partition_index": p,
+                "leader_id": st.leader,
+                "leader_epoch": st.leader_epoch,
+                "replica_nodes": list(st.replicas),
+                "isr_nodes": sorted(st.isr),
+                "offline_replicas": [r for r in st.replicas if r not in live],
+            }
+        )
+    return {
+        "error_code": Err.NONE,
+        "name": name,
+        "topic_id": info.topic_id,
+        "is_internal": info.internal,
+        "partitions": parts,
+        "topic_authorized_operations": -2147483648,
+    }
+
+
 def _topic_row(broker: Broker, name: str) -> dict[str, Any]:
+    if getattr(broker, "image", None) is not None:
+        return _cluster_topic_row(broker, name)
     info = broker.registry.topics[name]
     node = broker.config.node_id
     parts = []
@@ -87,6 +144,15 @@ def handle_metadata(broker: Broker, header: RequestHeader, frame: memoryview) ->
                 if reason:
                     topics_out.append({"error_code": Err.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []})
                     continue
+                if (
+                    allow_auto
+                    and getattr(broker, "image", None) is not None
+                    and broker.config.auto_create_topics_enable
+                ):
+                    broker.maybe_auto_create(name)
+                    # Kafka's answer while the controller creates it: retry shortly.
+                    topics_out.append({"error_code": Err.LEADER_NOT_AVAILABLE, "name": name, "partitions": []})
+                    continue
                 if allow_auto and broker.maybe_auto_create(name) is not None:
                     # Kafka answers LEADER_NOT_AVAILABLE right after auto creation; here the
                     # leader is ready at once, so the topic is described directly.
@@ -97,9 +163,9 @@ def handle_metadata(broker: Broker, header: RequestHeader, frame: memoryview) ->
             topics_out.append(_topic_row(broker, name))
     return {
         "throttle_time": 0,
-        "brokers": [_broker_row(broker)],
+        "brokers": _broker_rows(broker),
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.config.node_id,
+        "controller_id": _controller_id(broker),
         "topics": topics_out,
         "cluster_authorized_operations": -2147483648,
         "error_code": Err.NONE,
@@ -114,7 +180,7 @@ def handle_describe_cluster(broker: Broker, header: RequestHeader, frame: memory
         "error_message": None,
         "endpoint_type": 1,
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.config.node_id,
-        "brokers": [_broker_row(broker)],
+        "controller_id": _controller_id(broker),
+        "brokers": _broker_rows(broker),
         "cluster_authorized_operations": -2147483648,
     }

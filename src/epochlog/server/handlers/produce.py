@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -10,10 +11,10 @@ from epochlog.protocol.errors import Err
 from epochlog.protocol.produce_request import parse_produce
 from epochlog.server.broker import now_ms
 from epochlog.server.dispatch import NO_RESPONSE
+from epochlog.server.partition import Partition
 
 if TYPE_CHECKING:
     from epochlog.server.broker import Broker
-    from epochlog.server.partition import Partition
 
 log = logging.getLogger("epochlog.produce")
 
@@ -24,7 +25,10 @@ def _min_insync(broker: Broker, topic: str) -> int:
     return int(raw) if raw else broker.config.min_insync_replicas
 
 
-def _append(broker: Broker, part: Partition, records: memoryview | None, acks: int, epoch: int) -> dict[str, Any]:
+def _append(
+    broker: Broker, part: Partition, records: memoryview | None, acks: int, epoch: int
+) -> tuple[dict[str, Any], int]:
+    """The partition's response row, and the last offset an acks=all answer must wait for (-1: none)."""
     out: dict[str, Any] = {
         "index": part.partition,
         "base_offset": -1,
@@ -34,18 +38,23 @@ def _append(broker: Broker, part: Partition, records: memoryview | None, acks: i
         "log_append_time": -1,
     }
     plog = part.log
-    code = part.check_epoch(epoch)
+    replica = part.replica
+    if replica is not None:
+        # Cluster mode: the core decides (leadership, KIP-359 epoch, min.insync.replicas for acks=all).
+        code = Err(replica.check_produce(acks, epoch))
+    else:
+        code = part.check_epoch(epoch)
     if code:
         out["error_code"] = code
-        return out
+        return out, -1
     if records is None or len(records) == 0:
         out["error_code"] = Err.INVALID_RECORD
         out["error_message"] = "no record batch in the partition data"
-        return out
-    if acks == -1 and _min_insync(broker, part.topic) > 1:
+        return out, -1
+    if replica is None and acks == -1 and _min_insync(broker, part.topic) > 1:
         # One broker is the whole ISR; min.insync.replicas above it refuses acks=all writes.
         out["error_code"] = Err.NOT_ENOUGH_REPLICAS
-        return out
+        return out, -1
     try:
         result = plog.append_as_leader(records, part.leader_epoch, now_ms())
     except Exception as e:
@@ -59,9 +68,13 @@ def _append(broker: Broker, part: Partition, records: memoryview | None, acks: i
         out["error_message"] = str(e)[:500]
         broker.metrics.failed_produce.labels(part.topic).inc()
         out["log_start_offset"] = plog.log_start_offset
-        return out
-    # Single node: the ISR is this broker, so the write is committed once it is in the log.
-    plog.high_watermark = plog.log_end_offset
+        return out, -1
+    if replica is None:
+        # Single node: the ISR is this broker, so the write is committed once it is in the log.
+        plog.high_watermark = plog.log_end_offset
+    else:
+        replica.on_append()
+        part.sync()
     part.notify()
     if not result.duplicate:
         broker.metrics.messages_in.labels(part.topic).inc(result.record_count)
@@ -70,12 +83,32 @@ def _append(broker: Broker, part: Partition, records: memoryview | None, acks: i
     out["base_offset"] = result.first_offset
     out["log_append_time"] = result.log_append_time_ms
     out["log_start_offset"] = plog.log_start_offset
-    return out
+    wait = result.last_offset if replica is not None and acks == -1 else -1
+    return out, wait
+
+
+async def _await_acks(
+    response: dict[str, Any], waits: list[tuple[dict[str, Any], Partition, int]], timeout_ms: int
+) -> dict[str, Any]:
+    """acks=all: answer once the HW passes each append, or REQUEST_TIMED_OUT after timeout_ms."""
+    futs = [part.wait_committed(last) for _row, part, last in waits]
+    done, _ = await asyncio.wait(futs, timeout=max(timeout_ms, 0) / 1000)
+    for (row, _part, last), fut in zip(waits, futs, strict=True):
+        if fut in done:
+            row["error_code"] = fut.result()
+        else:
+            fut.cancel()
+            row["error_code"] = Err.REQUEST_TIMED_OUT
+            row["error_message"] = f"the ISR did not replicate offset {last} within {timeout_ms} ms"
+        if row["error_code"]:
+            row["base_offset"] = -1
+    return response
 
 
 def handle_produce(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = parse_produce(frame[header.size :], header.api_version)
     responses = []
+    waits: list[tuple[dict[str, Any], Partition, int]] = []
     bad_acks = req.acks not in (0, 1, -1)
     for topic in req.topics:
         name = topic.name
@@ -103,8 +136,14 @@ def handle_produce(broker: Broker, header: RequestHeader, frame: memoryview) -> 
                 )
                 parts_out.append({"index": pd.index, "error_code": code, "base_offset": -1})
             else:
-                parts_out.append(_append(broker, part, pd.records, req.acks, pd.current_leader_epoch))
+                row, last = _append(broker, part, pd.records, req.acks, pd.current_leader_epoch)
+                parts_out.append(row)
+                if last >= 0:
+                    waits.append((row, part, last))
         responses.append({"name": name or "", "topic_id": topic.topic_id, "partition_responses": parts_out})
     if req.acks == 0:
         return NO_RESPONSE
-    return {"responses": responses, "throttle_time": 0}
+    response = {"responses": responses, "throttle_time": 0}
+    if waits:
+        return _await_acks(response, waits, req.timeout_ms)
+    return response

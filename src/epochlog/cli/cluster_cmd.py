@@ -1,0 +1,177 @@
+"""`epochlog controller`, `epochlog broker`, `epochlog cluster up` and `epochlog elect-leaders`."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from epochlog.cli.logging_setup import setup_logging
+
+
+def _props(config: Path, overrides: list[str]) -> dict[str, str]:
+    from epochlog.server.config import ConfigError, load_properties
+
+    props = load_properties(config)
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        props[key.strip()] = value.strip()
+    return props
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def controller(
+        config: Annotated[Path, typer.Option("--config", "-c", help="controller.properties file")],
+        set_: Annotated[list[str], typer.Option("--set", help="override a property: key=value")] = [],  # noqa: B006
+        log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
+    ) -> None:
+        """Run the controller (cluster metadata, elections, ISR changes) until Ctrl-C or SIGTERM."""
+        from epochlog.server.cluster.controller_server import ControllerConfig, run_controller
+        from epochlog.server.config import ConfigError
+
+        setup_logging(log_level)
+        try:
+            cfg = ControllerConfig.from_properties(_props(config, set_))
+        except ConfigError as e:
+            typer.echo(f"epochlog controller: bad configuration: {e}", err=True)
+            raise typer.Exit(2) from None
+        try:
+            run_controller(cfg)
+        except OSError as e:
+            typer.echo(f"epochlog controller: {e}", err=True)
+            raise typer.Exit(1) from None
+
+    @app.command()
+    def broker(
+        config: Annotated[Path, typer.Option("--config", "-c", help="server.properties file")],
+        set_: Annotated[list[str], typer.Option("--set", help="override a property: key=value")] = [],  # noqa: B006
+        log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
+    ) -> None:
+        """Run one broker of a multi-broker cluster (needs controller.quorum.bootstrap.servers)."""
+        from epochlog.server.cluster.broker import run_broker
+        from epochlog.server.config import BrokerConfig, ConfigError
+        from epochlog.storage.errors import StorageError
+
+        setup_logging(log_level)
+        try:
+            cfg = BrokerConfig.from_properties(_props(config, set_))
+            if not cfg.controller_address[1]:
+                raise ConfigError("controller.quorum.bootstrap.servers is required for `epochlog broker`")
+        except ConfigError as e:
+            typer.echo(f"epochlog broker: bad configuration: {e}", err=True)
+            raise typer.Exit(2) from None
+        try:
+            run_broker(cfg)
+        except (RuntimeError, OSError, StorageError) as e:
+            typer.echo(f"epochlog broker: {e}", err=True)
+            raise typer.Exit(1) from None
+
+    cluster = typer.Typer(help="A local multi-broker cluster", no_args_is_help=True)
+    app.add_typer(cluster, name="cluster")
+
+    @cluster.command("up")
+    def cluster_up(
+        brokers: Annotated[int, typer.Option("--brokers", "-n", min=1, max=9)] = 3,
+        data_dir: Annotated[Path, typer.Option("--data-dir")] = Path("epochlog-cluster"),
+        base_port: Annotated[int, typer.Option("--base-port", help="broker 1's port; the controller's is +100")] = 9092,
+        set_: Annotated[list[str], typer.Option("--set", help="broker property: key=value")] = [],  # noqa: B006
+    ) -> None:
+        """Run a controller and N brokers on 127.0.0.1 in the foreground; Ctrl-C/SIGTERM stops them all."""
+        from epochlog.server.cluster.local import LocalCluster
+
+        settings = dict(item.split("=", 1) for item in set_ if "=" in item)
+        lc = LocalCluster(data_dir, brokers, base_port, broker_settings=settings)
+        stop = False
+
+        def on_signal(signum: int, frame: object) -> None:
+            nonlocal stop
+            stop = True
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        try:
+            lc.start()
+            typer.echo(
+                f"epochlog cluster is up: bootstrap.servers={lc.bootstrap} controller=127.0.0.1:{lc.controller.port} "
+                f"data={lc.data_dir} logs={lc.data_dir / 'logs'}",
+                err=True,
+            )
+            while not stop:
+                time.sleep(0.2)
+                dead = [n.name for n in lc.nodes.values() if not n.alive]
+                if dead:
+                    typer.echo(f"epochlog cluster: {', '.join(dead)} exited; see {lc.data_dir / 'logs'}", err=True)
+        except (RuntimeError, TimeoutError) as e:
+            typer.echo(f"epochlog cluster up: {e}; see {lc.data_dir / 'logs'}", err=True)
+            raise typer.Exit(1) from None
+        finally:
+            lc.stop()
+            typer.echo("epochlog cluster stopped", err=True)
+
+    @app.command("elect-leaders")
+    def elect_leaders(
+        bootstrap_server: Annotated[str, typer.Option("--bootstrap-server")] = "127.0.0.1:9092",
+        election_type: Annotated[str, typer.Option("--election-type", help="preferred or unclean")] = "preferred",
+        topic: Annotated[str | None, typer.Option("--topic")] = None,
+        partition: Annotated[int | None, typer.Option("--partition")] = None,
+        all_topic_partitions: Annotated[bool, typer.Option("--all-topic-partitions")] = False,
+    ) -> None:
+        """Ask for preferred (or unclean) leader election, as kafka-leader-election.sh does."""
+        from datetime import timedelta
+
+        from kio.index import load_request_schema
+        from kio.schema.elect_leaders.v2.request import TopicPartitions
+
+        from epochlog.client.wire import Connection, WireError
+        from epochlog.protocol.errors import Err
+
+        if election_type not in ("preferred", "unclean"):
+            typer.echo("--election-type must be preferred or unclean", err=True)
+            raise typer.Exit(2)
+        if not all_topic_partitions and topic is None:
+            typer.echo("give --topic [--partition] or --all-topic-partitions", err=True)
+            raise typer.Exit(2)
+        tps = None
+        if topic is not None:
+            parts = (partition,) if partition is not None else tuple(range(_partition_count(bootstrap_server, topic)))
+            tps = (TopicPartitions(topic=topic, partitions=parts),)
+        req = load_request_schema(43, 2)(
+            election_type=0 if election_type == "preferred" else 1,
+            topic_partitions=tps,
+            timeout=timedelta(seconds=30),
+        )
+        host, _, port = bootstrap_server.split(",")[0].rpartition(":")
+        try:
+            with Connection(host, int(port), client_id="epochlog-elect-leaders") as conn:
+                resp = conn.request(req)
+        except WireError as e:
+            typer.echo(f"elect-leaders: {e}", err=True)
+            raise typer.Exit(1) from None
+        failed = 0
+        for r in resp.replica_election_results:
+            for p in r.partition_result:
+                code = int(p.error_code)
+                if code == 0:
+                    typer.echo(f"{r.topic}-{p.partition_id}: elected")
+                elif code == Err.ELECTION_NOT_NEEDED:
+                    typer.echo(f"{r.topic}-{p.partition_id}: election not needed")
+                else:
+                    failed += 1
+                    typer.echo(f"{r.topic}-{p.partition_id}: {Err(code).name}: {p.error_message}")
+        raise typer.Exit(1 if failed else 0)
+
+
+def _partition_count(bootstrap: str, topic: str) -> int:
+    from epochlog.client.admin import admin_client, topic_partitions
+
+    parts = topic_partitions(admin_client({"bootstrap.servers": bootstrap})).get(topic)
+    if not parts:
+        typer.echo(f"topic {topic!r} does not exist", err=True)
+        raise typer.Exit(1)
+    return len(parts)

@@ -1,0 +1,490 @@
+"""A broker in a multi-broker cluster: registers with the controller, follows its metadata log, and
+drives each partition's replication core (replication/PartitionReplica) over the real log.
+
+Startup order matters: logs are loaded, the broker registers (telling the controller whether it
+shut down cleanly), catches up the whole metadata log, applies each partition's *final* state
+(never the historical ones, which would write stale epochs to the epoch cache), and only then
+listens for clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from kio.index import load_request_schema
+
+from epochlog.protocol.errors import Err
+from epochlog.protocol.records import iter_records
+from epochlog.replication.partition import PartitionReplica
+from epochlog.replication.types import AlterIsr, PartitionState, Role, TruncationMode
+from epochlog.server.broker import OFFSETS_TOPIC, Broker, TopicError, now_ms
+from epochlog.server.cluster.fetcher import FetcherManager
+from epochlog.server.cluster.image import MetadataImage
+from epochlog.server.cluster.peer import PeerConnection, PeerError
+from epochlog.server.config import BrokerConfig
+from epochlog.server.metadata_log import TOPIC as METADATA_TOPIC
+from epochlog.server.partition import Partition
+from epochlog.server.topics import TopicInfo, TopicRegistry
+from epochlog.storage.replica_log import PartitionReplicaLog
+
+log = logging.getLogger("epochlog.broker")
+
+_REG = load_request_schema(62, 4)
+_HB = load_request_schema(63, 1)
+_ALTER = load_request_schema(56, 3)
+_FETCH = load_request_schema(1, 12)
+
+
+class ClusterBroker(Broker):
+    def __init__(self, config: BrokerConfig) -> None:
+        super().__init__(config)
+        self.image = MetadataImage()
+        self.registry = self.image  # type: ignore[assignment]  # handlers read topics/by_id from it
+        self.local_registry = TopicRegistry(config.log_dir)  # only the local __consumer_offsets
+        host, port = config.controller_address
+        self.controller_session = PeerConnection(host, port, f"broker-{config.node_id}-session")
+        self.controller_rpc = PeerConnection(host, port, f"broker-{config.node_id}")
+        self.broker_epoch = -1
+        self.fetchers = FetcherManager(self)
+        self.shutting_down = False
+        self.metadata_changed = asyncio.Event()
+        self.mode = TruncationMode(config.replication_truncation_mode)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def start(self) -> None:
+        self.config.log_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = self.log_manager.open(node_id=self.config.node_id, cluster_id=self.config.cluster_id)
+        clean = self.log_manager.had_clean_shutdown
+        self.log_manager.load_all()
+        self.local_registry.load()
+        if OFFSETS_TOPIC not in self.local_registry.topics:
+            n = self.config.offsets_topic_num_partitions
+            info = TopicInfo(OFFSETS_TOPIC, uuid.uuid4(), n, {"cleanup.policy": "compact"}, [0] * n, True)
+            self.local_registry.add(info)
+        self.local_registry.bump_all_epochs()
+        self._open_partitions(
+            self.local_registry.topics[OFFSETS_TOPIC], range(self.config.offsets_topic_num_partitions)
+        )
+        await self._register(clean)
+        await self._catch_up_metadata()
+        for key in sorted(self.image.states):
+            self._apply_partition(*key)
+        self._remove_leftover_logs()
+        await self._start_groups()
+        from epochlog.server.connection import KafkaConnection
+
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(
+            lambda: KafkaConnection(self), self.config.host, self.config.port, reuse_address=True, backlog=512
+        )
+        for coro in (self._housekeeping(), self._heartbeats(), self._follow_metadata(), self._isr_ticker()):
+            self._tasks.append(asyncio.create_task(coro))
+        self.fetchers.start()
+        self.metrics.bind(self)
+        if self.config.metrics_port:
+            self.metrics.serve(self.config.host, self.config.metrics_port)
+        leaders = sum(1 for p in self.partitions.values() if p.replica is not None and p.is_leader)
+        log.info(
+            "broker %d (epoch %d) serving on %s:%d; metadata at offset %d; leads %d of %d replicas",
+            self.config.node_id,
+            self.broker_epoch,
+            self.config.host,
+            self.config.port,
+            self.image.offset,
+            leaders,
+            sum(1 for p in self.partitions.values() if p.replica is not None),
+        )
+
+    async def stop(self) -> None:
+        if self.config.controlled_shutdown_enable:
+            await self._controlled_shutdown()
+        self.shutting_down = True
+        await self.fetchers.stop()
+        self.controller_session.close()
+        self.controller_rpc.close()
+        await super().stop()
+
+    async def _controlled_shutdown(self) -> None:
+        """Ask the controller to move our leaderships away and wait until the metadata says so."""
+        t0 = time.monotonic()
+        deadline = t0 + self.config.controlled_shutdown_timeout_ms / 1000
+        asked = False
+        while time.monotonic() < deadline and not asked:
+            try:
+                resp = await self.controller_session.request(
+                    _HB(
+                        broker_id=self.config.node_id,
+                        broker_epoch=self.broker_epoch,
+                        current_metadata_offset=self.image.offset,
+                        want_fence=False,
+                        want_shut_down=True,
+                    ),
+                    timeout=2,
+                )
+                asked = bool(resp.should_shut_down)
+            except PeerError:
+                await asyncio.sleep(0.1)
+        while time.monotonic() < deadline and any(
+            p.replica is not None and p.is_leader for p in self.partitions.values()
+        ):
+            await asyncio.sleep(0.01)
+        log.info("broker %d: controlled shutdown took %.0f ms", self.config.node_id, (time.monotonic() - t0) * 1000)
+
+    # -- controller session --------------------------------------------------------------
+    async def _register(self, clean: bool) -> None:
+        from kio.schema.broker_registration.v4.request import Listener
+
+        c = self.config
+        req = _REG(
+            broker_id=c.node_id,
+            cluster_id=self.cluster_id,
+            incarnation_id=uuid.uuid4(),
+            listeners=(
+                Listener(name="PLAINTEXT", host=c.advertised_host, port=c.advertised_port, security_protocol=0),
+            ),
+            features=(),
+            rack=None,
+            # KIP-966's signal: a broker that did not shut down cleanly may have lost unflushed records.
+            previous_broker_epoch=max(self.broker_epoch, 0) if clean else -1,
+        )
+        delay = 0.1
+        while True:
+            try:
+                resp = await self.controller_session.request(req, timeout=5)
+                if resp.error_code == 0:
+                    self.broker_epoch = int(resp.broker_epoch)
+                    log.info("broker %d registered with epoch %d", c.node_id, self.broker_epoch)
+                    return
+                log.warning("registration refused: error %d", resp.error_code)
+            except PeerError as e:
+                log.info("waiting for the controller at %s:%d: %s", *c.controller_address, e)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    async def _heartbeats(self) -> None:
+        interval = self.config.broker_heartbeat_interval_ms / 1000
+        while not self.shutting_down:
+            try:
+                resp = await self.controller_session.request(
+                    _HB(
+                        broker_id=self.config.node_id,
+                        broker_epoch=self.broker_epoch,
+                        current_metadata_offset=self.image.offset,
+                        want_fence=False,
+                        want_shut_down=False,
+                    ),
+                    timeout=5,
+                )
+                if self.shutting_down:
+                    return
+                if resp.error_code or resp.is_fenced:
+                    log.warning("broker %d is fenced by the controller; registering again", self.config.node_id)
+                    await self._register(True)
+                await asyncio.sleep(interval)
+            except PeerError:
+                await asyncio.sleep(0.2)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("heartbeat failed")
+                await asyncio.sleep(interval)
+
+    # -- metadata log ----------------------------------------------------------------------
+    async def _fetch_metadata(self, max_wait_ms: int) -> tuple[list[tuple[str, int]], list[TopicInfo], int]:
+        from kio.schema.fetch.v12.request import FetchPartition, FetchTopic
+
+        req = _FETCH(
+            replica_id=self.config.node_id,
+            max_wait=timedelta(milliseconds=max_wait_ms),
+            min_bytes=1,
+            topics=(
+                FetchTopic(
+                    topic=METADATA_TOPIC,
+                    partitions=(
+                        FetchPartition(partition=0, fetch_offset=self.image.offset, partition_max_bytes=8 << 20),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+        )
+        resp = await self.controller_rpc.request(req, timeout=max_wait_ms / 1000 + 10)
+        changed: list[tuple[str, int]] = []
+        deleted: list[TopicInfo] = []
+        hw = self.image.offset
+        import json
+
+        for t in resp.responses:
+            for p in t.partitions:
+                if p.error_code:
+                    raise PeerError(f"metadata fetch failed with error {p.error_code}")
+                hw = int(p.high_watermark)
+                if p.records:
+                    for r in iter_records(bytes(p.records)):
+                        if r.offset < self.image.offset:
+                            continue
+                        doc = json.loads(r.value) if r.value else None
+                        if doc is not None:
+                            c, d = self.image.apply(doc["kind"], doc["data"])
+                            changed += c
+                            deleted += d
+                        self.image.offset = r.offset + 1
+        return changed, deleted, hw
+
+    async def _catch_up_metadata(self) -> None:
+        while True:
+            try:
+                _c, _d, hw = await self._fetch_metadata(0)
+                if self.image.offset >= hw:
+                    return
+            except PeerError as e:
+                log.info("catching up metadata: %s", e)
+                await asyncio.sleep(0.2)
+
+    async def _follow_metadata(self) -> None:
+        while True:
+            try:
+                changed, deleted, _hw = await self._fetch_metadata(1000)
+            except PeerError:
+                await asyncio.sleep(0.1)
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("applying metadata failed")
+                await asyncio.sleep(0.5)
+                continue
+            for info in deleted:
+                self._drop_topic(info)
+            for key in dict.fromkeys(changed):
+                try:
+                    self._apply_partition(*key)
+                except Exception:
+                    log.exception("applying the state of %s-%d failed", *key)
+            if changed or deleted:
+                self.fetchers.wake()
+                self.metadata_changed.set()
+                self.metadata_changed = asyncio.Event()
+
+    # -- partitions --------------------------------------------------------------------------
+    def _min_isr(self, info: TopicInfo) -> int:
+        raw = info.configs.get("min.insync.replicas")
+        return int(raw) if raw else self.config.min_insync_replicas
+
+    def _apply_partition(self, topic: str, p: int) -> None:
+        st = self.image.states.get((topic, p))
+        info = self.image.topics.get(topic)
+        if st is None or info is None or self.config.node_id not in st.replicas:
+            return
+        part = self.partitions.get((topic, p))
+        if part is None or part.replica is None:
+            cfg = self.topic_log_config(info)
+            plog = self.log_manager.get(topic, p)
+            if plog is not None and plog.topic_id not in (None, info.topic_id):
+                log.warning("%s-%d on disk belongs to an older topic of that name; removing it", topic, p)
+                self.log_manager.delete_topic(topic)
+                plog = None
+            if plog is None:
+                plog = self.log_manager.create(topic, p, info.topic_id, cfg)
+            else:
+                plog.config = cfg
+            replica = PartitionReplica(
+                self.config.node_id,
+                topic,
+                p,
+                PartitionReplicaLog(plog),
+                min_insync_replicas=self._min_isr(info),
+                replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+                truncation_mode=self.mode,
+            )
+            replica.high_watermark = min(plog.high_watermark, plog.log_end_offset)
+            part = Partition(topic, p, info.topic_id, plog, st.leader_epoch, replica)
+            self.partitions[(topic, p)] = part
+        assert part.replica is not None
+        before = (part.replica.role, part.replica.leader_epoch)
+        part.replica.apply_state(st, now_ms())
+        after = (part.replica.role, part.replica.leader_epoch)
+        if before != after:
+            log.info(
+                "%s-%d: %s at epoch %d (leader %d, isr %s), log end %d, hw %d",
+                topic,
+                p,
+                part.replica.role.value,
+                part.replica.leader_epoch,
+                st.leader,
+                sorted(st.isr),
+                part.log.log_end_offset,
+                part.replica.high_watermark,
+            )
+        part.sync()
+        part.notify()
+
+    def _drop_topic(self, info: TopicInfo) -> None:
+        for p in range(info.partitions):
+            part = self.partitions.pop((info.name, p), None)
+            if part is not None:
+                part.sync()
+                part.notify()
+        self.log_manager.delete_topic(info.name)
+        log.info("deleted topic %s (%s)", info.name, info.topic_id)
+
+    def _remove_leftover_logs(self) -> None:
+        for topic, p in list(self.log_manager.logs):
+            if topic == OFFSETS_TOPIC:
+                continue
+            info = self.image.topics.get(topic)
+            st = self.image.states.get((topic, p))
+            if info is None or st is None or self.config.node_id not in st.replicas:
+                log.warning("removing log %s-%d: not assigned to this broker in the metadata", topic, p)
+                if info is None:
+                    self.log_manager.delete_topic(topic)
+
+    async def _isr_ticker(self) -> None:
+        while True:
+            await asyncio.sleep(0.25)
+            now = now_ms()
+            for part in list(self.partitions.values()):
+                r = part.replica
+                if r is None or r.role is not Role.LEADER:
+                    continue
+                proposal = r.maybe_shrink_isr(now)
+                if proposal is not None:
+                    log.info(
+                        "%s-%d: shrinking ISR %s -> %s", r.topic, r.partition, sorted(r.isr), sorted(proposal.new_isr)
+                    )
+                    self.submit_alter(part, proposal)
+
+    def submit_alter(self, part: Partition, proposal: AlterIsr) -> None:
+        self._tasks.append(asyncio.create_task(self._alter(part, proposal)))
+        self._tasks = [t for t in self._tasks if not t.done()]
+
+    async def _alter(self, part: Partition, proposal: AlterIsr) -> None:
+        from kio.schema.alter_partition.v3.request import BrokerState, PartitionData, TopicData
+
+        r = part.replica
+        assert r is not None
+        req = _ALTER(
+            broker_id=self.config.node_id,
+            broker_epoch=self.broker_epoch,
+            topics=(
+                TopicData(
+                    topic_id=part.topic_id,
+                    partitions=(
+                        PartitionData(
+                            partition_index=proposal.partition,
+                            leader_epoch=proposal.leader_epoch,
+                            new_isr_with_epochs=tuple(
+                                BrokerState(broker_id=b, broker_epoch=-1) for b in sorted(proposal.new_isr)
+                            ),
+                            partition_epoch=proposal.partition_epoch,
+                        ),
+                    ),
+                ),
+            ),
+        )
+        try:
+            resp = await self.controller_rpc.request(req, timeout=5)
+        except PeerError as e:
+            log.info("AlterPartition for %s-%d failed: %s", part.topic, part.partition, e)
+            if r.pending_isr is proposal:
+                r.isr_change_failed()
+            return
+        row = resp.topics[0].partitions[0] if resp.topics and resp.topics[0].partitions else None
+        if row is None or row.error_code:
+            if r.pending_isr is proposal:
+                r.isr_change_failed()
+            log.info(
+                "AlterPartition for %s-%d refused: %s",
+                part.topic,
+                part.partition,
+                Err(row.error_code).name if row is not None else "empty response",
+            )
+            return
+        st = PartitionState(
+            int(row.leader_id),
+            int(row.leader_epoch),
+            frozenset(int(b) for b in row.isr),
+            r.replicas,
+            int(row.partition_epoch),
+        )
+        r.apply_state(st, now_ms())
+        part.sync()
+
+    # -- topics: forwarded to the controller ---------------------------------------------------
+    async def forward(self, req: Any, timeout: float = 30) -> Any:
+        return await self.controller_rpc.request(req, timeout=timeout)
+
+    async def wait_for_topics(self, names: list[str], present: bool, timeout: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all((n in self.image.topics and self.image.topics[n].partitions > 0) == present for n in names):
+                return
+            ev = self.metadata_changed
+            try:
+                await asyncio.wait_for(ev.wait(), max(deadline - time.monotonic(), 0.01))
+            except TimeoutError:
+                pass
+
+    def create_topic(self, *a: Any, **k: Any) -> TopicInfo:  # pragma: no cover - handlers forward instead
+        raise TopicError(Err.NOT_CONTROLLER, "topics are created by the controller")
+
+    def maybe_auto_create(self, name: str) -> TopicInfo | None:
+        """Kafka's behaviour: ask the controller to create it and answer LEADER_NOT_AVAILABLE meanwhile."""
+        info = self.image.topics.get(name)
+        if info is not None or not self.config.auto_create_topics_enable:
+            return info
+        from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+
+        req = CreateTopicsRequest(
+            topics=(
+                CreatableTopic(
+                    name=name,
+                    num_partitions=self.config.num_partitions,
+                    replication_factor=min(self.config.default_replication_factor, len(self.image.live_brokers()) or 1),
+                    assignments=(),
+                    configs=(),
+                ),
+            ),
+            timeout=timedelta(seconds=10),
+            validate_only=False,
+        )
+
+        async def create() -> None:
+            try:
+                await self.forward(req)
+            except PeerError as e:
+                log.info("auto creation of %r failed: %s", name, e)
+
+        self._tasks.append(asyncio.create_task(create()))
+        return None
+
+    def coordinator_id(self) -> int:
+        """The broker that coordinates every consumer group (see docs/operations.md)."""
+        return min(self.image.brokers) if self.image.brokers else self.config.node_id
+
+
+def run_broker(config: BrokerConfig) -> None:
+    import signal
+
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover
+        pass
+
+    async def main() -> None:
+        broker = ClusterBroker(config)
+        await broker.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await broker.stop()
+
+    asyncio.run(main())

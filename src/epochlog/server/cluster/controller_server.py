@@ -1,0 +1,516 @@
+"""The controller process: the I/O shell around controller/Controller and its metadata log.
+
+Brokers register (BrokerRegistration), heartbeat (BrokerHeartbeat), ask for ISR changes
+(AlterPartition) and follow the ordered metadata log by fetching ``__cluster_metadata-0``; admin
+requests (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders) arrive forwarded by a broker.
+Every decision is appended to the metadata log and fsynced before anyone is answered or told.
+
+Beyond Kafka: when the connection a broker registered on closes (the process died, so the kernel
+closed its socket) the broker is fenced at once instead of after broker.session.timeout.ms. A
+paused or partitioned broker keeps its socket and is fenced by the session timeout as in Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from epochlog.controller.controller import Controller
+from epochlog.protocol.api_versions import kio_range as supported_range_any
+from epochlog.protocol.codec import RequestHeader, decode_body
+from epochlog.protocol.errors import Err
+from epochlog.replication.types import AlterIsr
+from epochlog.server.config import ConfigError, _bool, _int, parse_listener
+from epochlog.server.metadata_log import TOPIC as METADATA_TOPIC
+from epochlog.server.metadata_log import MetadataLog
+from epochlog.server.topic_configs import unknown_configs
+from epochlog.server.topics import validate_topic_name
+
+log = logging.getLogger("epochlog.controller")
+
+STALE_BROKER_EPOCH = 77
+# APIs the controller serves, with the versions its peers (our brokers, admin forwarding) use.
+CONTROLLER_APIS: dict[int, tuple[int, int]] = {
+    1: (12, 12),  # Fetch of __cluster_metadata
+    18: (0, 3),  # ApiVersions
+    56: (2, 3),  # AlterPartition
+    62: (0, 4),  # BrokerRegistration
+    63: (0, 1),  # BrokerHeartbeat
+}
+# Admin requests forwarded by brokers keep the client's version: accept all kio parses.
+for _key in (19, 20, 37, 43):
+    CONTROLLER_APIS[_key] = supported_range_any(_key)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class ControllerConfig:
+    node_id: int = 0
+    host: str = "127.0.0.1"
+    port: int = 9093
+    log_dir: Path = Path("epochlog-controller")
+    session_timeout_ms: int = 9000
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_s: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
+    unclean_leader_election_enable: bool = False
+    socket_request_max_bytes: int = 104_857_600
+    cluster_id: str = ""
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> ControllerConfig:
+        c = cls()
+        c.node_id = _int(props, "node.id", 0, minimum=0)
+        c.cluster_id = props.get("cluster.id", "")
+        if "listeners" in props:
+            c.host, c.port = parse_listener(props["listeners"])
+        dirs = props.get("metadata.log.dir") or props.get("log.dirs") or props.get("log.dir")
+        if dirs:
+            if "," in dirs:
+                raise ConfigError("log.dirs: only one log directory is supported")
+            c.log_dir = Path(dirs)
+        c.session_timeout_ms = _int(props, "broker.session.timeout.ms", 9000, minimum=100)
+        c.auto_leader_rebalance_enable = _bool(props, "auto.leader.rebalance.enable", True)
+        c.leader_imbalance_check_interval_s = _int(props, "leader.imbalance.check.interval.seconds", 300, minimum=1)
+        c.leader_imbalance_per_broker_percentage = _int(props, "leader.imbalance.per.broker.percentage", 10, minimum=0)
+        c.unclean_leader_election_enable = _bool(props, "unclean.leader.election.enable", False)
+        return c
+
+
+def is_supported(api_key: int, version: int) -> bool:
+    r = CONTROLLER_APIS.get(api_key)
+    return r is not None and r[0] <= version <= r[1]
+
+
+class ControllerServer:
+    def __init__(self, config: ControllerConfig) -> None:
+        self.config = config
+        self.core = Controller(config.session_timeout_ms)
+        self.metadata: MetadataLog | None = None
+        self.persisted = 0
+        self.connections: set[Any] = set()
+        self.session_of: dict[Any, int] = {}  # connection -> broker registered on it
+        self.waiters: list[asyncio.Future[None]] = []
+        self.server: asyncio.AbstractServer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        # KafkaConnection asks its owner which versions it serves; a plain function, not a method.
+        self.is_supported = is_supported
+
+    async def start(self) -> None:
+        self.config.log_dir.mkdir(parents=True, exist_ok=True)
+        self.metadata = MetadataLog(self.config.log_dir)
+        records = self.metadata.read_all()
+        self.core = Controller.replay(records, self.config.session_timeout_ms)
+        self.persisted = len(self.core.records)
+        from epochlog.server.connection import KafkaConnection
+
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(
+            lambda: KafkaConnection(self),  # type: ignore[arg-type]
+            self.config.host,
+            self.config.port,
+            reuse_address=True,
+        )
+        self._tasks.append(asyncio.create_task(self._ticker()))
+        log.info(
+            "controller %d serving on %s:%d, metadata log %s (%d records, %d topics)",
+            self.config.node_id,
+            self.config.host,
+            self.config.port,
+            self.config.log_dir,
+            len(records),
+            len(self.core.topics),
+        )
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for conn in list(self.connections):
+            conn.close()
+        for t in self._tasks:
+            t.cancel()
+        if self.metadata is not None:
+            self.metadata.close()
+        log.info("controller %d stopped", self.config.node_id)
+
+    # -- persistence and notification ----------------------------------------------------
+    def persist(self) -> None:
+        """Make new decisions durable, then wake the brokers waiting on the metadata log."""
+        new = self.core.records[self.persisted :]
+        if not new:
+            return
+        assert self.metadata is not None
+        self.metadata.append(new)
+        self.persisted = len(self.core.records)
+        self.core.drain_changes()
+        waiters, self.waiters = self.waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    async def _ticker(self) -> None:
+        last_balance = time.monotonic()
+        while True:
+            await asyncio.sleep(0.1)
+            try:
+                self.core.tick(now_ms())
+                if (
+                    self.config.auto_leader_rebalance_enable
+                    and time.monotonic() - last_balance >= self.config.leader_imbalance_check_interval_s
+                ):
+                    last_balance = time.monotonic()
+                    limit = self.config.leader_imbalance_per_broker_percentage / 100
+                    if any(v > limit for v in self.core.imbalance().values()):
+                        moved = self.core.elect_preferred()
+                        if moved:
+                            log.info("auto leader rebalance moved %d partitions", len(moved))
+                self.persist()
+            except Exception:
+                log.exception("controller tick failed")
+
+    def on_connection_lost(self, conn: Any) -> None:
+        broker = self.session_of.pop(conn, None)
+        if broker is not None and broker not in self.session_of.values():
+            b = self.core.brokers.get(broker)
+            if b is not None and not b.fenced:
+                log.info("broker %d: its session connection closed; fencing it", broker)
+                self.core.fence(broker)
+                self.persist()
+
+    # -- handlers --------------------------------------------------------------------------
+    def dispatch_from(self, conn: Any, header: RequestHeader, frame: memoryview) -> Any:
+        return _dispatch(self, conn, header, frame)
+
+    def broker_registration(self, conn: Any, req: Any) -> dict[str, Any]:
+        if self.config.cluster_id and req.cluster_id and req.cluster_id != self.config.cluster_id:
+            log.warning(
+                "refusing broker %d: it belongs to cluster %s, not %s",
+                req.broker_id,
+                req.cluster_id,
+                self.config.cluster_id,
+            )
+            return {"throttle_time": 0, "error_code": Err.INCONSISTENT_CLUSTER_ID, "broker_epoch": -1}
+        host, port = "127.0.0.1", 0
+        if req.listeners:
+            host, port = req.listeners[0].host, int(req.listeners[0].port)
+        clean = int(getattr(req, "previous_broker_epoch", -1)) >= 0
+        epoch = self.core.register_broker(int(req.broker_id), now_ms(), clean_shutdown=clean, host=host, port=port)
+        self.session_of[conn] = int(req.broker_id)
+        self.persist()
+        log.info(
+            "broker %d registered at %s:%d with epoch %d (clean shutdown: %s)", req.broker_id, host, port, epoch, clean
+        )
+        return {"throttle_time": 0, "error_code": Err.NONE, "broker_epoch": epoch}
+
+    def broker_heartbeat(self, conn: Any, req: Any) -> dict[str, Any]:
+        bid = int(req.broker_id)
+        b = self.core.brokers.get(bid)
+        if b is None or int(req.broker_epoch) != b.epoch:
+            return {"throttle_time": 0, "error_code": STALE_BROKER_EPOCH, "is_fenced": True, "should_shut_down": False}
+        self.session_of[conn] = bid
+        if req.want_shut_down:
+            if not b.shutting_down:
+                log.info("broker %d asked for controlled shutdown; moving its leaderships", bid)
+                self.core.controlled_shutdown(bid)
+                self.persist()
+            return {"throttle_time": 0, "error_code": Err.NONE, "is_fenced": True, "should_shut_down": True}
+        ok = self.core.heartbeat(bid, now_ms())
+        return {
+            "throttle_time": 0,
+            "error_code": Err.NONE,
+            "is_caught_up": True,
+            "is_fenced": not ok,
+            "should_shut_down": False,
+        }
+
+    def _topic_by_id(self, topic_id: uuid.UUID | None) -> str | None:
+        for t in self.core.topics.values():
+            if t.topic_id == str(topic_id):
+                return t.name
+        return None
+
+    def alter_partition(self, req: Any, version: int) -> dict[str, Any]:
+        topics = []
+        for t in req.topics:
+            name = self._topic_by_id(t.topic_id) if version >= 2 else getattr(t, "topic_name", None)
+            parts = []
+            for p in t.partitions:
+                new_isr = frozenset(int(s.broker_id) for s in p.new_isr_with_epochs)
+                if name is None:
+                    parts.append(
+                        {
+                            "partition_index": p.partition_index,
+                            "error_code": Err.UNKNOWN_TOPIC_ID,
+                            "leader_id": -1,
+                            "leader_epoch": -1,
+                            "partition_epoch": -1,
+                        }
+                    )
+                    continue
+                code, st = self.core.alter_partition(
+                    AlterIsr(
+                        name,
+                        int(p.partition_index),
+                        int(req.broker_id),
+                        int(p.leader_epoch),
+                        new_isr,
+                        int(p.partition_epoch),
+                    )
+                )
+                row: dict[str, Any] = {"partition_index": p.partition_index, "error_code": code}
+                if st is not None:
+                    row.update(
+                        leader_id=st.leader,
+                        leader_epoch=st.leader_epoch,
+                        isr=sorted(st.isr),
+                        partition_epoch=st.partition_epoch,
+                    )
+                else:
+                    row.update(leader_id=-1, leader_epoch=-1, partition_epoch=-1)
+                parts.append(row)
+            topics.append({"topic_id": t.topic_id, "partitions": parts})
+        self.persist()
+        return {"throttle_time": 0, "error_code": Err.NONE, "topics": topics}
+
+    def create_topics(self, req: Any) -> dict[str, Any]:
+        out = []
+        validate_only = bool(getattr(req, "validate_only", False))
+        for t in req.topics:
+            configs = {c.name: c.value for c in t.configs if c.value is not None}
+            row: dict[str, Any] = {
+                "name": t.name,
+                "error_message": None,
+                "num_partitions": -1,
+                "replication_factor": -1,
+                "configs": None,
+            }
+            parts = int(t.num_partitions)
+            rf = int(t.replication_factor)
+            reason = validate_topic_name(t.name)
+            bad = unknown_configs(configs)
+            live = sum(1 for b in self.core.brokers if self.core.alive(b))
+            if parts == -1:
+                parts = int(configs.pop("epochlog.default.partitions", 1))
+            if rf == -1:
+                rf = min(3, live) if live else 1
+            code, msg = Err.NONE, None
+            if reason:
+                code, msg = Err.INVALID_TOPIC_EXCEPTION, reason
+            elif t.name in self.core.topics:
+                code, msg = Err.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists"
+            elif t.assignments:
+                code, msg = Err.INVALID_REQUEST, "manual replica assignments are not supported yet"
+            elif bad:
+                code, msg = Err.INVALID_CONFIG, f"unknown topic config(s): {', '.join(sorted(bad))}"
+            elif parts < 1:
+                code, msg = Err.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {parts}"
+            elif rf < 1 or rf > live:
+                code, msg = (
+                    Err.INVALID_REPLICATION_FACTOR,
+                    (
+                        f"replication factor {rf} is larger than the {live} available brokers"
+                        if rf > live
+                        else f"replication factor must be at least 1, got {rf}"
+                    ),
+                )
+            if code:
+                row.update(error_code=code, error_message=msg)
+                out.append(row)
+                continue
+            topic_id = uuid.uuid4()
+            if not validate_only:
+                unclean = configs.get("unclean.leader.election.enable", str(self.config.unclean_leader_election_enable))
+                self.core.create_topic(t.name, parts, rf, unclean.lower() == "true", str(topic_id), configs)
+                log.info("created topic %s (%s): %d partitions, replication factor %d", t.name, topic_id, parts, rf)
+            row.update(error_code=Err.NONE, topic_id=topic_id, num_partitions=parts, replication_factor=rf)
+            out.append(row)
+        self.persist()
+        return {"throttle_time": 0, "topics": out}
+
+    def delete_topics(self, req: Any, version: int) -> dict[str, Any]:
+        out = []
+        items = (
+            [(t.name or self._topic_by_id(t.topic_id), t.topic_id) for t in req.topics]
+            if version >= 6
+            else [(n, None) for n in req.topic_names]
+        )
+        for name, topic_id in items:
+            row: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_message": None}
+            t = self.core.topics.get(name) if name else None
+            if t is None:
+                row["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION if topic_id is None else Err.UNKNOWN_TOPIC_ID
+            else:
+                row.update(error_code=Err.NONE, topic_id=uuid.UUID(t.topic_id) if t.topic_id else None)
+                self.core.delete_topic(name)
+                log.info("deleted topic %s", name)
+            out.append(row)
+        self.persist()
+        return {"throttle_time": 0, "responses": out}
+
+    def create_partitions(self, req: Any) -> dict[str, Any]:
+        out = []
+        for t in req.topics:
+            row: dict[str, Any] = {"name": t.name, "error_message": None, "error_code": Err.NONE}
+            info = self.core.topics.get(t.name)
+            if info is None:
+                row.update(error_code=Err.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"topic {t.name!r} does not exist")
+            elif t.count <= len(info.partitions):
+                row.update(
+                    error_code=Err.INVALID_PARTITIONS,
+                    error_message=f"topic {t.name!r} has {len(info.partitions)} partitions; "
+                    f"the new count must be larger, got {t.count}",
+                )
+            elif not req.validate_only:
+                try:
+                    self.core.add_partitions(t.name, int(t.count))
+                except ValueError as e:
+                    row.update(error_code=Err.INVALID_REPLICATION_FACTOR, error_message=str(e))
+            out.append(row)
+        self.persist()
+        return {"throttle_time": 0, "results": out}
+
+    def elect_leaders(self, req: Any, version: int) -> dict[str, Any]:
+        election_type = int(getattr(req, "election_type", 0))
+        wanted: list[tuple[str, list[int]]] = []
+        if req.topic_partitions is None:
+            wanted = [(t.name, sorted(t.partitions)) for t in self.core.topics.values()]
+        else:
+            wanted = [(tp.topic, [int(p) for p in tp.partitions]) for tp in req.topic_partitions]
+        results = []
+        for name, parts in wanted:
+            rows = []
+            t = self.core.topics.get(name)
+            for p in parts:
+                code, msg = Err.NONE, None
+                if t is None or p not in t.partitions:
+                    code, msg = Err.UNKNOWN_TOPIC_OR_PARTITION, "no such partition"
+                else:
+                    st = t.partitions[p]
+                    if election_type == 0:
+                        pref = st.replicas[0]
+                        if st.leader == pref:
+                            code, msg = Err.ELECTION_NOT_NEEDED, "the preferred replica already leads"
+                        elif not self.core.elect_leader(name, p, pref):
+                            code, msg = (
+                                Err.PREFERRED_LEADER_NOT_AVAILABLE,
+                                f"replica {pref} is not in the ISR or not live",
+                            )
+                    else:
+                        if st.leader >= 0 and self.core.alive(st.leader):
+                            code, msg = Err.ELECTION_NOT_NEEDED, "the partition has a live leader"
+                        else:
+                            saved = t.unclean_leader_election
+                            t.unclean_leader_election = True
+                            try:
+                                if not self.core.elect_leader(name, p):
+                                    code, msg = Err.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live replica"
+                            finally:
+                                t.unclean_leader_election = saved
+                rows.append({"partition_id": p, "error_code": code, "error_message": msg})
+            results.append({"topic": name, "partition_result": rows})
+        self.persist()
+        return {"throttle_time": 0, "error_code": Err.NONE, "replica_election_results": results}
+
+    async def fetch_metadata(self, req: Any) -> dict[str, Any]:
+        """Fetch of __cluster_metadata-0: the brokers' way of following the metadata log."""
+        assert self.metadata is not None
+        offset = -1
+        for t in req.topics:
+            for p in t.partitions:
+                offset = int(p.fetch_offset)
+        plog = self.metadata.log
+        if 0 <= offset >= plog.log_end_offset and req.max_wait.total_seconds() > 0:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.waiters.append(fut)
+            try:
+                await asyncio.wait_for(fut, req.max_wait.total_seconds())
+            except TimeoutError:
+                pass
+            finally:
+                if fut in self.waiters:
+                    self.waiters.remove(fut)
+        row: dict[str, Any] = {
+            "partition_index": 0,
+            "high_watermark": plog.log_end_offset,
+            "last_stable_offset": plog.log_end_offset,
+            "log_start_offset": plog.log_start_offset,
+            "aborted_transactions": None,
+            "preferred_read_replica": -1,
+            "records": b"",
+            "error_code": Err.NONE,
+        }
+        if offset < 0 or offset > plog.log_end_offset:
+            row["error_code"] = Err.OFFSET_OUT_OF_RANGE
+        elif offset < plog.log_end_offset:
+            row["records"] = b"".join(plog.read(offset, 8 << 20, max_offset=None, min_one_batch=True).chunks)
+        return {
+            "throttle_time": 0,
+            "error_code": Err.NONE,
+            "session_id": 0,
+            "responses": [{"topic": METADATA_TOPIC, "partitions": [row]}],
+        }
+
+
+def _api_versions() -> dict[str, Any]:
+    return {
+        "error_code": Err.NONE,
+        "api_keys": [
+            {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(CONTROLLER_APIS.items())
+        ],
+        "throttle_time": 0,
+    }
+
+
+def _dispatch(server: ControllerServer, conn: Any, header: RequestHeader, frame: memoryview) -> Any:
+    key, version = header.api_key, header.api_version
+    if key == 18:
+        return _api_versions()
+    req = decode_body(frame, header)
+    if key == 62:
+        return server.broker_registration(conn, req)
+    if key == 63:
+        return server.broker_heartbeat(conn, req)
+    if key == 56:
+        return server.alter_partition(req, version)
+    if key == 19:
+        return server.create_topics(req)
+    if key == 20:
+        return server.delete_topics(req, version)
+    if key == 37:
+        return server.create_partitions(req)
+    if key == 43:
+        return server.elect_leaders(req, version)
+    if key == 1:
+        return server.fetch_metadata(req)
+    raise ValueError(f"api {key} is not served by the controller")
+
+
+def run_controller(config: ControllerConfig) -> None:
+    import signal
+
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover
+        pass
+
+    async def main() -> None:
+        server = ControllerServer(config)
+        await server.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await server.stop()
+
+    asyncio.run(main())

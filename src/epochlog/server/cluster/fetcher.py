@@ -1,0 +1,188 @@
+"""Replica fetchers: one task per leader broker, fetching every partition this broker follows there.
+
+Each round asks the core for its next fetch (offset, LastFetchedEpoch, CurrentLeaderEpoch), sends
+them in one Fetch v12 request, and hands each partition's answer back to the core, which appends,
+truncates on a DivergingEpoch, or waits for newer metadata when fenced. An answer that arrives after
+the partition moved to another leader or epoch is dropped: it describes a term that is over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from kio.index import load_request_schema
+
+from epochlog.protocol.errors import Err
+from epochlog.replication.types import DivergingEpoch, FetchResponse, Role
+from epochlog.server.cluster.peer import PeerConnection, PeerError
+
+if TYPE_CHECKING:
+    from epochlog.server.cluster.broker import ClusterBroker
+    from epochlog.server.partition import Partition
+
+log = logging.getLogger("epochlog.fetcher")
+_FETCH = load_request_schema(1, 12)
+
+
+class FetcherManager:
+    def __init__(self, broker: ClusterBroker) -> None:
+        self.broker = broker
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.wakeup = asyncio.Event()
+        self._supervisor: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._supervisor = asyncio.create_task(self._supervise())
+
+    def wake(self) -> None:
+        self.wakeup.set()
+
+    async def stop(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+        for t in self.tasks.values():
+            t.cancel()
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        self.tasks = {}
+
+    def following(self, leader: int) -> list[Partition]:
+        return [
+            p
+            for p in self.broker.partitions.values()
+            if p.replica is not None and p.replica.role is Role.FOLLOWER and p.replica.leader_id == leader
+        ]
+
+    async def _supervise(self) -> None:
+        while True:
+            leaders = {
+                p.replica.leader_id
+                for p in self.broker.partitions.values()
+                if p.replica is not None and p.replica.role is Role.FOLLOWER and p.replica.leader_id >= 0
+            }
+            for leader in leaders:
+                t = self.tasks.get(leader)
+                if t is None or t.done():
+                    self.tasks[leader] = asyncio.create_task(self._run(leader))
+            self.wakeup.clear()
+            try:
+                await asyncio.wait_for(self.wakeup.wait(), 1.0)
+            except TimeoutError:
+                pass
+
+    async def _run(self, leader: int) -> None:
+        b = self.broker
+        conn: PeerConnection | None = None
+        endpoint: tuple[str, int] | None = None
+        while True:
+            parts = self.following(leader)
+            if not parts:
+                if conn is not None:
+                    conn.close()
+                return
+            ep = b.image.brokers.get(leader)
+            if ep is None:
+                await asyncio.sleep(0.1)
+                continue
+            if conn is None or endpoint != (ep.host, ep.port):
+                if conn is not None:
+                    conn.close()
+                endpoint = (ep.host, ep.port)
+                conn = PeerConnection(ep.host, ep.port, f"replica-fetcher-{b.config.node_id}")
+            try:
+                await self._fetch_round(conn, parts)
+            except PeerError as e:
+                log.debug("fetch from broker %d failed: %s", leader, e)
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                conn.close()
+                raise
+            except Exception:
+                log.exception("replica fetch from broker %d failed", leader)
+                await asyncio.sleep(0.5)
+
+    async def _fetch_round(self, conn: PeerConnection, parts: list[Partition]) -> None:
+        from kio.schema.fetch.v12.request import FetchPartition, FetchTopic
+
+        cfg = self.broker.config
+        sent: dict[tuple[str, int], tuple[int, int]] = {}
+        by_topic: dict[str, list[FetchPartition]] = {}
+        for part in parts:
+            r = part.replica
+            assert r is not None
+            fr = r.next_fetch()
+            if fr is None:
+                continue
+            sent[(part.topic, part.partition)] = (r.leader_epoch, fr.fetch_offset)
+            by_topic.setdefault(part.topic, []).append(
+                FetchPartition(
+                    partition=part.partition,
+                    current_leader_epoch=fr.current_leader_epoch,
+                    fetch_offset=fr.fetch_offset,
+                    last_fetched_epoch=fr.last_fetched_epoch,
+                    log_start_offset=part.log.log_start_offset,
+                    partition_max_bytes=cfg.replica_fetch_max_bytes,
+                )
+            )
+        if not by_topic:
+            await asyncio.sleep(0.05)
+            return
+        req = _FETCH(
+            replica_id=cfg.node_id,
+            max_wait=timedelta(milliseconds=cfg.replica_fetch_wait_max_ms),
+            min_bytes=1,
+            max_bytes=cfg.replica_fetch_response_max_bytes,
+            topics=tuple(FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+            forgotten_topics_data=(),
+        )
+        resp = await conn.request(req, timeout=cfg.replica_fetch_wait_max_ms / 1000 + 10)
+        backoff = False
+        for t in resp.responses:
+            for p in t.partitions:
+                part = self.broker.partitions.get((t.topic, int(p.partition_index)))
+                if part is None or part.replica is None:
+                    continue
+                r = part.replica
+                epoch, offset = sent.get((part.topic, part.partition), (-2, -1))
+                if r.role is not Role.FOLLOWER or r.leader_epoch != epoch or r.log.log_end_offset != offset:
+                    continue  # the answer belongs to a term (or a position) that is over
+                div = p.diverging_epoch
+                diverging = None
+                if (div is not None and int(div.epoch) >= 0) or (div is not None and int(div.end_offset) >= 0):
+                    diverging = DivergingEpoch(int(div.epoch), int(div.end_offset))
+                code = int(p.error_code)
+                if code == Err.OFFSET_OUT_OF_RANGE:
+                    self._out_of_range(part, int(p.log_start_offset), int(p.high_watermark))
+                    continue
+                outcome = r.handle_fetch_response(
+                    FetchResponse(code, int(p.high_watermark), diverging, bytes(p.records) if p.records else None)
+                )
+                if outcome == "truncated":
+                    log.info(
+                        "%s-%d: truncated to %d after the leader's DivergingEpoch %s",
+                        part.topic,
+                        part.partition,
+                        r.log.log_end_offset,
+                        diverging,
+                    )
+                elif outcome in ("fenced", "error"):
+                    backoff = True
+                part.sync()
+        if backoff:
+            await asyncio.sleep(0.05)
+
+    def _out_of_range(self, part: Partition, leader_start: int, leader_hw: int) -> None:
+        """Our position is outside the leader's log: behind its start (retention) or past its end."""
+        plog = part.log
+        if plog.log_end_offset < leader_start:
+            log.info(
+                "%s-%d: behind the leader's log start %d; starting over there", part.topic, part.partition, leader_start
+            )
+            plog.truncate_fully_and_start_at(leader_start)
+        else:
+            # Only reachable without epochs (the legacy rule): fall back to the leader's HW.
+            target = min(leader_hw, plog.log_end_offset)
+            log.info("%s-%d: ahead of the leader; truncating to %d", part.topic, part.partition, target)
+            plog.truncate_to(target)

@@ -1,0 +1,221 @@
+"""A local cluster of real processes on 127.0.0.1: one controller and N brokers, each its own process.
+
+Used by `epochlog cluster up`, the demo, the benchmarks and the fault tests. Brokers 1..N listen on
+base_port .. base_port+N-1 and the controller on base_port+100. Every process is started here and
+stopped here by its own pid; nothing else is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CONTROLLER_PORT_OFFSET = 100
+
+
+def wait_for_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+def _write_properties(path: Path, props: dict[str, str]) -> None:
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+
+@dataclass
+class Node:
+    name: str
+    node_id: int
+    port: int
+    config: Path
+    log: Path
+    role: str
+    proc: subprocess.Popen | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+@dataclass
+class LocalCluster:
+    data_dir: Path
+    brokers: int = 3
+    base_port: int = 9092
+    broker_settings: dict[str, str] = field(default_factory=dict)
+    controller_settings: dict[str, str] = field(default_factory=dict)
+    nodes: dict[str, Node] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.data_dir = Path(self.data_dir).resolve()
+        id_file = self.data_dir / "cluster.id"
+        if id_file.exists():
+            cluster_id = id_file.read_text().strip()
+        else:
+            from epochlog.storage.log_manager import new_cluster_id
+
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            cluster_id = new_cluster_id()
+            id_file.write_text(cluster_id + "\n")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "logs").mkdir(exist_ok=True)
+        cport = self.base_port + CONTROLLER_PORT_OFFSET
+        ctrl = Node(
+            "controller",
+            0,
+            cport,
+            self.data_dir / "controller.properties",
+            self.data_dir / "logs" / "controller.log",
+            "controller",
+        )
+        _write_properties(
+            ctrl.config,
+            {
+                "process.roles": "controller",
+                "node.id": "0",
+                "cluster.id": cluster_id,
+                "listeners": f"PLAINTEXT://127.0.0.1:{cport}",
+                "log.dirs": str(self.data_dir / "controller"),
+                **self.controller_settings,
+            },
+        )
+        self.nodes["controller"] = ctrl
+        for i in range(1, self.brokers + 1):
+            port = self.base_port + i - 1
+            node = Node(
+                f"broker-{i}",
+                i,
+                port,
+                self.data_dir / f"broker-{i}.properties",
+                self.data_dir / "logs" / f"broker-{i}.log",
+                "broker",
+            )
+            _write_properties(
+                node.config,
+                {
+                    "process.roles": "broker",
+                    "node.id": str(i),
+                    "cluster.id": cluster_id,
+                    "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                    "log.dirs": str(self.data_dir / f"broker-{i}"),
+                    "controller.quorum.bootstrap.servers": f"127.0.0.1:{cport}",
+                    "default.replication.factor": str(min(3, self.brokers)),
+                    "offsets.topic.num.partitions": "5",
+                    **self.broker_settings,
+                },
+            )
+            self.nodes[node.name] = node
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{n.port}" for n in self.nodes.values() if n.role == "broker")
+
+    @property
+    def controller(self) -> Node:
+        return self.nodes["controller"]
+
+    def broker(self, node_id: int) -> Node:
+        return self.nodes[f"broker-{node_id}"]
+
+    def broker_ids(self) -> list[int]:
+        return [n.node_id for n in self.nodes.values() if n.role == "broker"]
+
+    # -- processes ----------------------------------------------------------------------
+    def spawn(self, node: Node, log_level: str = "INFO") -> None:
+        args = [
+            sys.executable,
+            "-m",
+            "epochlog.cli.main",
+            node.role,
+            "--config",
+            str(node.config),
+            "--log-level",
+            log_level,
+        ]
+        out = open(node.log, "ab")
+        node.proc = subprocess.Popen(
+            args, stdout=out, stderr=subprocess.STDOUT, env={**os.environ}, start_new_session=True
+        )
+        out.close()
+
+    def start(self, timeout: float = 60.0) -> LocalCluster:
+        self.spawn(self.controller)
+        wait_for_port(self.controller.port, timeout, self.controller.proc)
+        for node in self.nodes.values():
+            if node.role == "broker":
+                self.spawn(node)
+        for node in self.nodes.values():
+            if node.role == "broker":
+                wait_for_port(node.port, timeout, node.proc)
+        return self
+
+    def start_node(self, name: str, timeout: float = 60.0) -> None:
+        node = self.nodes[name]
+        if node.alive:
+            return
+        self.spawn(node)
+        wait_for_port(node.port, timeout, node.proc)
+
+    def signal(self, name: str, sig: int) -> None:
+        node = self.nodes[name]
+        if node.alive:
+            assert node.proc is not None
+            node.proc.send_signal(sig)
+
+    def kill9(self, name: str) -> None:
+        node = self.nodes[name]
+        if node.alive:
+            assert node.proc is not None
+            node.proc.send_signal(signal.SIGKILL)
+            node.proc.wait(10)
+
+    def stop_node(self, name: str, timeout: float = 30.0) -> int | None:
+        node = self.nodes[name]
+        if node.proc is None:
+            return None
+        if node.proc.poll() is None:
+            node.proc.send_signal(signal.SIGCONT)  # a paused process cannot handle SIGTERM
+            node.proc.send_signal(signal.SIGTERM)
+            try:
+                node.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                node.proc.kill()
+                node.proc.wait(10)
+        return node.proc.returncode
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Brokers first (their controlled shutdown needs the controller), then the controller."""
+        brokers = [n for n in self.nodes.values() if n.role == "broker" and n.alive]
+        for n in brokers:
+            assert n.proc is not None
+            n.proc.send_signal(signal.SIGCONT)
+            n.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for n in brokers:
+            assert n.proc is not None
+            try:
+                n.proc.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                n.proc.kill()
+                n.proc.wait(10)
+        self.stop_node("controller", timeout)
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
