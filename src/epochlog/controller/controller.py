@@ -71,17 +71,30 @@ class Controller:
         self.changed.append((topic, partition))
 
     @classmethod
-    def replay(cls, records: list[tuple[str, dict[str, Any]]], session_timeout_ms: int = 9000) -> Controller:
+    def replay(
+        cls, records: list[tuple[str, dict[str, Any]]], session_timeout_ms: int = 9000, now_ms: int | None = None
+    ) -> Controller:
         """Rebuild the image from its own ordered records (the metadata log), recording nothing new.
 
-        Brokers come back fenced: each must register again, which is also when a returning leader
-        gets its new epoch.
+        Without ``now_ms`` every broker comes back fenced and must register again. With it (a
+        controller restarting under a running cluster), brokers that were live when the log ended
+        get a fresh session starting at ``now_ms``: one that keeps heartbeating stays, and one that
+        died meanwhile is fenced when that session expires, which moves its leaderships away. (Fencing
+        them all at once would leave partitions led by a broker nobody will ever fence again.)
         """
         c = cls(session_timeout_ms)
         for kind, d in records:
             if kind == "BrokerRegistration":
                 b = c.brokers.setdefault(d["broker"], BrokerInfo(d["broker"]))
                 b.epoch, b.host, b.port = d["epoch"], d.get("host", ""), d.get("port", 0)
+                b.fenced, b.shutting_down = False, False
+            elif kind == "BrokerFenced":
+                if d["broker"] in c.brokers:
+                    c.brokers[d["broker"]].fenced = True
+            elif kind == "BrokerShuttingDown":
+                if d["broker"] in c.brokers:
+                    c.brokers[d["broker"]].fenced = True
+                    c.brokers[d["broker"]].shutting_down = True
             elif kind == "Topic":
                 c.topics[d["name"]] = TopicInfo(
                     d["name"],
@@ -96,7 +109,10 @@ class Controller:
                     d["leader"], d["leader_epoch"], frozenset(d["isr"]), tuple(d["replicas"]), d["partition_epoch"]
                 )
         for b in c.brokers.values():
-            b.fenced = True
+            if now_ms is None:
+                b.fenced = True
+            else:
+                b.last_heartbeat_ms = now_ms
         c.records = list(records)
         return c
 

@@ -108,7 +108,7 @@ class ControllerServer:
         self.config.log_dir.mkdir(parents=True, exist_ok=True)
         self.metadata = MetadataLog(self.config.log_dir)
         records = self.metadata.read_all()
-        self.core = Controller.replay(records, self.config.session_timeout_ms)
+        self.core = Controller.replay(records, self.config.session_timeout_ms, now_ms())
         self.persisted = len(self.core.records)
         from epochlog.server.connection import KafkaConnection
 

@@ -92,6 +92,12 @@ def _read_partition(
         out["error_code"] = code
         return out, 0
     offset = p.fetch_offset
+    # Divergence first, as Kafka does: a fetcher ahead of a truncated log must learn where to go.
+    div = _diverging(part, offset, getattr(p, "last_fetched_epoch", -1))
+    if div is not None:
+        out["error_code"] = Err.NONE
+        out["diverging_epoch"] = div
+        return out, 0
     if offset < plog.log_start_offset or offset > plog.log_end_offset:
         out["error_code"] = Err.OFFSET_OUT_OF_RANGE
         return out, 0
@@ -101,11 +107,6 @@ def _read_partition(
             # A new leader whose HW still lags the old one's (seed 002): ask the client to retry.
             out["error_code"] = not_yet
             return out, 0
-    div = _diverging(part, offset, getattr(p, "last_fetched_epoch", -1))
-    if div is not None:
-        out["error_code"] = Err.NONE
-        out["diverging_epoch"] = div
-        return out, 0
     out["error_code"] = Err.NONE
     limit = min(p.partition_max_bytes, budget)
     if offset >= hw or (limit <= 0 and not first):

@@ -1,0 +1,336 @@
+"""Fault tests against a real cluster: one `epochlog controller` and three `epochlog broker` processes."""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from epochlog.server.cluster.local import LocalCluster
+from tests.integration.cluster_helpers import (
+    AckingProducer,
+    create_topic,
+    dump_batches,
+    leader_epoch,
+    new_cluster,
+    partition_info,
+    wait_until,
+)
+from tests.integration.kafka_wire import WireClient, schema_module
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    lc = new_cluster(tmp_path, 3, replica_lag_time_max_ms="3000").start()
+    yield lc
+    lc.stop()
+
+
+def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 30) -> dict[bytes, tuple[int, int]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    seen: dict[bytes, tuple[int, int]] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(seen) < expected and time.monotonic() < deadline:
+            for m in c.consume(1000, 0.5):
+                if m.error() is None:
+                    seen[m.value()] = (m.partition(), m.offset())
+    finally:
+        c.close()
+    return seen
+
+
+def assert_replicas_identical(lc: LocalCluster, topic: str, hw: int) -> int:
+    """All replicas hold the same batches (offsets, epochs, CRCs) below the HW; returns the batch count."""
+    dumps = {}
+    for b in lc.broker_ids():
+        rows = dump_batches(lc.data_dir / f"broker-{b}" / f"{topic}-0")
+        dumps[b] = [
+            (r["base_offset"], r["last_offset"], r["partition_leader_epoch"], r["crc"])
+            for r in rows
+            if r["last_offset"] < hw
+        ]
+    first = next(iter(dumps.values()))
+    for b, rows in dumps.items():
+        assert rows == first, f"broker {b} differs below the HW {hw}"
+    return len(first)
+
+
+def test_kill9_leader_under_acks_all_loses_nothing(cluster: LocalCluster) -> None:
+    bs = cluster.bootstrap
+    topic = "orders"
+    create_topic(bs, topic, 1, 3, {"min.insync.replicas": "2"})
+    leader0, epoch0 = wait_until(lambda: leader_epoch(bs, topic), 10, "a leader")
+    prod = AckingProducer(bs, topic).start()
+    wait_until(lambda: len(prod.acked) > 2000, 20, "acknowledged writes before the kill")
+    cluster.kill9(f"broker-{leader0}")
+    wait_until(lambda: leader_epoch(bs, topic)[0] not in (-1, leader0), 10, "a new leader")
+    before = len(prod.acked)
+    wait_until(lambda: len(prod.acked) > before + 2000, 20, "writes acknowledged by the new leader")
+    prod.stop()
+    assert prod.errors == []
+    leader1, epoch1 = leader_epoch(bs, topic)
+    assert leader1 != leader0 and epoch1 > epoch0
+
+    seen = consume_all(bs, topic, len(prod.acked))
+    missing = {v: o for v, o in prod.acked.items() if seen.get(v) != o}
+    assert not missing, f"{len(missing)} acknowledged records not found where acknowledged"
+
+    # The killed broker comes back as a follower, catches up and rejoins the ISR.
+    cluster.start_node(f"broker-{leader0}")
+    wait_until(lambda: partition_info(bs, topic)[2] == [1, 2, 3], 30, "the ISR to be whole again")
+    hw = max(o for _p, o in prod.acked.values()) + 1
+    batches = assert_replicas_identical(cluster, topic, hw)
+    assert batches > 0
+
+
+def test_paused_follower_leaves_isr_and_rejoins(cluster: LocalCluster) -> None:
+    bs = cluster.bootstrap
+    topic = "paused"
+    create_topic(bs, topic, 1, 3, {"min.insync.replicas": "2"})
+    leader, replicas, _isr = wait_until(lambda: partition_info(bs, topic), 10, "metadata")
+    follower = next(r for r in replicas if r != leader)
+    prod = AckingProducer(bs, topic, rate_sleep=0.01).start()
+    try:
+        wait_until(lambda: len(prod.acked) > 200, 20, "first writes")
+        cluster.signal(f"broker-{follower}", signal.SIGSTOP)
+        t0 = time.monotonic()
+        wait_until(lambda: follower not in partition_info(bs, topic)[2], 20, "the paused follower to leave the ISR")
+        assert time.monotonic() - t0 >= 2.0  # not before replica.lag.time.max.ms (3 s) less a tick
+        n = len(prod.acked)
+        wait_until(lambda: len(prod.acked) > n + 200, 20, "writes with two in sync")  # min ISR 2 still holds
+        cluster.signal(f"broker-{follower}", signal.SIGCONT)
+        wait_until(lambda: follower in partition_info(bs, topic)[2], 30, "the follower to rejoin the ISR")
+    finally:
+        cluster.signal(f"broker-{follower}", signal.SIGCONT)
+        prod.stop()
+    assert prod.errors == []
+
+
+def _fetch(port: int, topic: str, current_epoch: int, last_fetched_epoch: int = -1, offset: int = 0) -> object:
+    mod = schema_module(1, 12)
+    c = WireClient(port)
+    try:
+        resp = c.request(
+            1,
+            12,
+            replica_id=-1,
+            max_wait=timedelta(milliseconds=0),
+            min_bytes=0,
+            topics=(
+                mod.FetchTopic(
+                    topic=topic,
+                    partitions=(
+                        mod.FetchPartition(
+                            partition=0,
+                            current_leader_epoch=current_epoch,
+                            fetch_offset=offset,
+                            last_fetched_epoch=last_fetched_epoch,
+                            partition_max_bytes=1 << 20,
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+        )
+    finally:
+        c.close()
+    return resp.responses[0].partitions[0]
+
+
+def test_stale_epoch_is_fenced_and_followers_are_refused(cluster: LocalCluster) -> None:
+    bs = cluster.bootstrap
+    topic = "fenced"
+    create_topic(bs, topic, 1, 3, {"min.insync.replicas": "2"})
+    leader0, epoch0 = wait_until(lambda: leader_epoch(bs, topic), 10, "a leader")
+    prod = AckingProducer(bs, topic).start()
+    wait_until(lambda: len(prod.acked) > 100, 20, "writes")
+    cluster.kill9(f"broker-{leader0}")
+    leader1, epoch1 = wait_until(
+        lambda: (lambda le: le if le[0] not in (-1, leader0) else None)(leader_epoch(bs, topic)), 10, "a new leader"
+    )
+    prod.stop()
+    port = cluster.broker(leader1).port
+    stale = _fetch(port, topic, epoch0)
+    assert int(stale.error_code) == 74  # FENCED_LEADER_EPOCH
+    ahead = _fetch(port, topic, epoch1 + 1)
+    assert int(ahead.error_code) == 75  # UNKNOWN_LEADER_EPOCH
+    ok = _fetch(port, topic, epoch1)
+    assert int(ok.error_code) == 0 and ok.records
+    # A follower answers clients with NOT_LEADER_OR_FOLLOWER.
+    follower = next(b for b in cluster.broker_ids() if b not in (leader0, leader1))
+    assert int(_fetch(cluster.broker(follower).port, topic, epoch1).error_code) == 6
+    # A fetcher whose last fetched epoch ends before its position is told where to truncate.
+    div = _fetch(port, topic, epoch1, last_fetched_epoch=epoch0, offset=10**9)
+    assert int(div.error_code) == 0 and int(div.diverging_epoch.epoch) == epoch0
+    assert int(div.diverging_epoch.end_offset) <= max(o for _p, o in prod.acked.values()) + 1
+
+
+def test_controlled_shutdown_moves_leadership_first(cluster: LocalCluster) -> None:
+    bs = cluster.bootstrap
+    topic = "bounce"
+    create_topic(bs, topic, 1, 3, {"min.insync.replicas": "2"})
+    leader0, epoch0 = wait_until(lambda: leader_epoch(bs, topic), 10, "a leader")
+    prod = AckingProducer(bs, topic).start()
+    try:
+        wait_until(lambda: len(prod.acked) > 1000, 20, "writes")
+        assert cluster.stop_node(f"broker-{leader0}") == 0
+        log = (cluster.data_dir / "logs" / f"broker-{leader0}.log").read_text()
+        assert "controlled shutdown took" in log
+        leader1, epoch1 = wait_until(lambda: leader_epoch(bs, topic), 10, "the new leader")
+        assert leader1 != leader0 and epoch1 > epoch0
+        n = len(prod.acked)
+        wait_until(lambda: len(prod.acked) > n + 1000, 20, "writes to the new leader")
+        # Clean restart, then preferred-leader election moves leadership back (elect-leaders CLI).
+        cluster.start_node(f"broker-{leader0}")
+        wait_until(lambda: partition_info(bs, topic)[2] == [1, 2, 3], 30, "the ISR to be whole again")
+    finally:
+        prod.stop()
+    assert prod.errors == []
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "epochlog.cli.main",
+            "elect-leaders",
+            "--bootstrap-server",
+            bs.split(",")[0],
+            "--topic",
+            topic,
+            "--partition",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "elected" in out.stdout
+    leader2, epoch2 = leader_epoch(bs, topic)
+    assert leader2 == partition_info(bs, topic)[1][0] and epoch2 > epoch1
+    seen = consume_all(bs, topic, len(prod.acked))
+    assert all(seen.get(v) == o for v, o in prod.acked.items())
+
+
+def test_controller_bounce_keeps_the_cluster_serving(cluster: LocalCluster) -> None:
+    bs = cluster.bootstrap
+    topic = "ctrl"
+    create_topic(bs, topic, 1, 3, {"min.insync.replicas": "2"})
+    prod = AckingProducer(bs, topic).start()
+    try:
+        wait_until(lambda: len(prod.acked) > 500, 20, "writes")
+        cluster.kill9("controller")
+        n = len(prod.acked)
+        # Leaders keep leading and the ISR keeps acknowledging without the controller.
+        wait_until(lambda: len(prod.acked) > n + 500, 20, "writes while the controller is down")
+        cluster.start_node("controller")
+        wait_until(lambda: partition_info(bs, topic)[2] == [1, 2, 3], 30, "the brokers to re-register")
+        # And the restarted controller still elects: kill the leader.
+        leader, _e = leader_epoch(bs, topic)
+        cluster.kill9(f"broker-{leader}")
+        wait_until(lambda: leader_epoch(bs, topic)[0] not in (-1, leader), 15, "a new leader")
+        n = len(prod.acked)
+        wait_until(lambda: len(prod.acked) > n + 500, 20, "writes after the election")
+    finally:
+        prod.stop()
+    assert prod.errors == []
+    seen = consume_all(bs, topic, len(prod.acked))
+    assert all(seen.get(v) == o for v, o in prod.acked.items())
+
+
+def test_unclean_election_truncation_is_reported_by_clients(cluster: LocalCluster) -> None:
+    """KIP-101's appendix on a real cluster: the out-of-sync follower wins an unclean election, the log
+    grows back past the consumers' positions, and both kafka-python and librdkafka report truncation."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KPTopicPartition
+    from kafka.errors import LogTruncationError
+
+    from tests.integration.helpers import produce
+
+    bs = cluster.bootstrap
+    topic = "unclean"
+    create_topic(bs, topic, 1, 2, {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"})
+    leader0, replicas, _ = wait_until(lambda: partition_info(bs, topic), 10, "metadata")
+    follower = next(r for r in replicas if r != leader0)
+    produce(bs, topic, [b"a-%d" % i for i in range(100)], {"acks": "all"})
+    cluster.signal(f"broker-{follower}", signal.SIGSTOP)
+    try:
+        wait_until(lambda: partition_info(bs, topic)[2] == [leader0], 20, "the paused follower to leave the ISR")
+        produce(bs, topic, [b"b-%d" % i for i in range(100)], {"acks": "all"})  # only the leader has these
+
+        kp = KafkaConsumer(
+            bootstrap_servers=bs,
+            auto_offset_reset="none",
+            enable_auto_commit=False,
+            request_timeout_ms=5000,
+            metadata_max_age_ms=1000,
+        )
+        tp = KPTopicPartition(topic, 0)
+        kp.assign([tp])
+        kp.seek(tp, 0)
+        got = 0
+        deadline = time.monotonic() + 20
+        while got < 200 and time.monotonic() < deadline:
+            got += sum(len(v) for v in kp.poll(500).values())
+        assert got == 200
+        rd = Consumer(
+            {
+                "bootstrap.servers": bs,
+                "group.id": "unclean-rd",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "error",
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
+        rd.assign([TopicPartition(topic, 0, 0)])
+        n = 0
+        deadline = time.monotonic() + 20
+        while n < 200 and time.monotonic() < deadline:
+            n += sum(1 for m in rd.consume(500, 0.5) if m.error() is None)
+        assert n == 200
+
+        cluster.kill9(f"broker-{leader0}")
+    finally:
+        cluster.signal(f"broker-{follower}", signal.SIGCONT)
+    new_leader, new_epoch = wait_until(
+        lambda: (lambda le: le if le[0] == follower else None)(leader_epoch(bs, topic)), 30, "the unclean election"
+    )
+    # The log grows back past the consumers' positions (200): only epochs reveal the loss.
+    produce(bs, topic, [b"c-%d" % i for i in range(150)], {"acks": "all"})
+
+    truncation: LogTruncationError | None = None
+    deadline = time.monotonic() + 30
+    while truncation is None and time.monotonic() < deadline:
+        try:
+            kp.poll(500)
+        except LogTruncationError as e:
+            truncation = e
+    kp.close()
+    assert truncation is not None, "kafka-python did not report the truncation"
+    divergent = list(truncation.divergent_offsets.values())[0]
+    assert divergent is not None and divergent.offset == 100
+
+    reported = None
+    deadline = time.monotonic() + 30
+    while reported is None and time.monotonic() < deadline:
+        for m in rd.consume(100, 0.5):
+            if m.error() is not None:
+                reported = m.error()
+    rd.close()
+    assert reported is not None, "librdkafka did not report the truncation"
+    # RD_KAFKA_RESP_ERR__LOG_TRUNCATION (-140): "Partition log truncation detected at offset 200 ...
+    # broker end offset is 100"
+    assert reported.code() == -140, reported.str()
+    assert "offset 200" in reported.str() and "end offset is 100" in reported.str(), reported.str()
