@@ -380,7 +380,16 @@ class SparkJob:
 
         from epochlog.spark.pipeline import read_stream
 
-        src = read_stream(self.spark, self.bootstrap, self.topic, startingOffsets="earliest", failOnDataLoss="true")
+        src = read_stream(
+            self.spark,
+            self.bootstrap,
+            self.topic,
+            startingOffsets="earliest",
+            failOnDataLoss="true",
+            # librdkafka in the Spark workers prints every refused connection to the killed broker on stderr;
+            # those are expected here, and a real failure fails the query, which the demo reports.
+            **{"kafka.log_level": "2"},
+        )
         events = src.select(
             "partition",
             "offset",
@@ -584,12 +593,13 @@ class Progress:
 
     def __init__(self, console: Any, total: float, every: float = 5.0):
         self.console, self.total, self.every = console, total, every
+        self.t0 = time.monotonic()
         self._last = 0.0
         self._progress: Any = None
         self._task: Any = None
 
     def phase(self, text: str) -> None:
-        self.console.print(f"[bold cyan]>[/] {text}", highlight=False)
+        self.console.print(f"[bold cyan][{time.monotonic() - self.t0:5.1f}s][/] {text}", highlight=False)
 
     def note(self, text: str) -> None:
         self.console.print(f"  [yellow]![/] {text}", highlight=False)
@@ -664,9 +674,7 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
     prog = Progress(console, opts.duration)
     try:
         prog.phase(f"starting a local cluster: controller + 3 brokers (data and logs in {data_dir})")
-        cluster = LocalCluster(
-            data_dir / "cluster", brokers=3, base_port=free_base_port(), broker_settings=dict(BROKER_SETTINGS)
-        )
+        cluster = LocalCluster(data_dir, brokers=3, base_port=free_base_port(), broker_settings=dict(BROKER_SETTINGS))
         cluster.start(timeout=60)
         bootstrap = cluster.bootstrap
         admin = admin_client({"bootstrap.servers": bootstrap, "logger": logging.getLogger("epochlog.demo.librdkafka")})
@@ -701,11 +709,18 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
         spark = local_session(
             "epochlog-demo",
             jvm_options=f"{JVM_FAST_START} -Dlog4j2.configurationFile=file:{log4j}",
-            extra={"spark.sql.streaming.metricsEnabled": "false"},
+            extra={"spark.ui.showConsoleProgress": "false"},
         )
         spark.sparkContext.setLogLevel("ERROR")
         job = SparkJob(spark, bootstrap, opts.topic, data_dir / "spark", clock)
         job.start(opts.trigger_seconds)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and job.query.isActive:
+            if str(job.query.status.get("message", "")).startswith("Waiting"):
+                break
+            time.sleep(0.2)
+        if not job.query.isActive:
+            raise DemoError(f"the streaming query failed to start: {job.query.exception()}")
 
         gen = PageViewGenerator(run_id=uuid.uuid4().hex[:6], seed=opts.seed)
         producer = EventProducer(bootstrap, opts.topic, gen, opts.rate)
@@ -737,9 +752,9 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
                     event("kill", f"kill -9 {killed}, leader of {opts.topic}-0 in epoch {p0.epoch}")
                 if killed is not None and res.restart_t is None and now >= restart_t:
                     try:
-                        cluster.start_node(killed, timeout=60)
                         res.restart_t = clock()
-                        event("restart", f"{killed} restarted")
+                        cluster.start_node(killed, timeout=60)
+                        event("restart", f"{killed} restarted (listening after {clock() - res.restart_t:.1f} s)")
                     except (RuntimeError, TimeoutError) as e:
                         res.problems.append(f"{killed} did not restart: {e}")
                         event("problem", f"{killed} did not restart: {e}")
@@ -768,9 +783,9 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
             res.problems.append("the producer did not finish flushing within 90 s")
         res.unflushed = producer.unflushed
         if killed is not None and res.restart_t is None:
-            cluster.start_node(killed, timeout=60)
             res.restart_t = clock()
-            event("restart", f"{killed} restarted")
+            cluster.start_node(killed, timeout=60)
+            event("restart", f"{killed} restarted (listening after {clock() - res.restart_t:.1f} s)")
 
         ends = list_offsets(admin, {(opts.topic, p): LATEST for p in range(opts.partitions)})
         target = {p: ends[(opts.topic, p)].offset for p in range(opts.partitions)}

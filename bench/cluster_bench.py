@@ -1,0 +1,222 @@
+"""Replication benchmarks: RF=3 acks=all throughput next to a single broker, and write unavailability
+after kill -9 of a partition leader and after its controlled shutdown.
+
+  .venv/bin/python bench/cluster_bench.py [--scale 1.0] [--rounds 3]
+
+Prints a table and writes JSON to bench/results/. The RF=3 figure is reported as a ratio to the
+single-broker figure from the same run (this 2-core machine is shared and absolute numbers drift).
+All processes are real: `epochlog up` for the single broker, `epochlog controller` + 3 `epochlog
+broker` for the cluster, all on 127.0.0.1 and all stopped by pid at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from brokers import start as start_single
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from rich.console import Console
+from rich.table import Table
+
+from epochlog.server.cluster.local import LocalCluster
+from tests.integration.cluster_helpers import free_base_port, leader_epoch, partition_info, wait_until
+
+
+def create(bootstrap: str, name: str, rf: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, 1, rf, config={"min.insync.replicas": str(min(rf, 2))})])[name].result(20)
+
+
+def produce_throughput(bootstrap: str, rf: int, size: int, count: int) -> dict[str, Any]:
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    create(bootstrap, topic, rf)
+    errors = [0]
+
+    def on_error(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors[0] += 1
+
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "delivery.report.only.error": True,
+            "on_delivery": on_error,
+            "enable.idempotence": True,
+        }
+    )
+    payload = os.urandom(size)
+    p.produce(topic, payload)
+    p.flush(30)
+    t0 = time.perf_counter()
+    for i in range(count):
+        try:
+            p.produce(topic, payload)
+        except BufferError:
+            p.poll(0.005)
+            p.produce(topic, payload)
+        if i & 0x3FFF == 0:
+            p.poll(0)
+    left = p.flush(120)
+    dt = time.perf_counter() - t0
+    return {"msgs": count, "seconds": dt, "msgs_per_s": count / dt, "mb_per_s": count * size / dt / 1e6,
+            "errors": errors[0] + left}
+
+
+def unavailability(lc: LocalCluster, how: str, seconds: float = 8.0) -> dict[str, Any]:
+    """Produce one acks=all message per millisecond; stop the leader (kill -9 or SIGTERM) a third of the
+    way in; report the longest stretch without an acknowledgement and the time from the stop to the
+    first acknowledgement of a message sent after it."""
+    bs = lc.bootstrap
+    topic = f"fail-{uuid.uuid4().hex[:8]}"
+    create(bs, topic, 3)
+    leader, epoch0 = wait_until(lambda: leader_epoch(bs, topic), 10, "a leader")
+    acks: list[float] = []
+    sent_after: dict[bytes, float] = {}
+    first_after: list[float] = []
+    errors: list[str] = []
+    stop_at: list[float] = []
+
+    def cb(err: Any, msg: Any) -> None:
+        now = time.monotonic()
+        if err is not None:
+            errors.append(str(err))
+            return
+        acks.append(now)
+        if msg.value() in sent_after and not first_after:
+            first_after.append(now)
+
+    p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True, "linger.ms": 0,
+                  "message.timeout.ms": 30000, "retry.backoff.ms": 20, "retry.backoff.max.ms": 200,
+                  "topic.metadata.refresh.interval.ms": 1000})
+    p.produce(topic, b"warm", on_delivery=cb)
+    p.flush(10)
+    acks.clear()
+
+    def stopper() -> None:
+        time.sleep(seconds / 3)
+        stop_at.append(time.monotonic())
+        if how == "kill -9":
+            lc.kill9(f"broker-{leader}")
+        else:
+            lc.signal(f"broker-{leader}", signal.SIGTERM)
+
+    t = threading.Thread(target=stopper, daemon=True)
+    t.start()
+    t0 = time.monotonic()
+    i = 0
+    while time.monotonic() - t0 < seconds:
+        v = b"%d" % i
+        if stop_at:
+            sent_after.setdefault(v, time.monotonic())
+        p.produce(topic, v, on_delivery=cb)
+        i += 1
+        p.poll(0.001)
+    p.flush(30)
+    t.join()
+    t_stop = stop_at[0]
+    window = sorted(a for a in acks if a >= t_stop - 1)
+    gaps = [b - a for a, b in zip(window, window[1:], strict=False)]
+    new_leader, epoch1 = leader_epoch(bs, topic)
+    lc.start_node(f"broker-{leader}")  # back for the next round
+    wait_until(lambda: partition_info(bs, topic)[2] == [1, 2, 3], 30, "the ISR to be whole")
+    return {
+        "how": how,
+        "sent": i,
+        "acked": len(acks),
+        "errors": len(errors),
+        "longest_gap_ms": max(gaps) * 1000 if gaps else None,
+        "stop_to_first_new_ack_ms": (first_after[0] - t_stop) * 1000 if first_after else None,
+        "leader": [leader, new_leader],
+        "epoch": [epoch0, epoch1],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    n_1k = int(200_000 * args.scale)
+    n_100 = int(1_000_000 * args.scale)
+    results: dict[str, Any] = {"throughput": {}, "failover": []}
+
+    single = start_single("epochlog")
+    try:
+        results["throughput"]["single"] = {
+            "1KiB": produce_throughput(single.bootstrap, 1, 1024, n_1k),
+            "100B": produce_throughput(single.bootstrap, 1, 100, n_100),
+        }
+    finally:
+        single.stop()
+
+    work = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
+    lc = LocalCluster(work, 3, free_base_port(3))
+    lc.start()
+    try:
+        wait_until(lambda: len(AdminClient({"bootstrap.servers": lc.bootstrap}).list_topics(timeout=5).brokers) == 3,
+                   20, "three brokers")
+        results["throughput"]["rf3"] = {
+            "1KiB": produce_throughput(lc.bootstrap, 3, 1024, n_1k),
+            "100B": produce_throughput(lc.bootstrap, 3, 100, n_100),
+        }
+        for _ in range(args.rounds):
+            results["failover"].append(unavailability(lc, "kill -9"))
+            results["failover"].append(unavailability(lc, "controlled shutdown"))
+    finally:
+        lc.stop()
+    show(results)
+    out = Path(__file__).resolve().parent / "results"
+    out.mkdir(exist_ok=True)
+    path = out / f"cluster-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(results, indent=1))
+    print(f"wrote {path}")
+
+
+def show(results: dict[str, Any]) -> None:
+    c = Console()
+    t = Table(title="acks=all produce throughput: RF=3 cluster vs single broker (same run)")
+    for col in ("size", "single msgs/s", "single MB/s", "RF=3 msgs/s", "RF=3 MB/s", "RF=3 / single"):
+        t.add_column(col)
+    for size in ("1KiB", "100B"):
+        s = results["throughput"]["single"][size]
+        r = results["throughput"]["rf3"][size]
+        t.add_row(size, f"{s['msgs_per_s']:,.0f}", f"{s['mb_per_s']:.1f}", f"{r['msgs_per_s']:,.0f}",
+                  f"{r['mb_per_s']:.1f}", f"{r['msgs_per_s'] / s['msgs_per_s']:.2f}x")
+    c.print(t)
+    f = Table(title="write unavailability when the partition leader stops (acks=all, 1 msg/ms)")
+    for col in ("how", "longest gap ms", "stop -> first new ack ms", "errors", "epochs"):
+        f.add_column(col)
+    for row in results["failover"]:
+        gap = row["longest_gap_ms"]
+        first = row["stop_to_first_new_ack_ms"]
+        f.add_row(row["how"], f"{gap:.0f}" if gap is not None else "-", f"{first:.0f}" if first is not None else "-",
+                  str(row["errors"]), f"{row['epoch'][0]} -> {row['epoch'][1]}")
+    c.print(f)
+    for how in ("kill -9", "controlled shutdown"):
+        gaps = [r["longest_gap_ms"] for r in results["failover"] if r["how"] == how and r["longest_gap_ms"]]
+        if gaps:
+            c.print(f"{how}: median longest gap {statistics.median(gaps):.0f} ms over {len(gaps)} rounds")
+
+
+if __name__ == "__main__":
+    main()
