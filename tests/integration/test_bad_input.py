@@ -47,6 +47,9 @@ CASES = {
     "unsupported-version": frame(_header(3, 99)),
     "produce-v0": frame(_header(0, 0) + b"\x00" * 20),
     "metadata-garbage-body": frame(_header(3, 9) + b"\x00" + os.urandom(40)),
+    # kio's native reader would allocate 2^32 elements and abort the broker (see tolerant_reader.py)
+    "delete-topics-huge-array": frame(_header(20, 5) + b"\x00" + bytes([0xF0, 0xFF, 0xFF, 0xFF, 0x0F]) + bytes(30)),
+    "metadata-huge-array": frame(_header(3, 9) + b"\x00" + bytes([0xF0, 0xFF, 0xFF, 0xFF, 0x0F]) + bytes(30)),
     "produce-truncated-body": frame(_header(0, 9) + b"\x00" + b"\x01\xff\xff"),
     "client-id-overflow": frame(struct.pack(">hhih", 3, 1, 1, 3000) + b"abc"),
     "fetch-huge-array": frame(

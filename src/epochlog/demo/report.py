@@ -75,17 +75,22 @@ def _leaders(d: dict[int, tuple[int, int]]) -> str:
 
 def throughput_svg(res: DemoResult, width: int = 860, height: int = 320) -> str:
     """Acknowledged records per second as a line, Spark's rows per micro-batch as bars, the failover marked."""
-    left, right, top, bottom = 64, 20, 20, 44
+    left, right, top, bottom = 64, 20, 44, 44
     w, h = width - left - right, height - top - bottom
-    series = res.acked_per_second
+    # Whole seconds of producing only: the last, partial second would show as a fake drop.
+    series = res.acked_per_second[: max(int(res.duration), 1)]
     t_max = max(len(series), res.duration, 1.0)
     spark_rate = []
-    prev_t = 0.0
+    prev_t: float | None = None
     for b in res.batches:
         if b.rows and b.t > 0:
-            span = max(b.t - prev_t, 0.5)
-            spark_rate.append((prev_t, b.t, b.rows / span))
-        prev_t = max(prev_t, b.t)
+            # A micro-batch's rate is its rows over the time since the previous one finished; the first one
+            # over its own run time (the query was idle before it).
+            start = max(prev_t if prev_t is not None else b.t - b.seconds, 0.0)
+            span = max(b.t - start, 0.5)
+            spark_rate.append((b.t - span, b.t, b.rows / span))
+        if b.t > 0:
+            prev_t = b.t
     t_max = max(t_max, *(e for _, e, _ in spark_rate)) if spark_rate else t_max
     y_max = max([*series, *(r for _, _, r in spark_rate), 1])
     y_max = _nice(y_max * 1.1)
@@ -138,14 +143,12 @@ def throughput_svg(res: DemoResult, width: int = 860, height: int = 320) -> str:
             f'stroke-width="1.5" stroke-dasharray="5,3"/>'
         )
         parts.append(f'<text x="{x(t) + 4:.1f}" y="{top + 14 + 13 * i}" fill="{color}">{html.escape(label)}</text>')
-    lx = left + w - 250
+    ly = 16
+    parts.append(f'<line x1="{left}" x2="{left + 20}" y1="{ly}" y2="{ly}" stroke="#1f6feb" stroke-width="2"/>')
+    parts.append(f'<text x="{left + 26}" y="{ly + 4}">acknowledged records / s (producer, acks=all)</text>')
     parts.append(
-        f'<line x1="{lx}" x2="{lx + 20}" y1="{top + h - 30}" y2="{top + h - 30}" stroke="#1f6feb" stroke-width="2"/>'
-    )
-    parts.append(f'<text x="{lx + 26}" y="{top + h - 26}">acknowledged records / s (producer)</text>')
-    parts.append(
-        f'<rect x="{lx}" y="{top + h - 20}" width="20" height="9" fill="#f0b429" fill-opacity="0.35"/>'
-        f'<text x="{lx + 26}" y="{top + h - 12}">rows / s written by Spark (per micro-batch)</text>'
+        f'<rect x="{left + 300}" y="{ly - 5}" width="20" height="9" fill="#f0b429" fill-opacity="0.35"/>'
+        f'<text x="{left + 326}" y="{ly + 4}">rows / s written to Parquet by Spark (per micro-batch)</text>'
     )
     parts.append("</svg>")
     return "\n".join(parts)

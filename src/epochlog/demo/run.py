@@ -27,6 +27,9 @@ from epochlog.demo.events import EVENT_DDL, PageViewGenerator
 log = logging.getLogger("epochlog.demo")
 
 BROKER_SETTINGS = {"replica.lag.time.max.ms": "5000", "group.initial.rebalance.delay.ms": "0"}
+# Kafka's automatic preferred-leader rebalance, checked every 5 s instead of 300 s: once the killed broker is
+# back in the ISR it takes its partitions back (a second, clean leader change in a new epoch).
+CONTROLLER_SETTINGS = {"auto.leader.rebalance.enable": "true", "leader.imbalance.check.interval.seconds": "5"}
 
 
 @dataclass
@@ -674,7 +677,13 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
     prog = Progress(console, opts.duration)
     try:
         prog.phase(f"starting a local cluster: controller + 3 brokers (data and logs in {data_dir})")
-        cluster = LocalCluster(data_dir, brokers=3, base_port=free_base_port(), broker_settings=dict(BROKER_SETTINGS))
+        cluster = LocalCluster(
+            data_dir,
+            brokers=3,
+            base_port=free_base_port(),
+            broker_settings=dict(BROKER_SETTINGS),
+            controller_settings=dict(CONTROLLER_SETTINGS),
+        )
         cluster.start(timeout=60)
         bootstrap = cluster.bootstrap
         admin = admin_client({"bootstrap.servers": bootstrap, "logger": logging.getLogger("epochlog.demo.librdkafka")})

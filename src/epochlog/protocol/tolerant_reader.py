@@ -1,7 +1,11 @@
-"""A schema-walking reader for kio entities that skips unknown tagged fields.
+"""A schema-walking reader for kio entities that skips unknown tagged fields and never trusts a length.
 
-kio's native reader raises on a tagged field it does not know, while the protocol says a
-receiver must ignore them (KIP-482). This slower path is used only when the fast one fails.
+kio's native reader raises on a tagged field it does not know, while the protocol says a receiver must
+ignore them (KIP-482). Worse, it allocates whatever an array length prefix claims before reading a single
+element, so a 40-byte frame claiming 2^32 elements aborts the whole process (a Rust allocation failure,
+not an exception). This reader checks every array length against the bytes that are left (each element
+takes at least one byte) before reading it, so a lie becomes an ordinary decode error. The broker decodes
+every request body with it (protocol/codec.py).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from kio._kio_native import (
     read_legacy_array_length,
     read_unsigned_varint,
 )
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
+from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
 from kio.serial.readers import SizedResult
 
 Reader = Callable[[Any, int], SizedResult[Any]]
@@ -43,6 +47,8 @@ def tolerant_reader(cls: type, nullable: bool = False) -> Reader:
             reader = _array_reader(tolerant_reader(kind.type_), flexible)
         elif isinstance(kind, EntityField):
             reader = tolerant_reader(kind.type_, tag is None and is_optional(f))
+        elif isinstance(kind, PrimitiveTupleField):
+            reader = _guarded(get_field_reader(cls, f, is_header, tag is not None), flexible)
         else:
             reader = get_field_reader(cls, f, is_header, tag is not None)
         if tag is None:
@@ -78,6 +84,29 @@ def tolerant_reader(cls: type, nullable: bool = False) -> Reader:
     return read
 
 
+class ArrayLengthError(ValueError):
+    """An array claims more elements than there are bytes left in the frame."""
+
+
+def _check_length(length: int, buf: Any, offset: int) -> None:
+    left = len(buf) - offset
+    if length > left:
+        raise ArrayLengthError(f"array claims {length} elements with {left} bytes left")
+
+
+def _guarded(native: Reader, flexible: bool) -> Reader:
+    """A native primitive-array reader, called only once its length prefix is known to be possible."""
+    length_reader = read_compact_array_length if flexible else read_legacy_array_length
+
+    def read(buf: Any, offset: int) -> SizedResult[Any]:
+        length, n = length_reader(buf, offset)
+        if length is not None and length > 0:
+            _check_length(length, buf, offset + n)
+        return native(buf, offset)
+
+    return read
+
+
 def _array_reader(item: Reader, flexible: bool) -> Reader:
     length_reader = read_compact_array_length if flexible else read_legacy_array_length
 
@@ -87,6 +116,7 @@ def _array_reader(item: Reader, flexible: bool) -> Reader:
         offset += n
         if length is None or length < 0:
             return None, offset - start  # type: ignore[return-value]
+        _check_length(length, buf, offset)
         items = []
         for _ in range(length):
             value, n = item(buf, offset)
