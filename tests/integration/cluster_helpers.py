@@ -133,7 +133,11 @@ class AckingProducer:
         assert left == 0, f"{left} messages neither acknowledged nor failed"
 
 
-def new_cluster(tmp_path: Path, brokers: int = 3, **settings: str) -> LocalCluster:
+def new_cluster(
+    tmp_path: Path, brokers: int = 3, controller: dict[str, str] | None = None, **settings: str
+) -> LocalCluster:
     base = free_base_port(brokers)
     props = {"group.initial.rebalance.delay.ms": "0", **{k.replace("_", "."): v for k, v in settings.items()}}
-    return LocalCluster(tmp_path / "cluster", brokers, base, broker_settings=props)
+    return LocalCluster(
+        tmp_path / "cluster", brokers, base, broker_settings=props, controller_settings=controller or {}
+    )

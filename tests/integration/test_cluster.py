@@ -335,3 +335,56 @@ def test_unclean_election_truncation_is_reported_by_clients(cluster: LocalCluste
     # broker end offset is 100"
     assert reported.code() == -140, reported.str()
     assert "offset 200" in reported.str() and "end offset is 100" in reported.str(), reported.str()
+
+
+def test_follower_and_controller_bounces_and_automatic_rebalance(tmp_path: Path) -> None:
+    """Hard and clean bounces of a follower and a clean bounce of the controller under acks=all; then
+    the controller moves leadership back to the preferred replica by itself (auto.leader.rebalance)."""
+    lc = new_cluster(
+        tmp_path,
+        3,
+        controller={"leader.imbalance.check.interval.seconds": "1", "leader.imbalance.per.broker.percentage": "0"},
+        replica_lag_time_max_ms="3000",
+    ).start()
+    try:
+        bs = lc.bootstrap
+        topic = "bounces"
+        create_topic(bs, topic, 1, 3, {"min.insync.replicas": "2"})
+        leader0, replicas, _ = wait_until(lambda: partition_info(bs, topic), 10, "metadata")
+        follower = next(r for r in replicas if r != leader0)
+        prod = AckingProducer(bs, topic).start()
+        try:
+            for stop in ("kill -9", "clean"):
+                n = len(prod.acked)
+                wait_until(lambda n=n: len(prod.acked) > n + 500, 20, "writes")
+                if stop == "kill -9":
+                    lc.kill9(f"broker-{follower}")
+                else:
+                    assert lc.stop_node(f"broker-{follower}") == 0
+                wait_until(lambda: follower not in partition_info(bs, topic)[2], 15, "the follower out of the ISR")
+                n = len(prod.acked)
+                wait_until(lambda n=n: len(prod.acked) > n + 500, 20, "writes with two in sync")
+                lc.start_node(f"broker-{follower}")
+                wait_until(lambda: partition_info(bs, topic)[2] == [1, 2, 3], 30, "the follower back in the ISR")
+            assert lc.stop_node("controller") == 0
+            n = len(prod.acked)
+            wait_until(lambda n=n: len(prod.acked) > n + 500, 20, "writes without a controller")
+            lc.start_node("controller")
+            # The preferred leader (first replica) leaves; someone else leads; it returns and, with the
+            # imbalance check every second, leads again without anyone asking.
+            preferred = replicas[0]
+            lc.kill9(f"broker-{preferred}")
+            wait_until(lambda: leader_epoch(bs, topic)[0] not in (-1, preferred), 15, "a new leader")
+            lc.start_node(f"broker-{preferred}")
+            wait_until(lambda: partition_info(bs, topic)[0] == preferred, 30, "the automatic rebalance")
+            n = len(prod.acked)
+            wait_until(lambda n=n: len(prod.acked) > n + 500, 20, "writes after the rebalance")
+        finally:
+            prod.stop()
+        assert prod.errors == []
+        seen = consume_all(bs, topic, len(prod.acked))
+        assert all(seen.get(v) == o for v, o in prod.acked.items())
+        hw = max(o for _p, o in prod.acked.values()) + 1
+        wait_until(lambda: assert_replicas_identical(lc, topic, hw) > 0, 20, "identical replicas")
+    finally:
+        lc.stop()

@@ -180,16 +180,3 @@ def test_truncation_detected_by_leader_epoch(
     values = sorted(bytes(r.value) for r in spark.read.parquet(str(out)).collect())
     # Resumed at the divergence offset: the 10 old records, then all 15 records written after it.
     assert values == sorted([b"old%d" % i for i in range(10)] + [b"new%d" % i for i in range(15)])
-
-
-@pytest.mark.skip(
-    reason="needs the multi-broker cluster (replication issue): a real unclean election while the query is stopped"
-)
-def test_unclean_election_truncation_detected_on_restart() -> None:
-    """Stop a query, elect an out-of-sync replica, produce past the saved offset, restart: fail or resume at
-    the divergence offset. The crafted single-broker test above covers the decision and both outcomes."""
-
-
-@pytest.mark.skip(reason="needs the multi-broker cluster (replication issue): kill -9 of the partition leader")
-def test_leader_kill_during_stream_loses_and_duplicates_nothing() -> None:
-    """kill -9 the leader mid-query; the output must hold every acknowledged record exactly once."""

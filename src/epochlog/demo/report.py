@@ -22,22 +22,27 @@ def summary_lines(res: DemoResult) -> list[str]:
         f"whole run {res.wall_seconds:.0f} s",
         "leaders before: " + _leaders(res.leaders_before),
     ]
+    steps: list[tuple[float, str]] = []
     if res.kill_t is not None:
-        out.append(
-            f"at +{res.kill_t:.1f} s: kill -9 broker-{res.killed_broker} (leader of {res.topic}-0, "
-            f"epoch {res.killed_epoch})"
+        steps.append(
+            (res.kill_t, f"kill -9 broker-{res.killed_broker} (leader of {res.topic}-0, epoch {res.killed_epoch})")
         )
     for c in res.leader_changes:
-        out.append(
-            f"at +{c.t:.1f} s: {res.topic}-{c.partition} leader broker-{c.old_leader} (epoch {c.old_epoch}) -> "
-            f"broker-{c.new_leader} (epoch {c.new_epoch})"
-        )
-    if res.failover_seconds is not None:
-        out.append(
-            f"failover of {res.topic}-0 seen {res.failover_seconds:.2f} s after the kill (metadata polled every 0.25 s)"
+        steps.append(
+            (
+                c.t,
+                f"{res.topic}-{c.partition} leader broker-{c.old_leader} (epoch {c.old_epoch}) -> "
+                f"broker-{c.new_leader} (epoch {c.new_epoch})",
+            )
         )
     if res.restart_t is not None:
-        out.append(f"at +{res.restart_t:.1f} s: broker-{res.killed_broker} restarted")
+        steps.append((res.restart_t, f"broker-{res.killed_broker} restarted"))
+    out += [f"at +{t:.1f} s: {text}" for t, text in sorted(steps, key=lambda s: s[0])]
+    if res.failover_seconds is not None:
+        out.append(
+            f"new leader of {res.topic}-0 seen {res.failover_seconds:.2f} s after the kill "
+            "(metadata polled every 0.25 s)"
+        )
     out.append("leaders after: " + _leaders(res.leaders_after))
     lat = res.ack_latency_ms
     errors = ", ".join(f"{k} x{v}" for k, v in res.produce_errors.items()) or "none"

@@ -518,11 +518,10 @@ def read_aggregates(path: Path) -> tuple[int, int, list[tuple[str, int]]]:
     return t.num_rows, sum(per.values()), per.most_common()
 
 
-def read_log(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> list[tuple[int, int, str]]:
-    """(partition, offset, id) of every record in the topic, read straight from the brokers."""
-    from confluent_kafka import Consumer, TopicPartition
+def _consumer(bootstrap: str) -> Any:
+    from confluent_kafka import Consumer
 
-    c = Consumer(
+    return Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"epochlog-demo-check-{uuid.uuid4().hex[:8]}",
@@ -531,9 +530,45 @@ def read_log(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0)
             "logger": logging.getLogger("epochlog.demo.librdkafka"),
         }
     )
+
+
+def _watermarks(c: Any, topic: str, partitions: int, timeout: float = 30.0) -> dict[int, int]:
+    """High watermarks, asked through a consumer (which refreshes its metadata when leaders move)."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    out: dict[int, int] = {}
+    deadline = time.monotonic() + timeout
+    for p in range(partitions):
+        while True:
+            try:
+                high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+                if high >= 0:
+                    out[p] = high
+                    break
+            except KafkaException as e:
+                log.info("watermarks of %s-%s: %s", topic, p, e)
+            if time.monotonic() > deadline:
+                raise DemoError(f"no high watermark for {topic}-{p} within {timeout:g} s")
+            time.sleep(0.5)
+    return out
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    c = _consumer(bootstrap)
+    try:
+        return _watermarks(c, topic, partitions)
+    finally:
+        c.close()
+
+
+def read_log(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> list[tuple[int, int, str]]:
+    """(partition, offset, id) of every record in the topic, read straight from the brokers."""
+    from confluent_kafka import TopicPartition
+
+    c = _consumer(bootstrap)
     out: list[tuple[int, int, str]] = []
     try:
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+        ends = _watermarks(c, topic, partitions)
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions) if ends[p] > 0])
         pos = dict.fromkeys(range(partitions), 0)
         deadline = time.monotonic() + timeout
@@ -592,51 +627,56 @@ def compare(acked: dict[tuple[int, int], str], rows: list[tuple[int, int, str]])
 
 
 class Progress:
-    """Progress while the demo runs: a rich live line on a terminal, a plain line every few seconds otherwise."""
+    """Progress while the demo runs: a live block of a few lines on a terminal, a line every few seconds
+    otherwise (pipes, CI, the test)."""
 
     def __init__(self, console: Any, total: float, every: float = 5.0):
         self.console, self.total, self.every = console, total, every
         self.t0 = time.monotonic()
-        self._last = 0.0
-        self._progress: Any = None
-        self._task: Any = None
+        self._last = -1e9
+        self._live: Any = None
 
     def phase(self, text: str) -> None:
         self.console.print(f"[bold cyan][{time.monotonic() - self.t0:5.1f}s][/] {text}", highlight=False)
 
-    def note(self, text: str) -> None:
-        self.console.print(f"  [yellow]![/] {text}", highlight=False)
-
     def __enter__(self) -> Progress:
         if self.console.is_terminal:
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.live import Live
 
-            self._progress = Progress(
-                TextColumn("[bold]streaming[/]"),
-                BarColumn(bar_width=30),
-                TimeElapsedColumn(),
-                TextColumn("{task.fields[status]}"),
-                console=self.console,
-                transient=False,
-            )
-            self._progress.start()
-            self._task = self._progress.add_task("streaming", total=self.total, status="")
+            self._live = Live(console=self.console, refresh_per_second=4, transient=False)
+            self._live.start()
         return self
 
-    def update(self, elapsed: float, status: str) -> None:
-        if self._progress is not None:
-            self._progress.update(self._task, completed=min(elapsed, self.total), status=status)
-        elif elapsed - self._last >= self.every or elapsed >= self.total:
+    def update(self, elapsed: float, lines: list[tuple[str, str]]) -> None:
+        """lines: (label, text) pairs, e.g. ("producer", "sent 1,000 acked 990")."""
+        if self._live is not None:
+            from rich.console import Group
+            from rich.progress_bar import ProgressBar
+            from rich.table import Table
+
+            head = Table.grid(padding=(0, 1))
+            head.add_row(
+                "[bold]streaming[/]",
+                ProgressBar(total=self.total, completed=min(elapsed, self.total), width=30),
+                f"{elapsed:5.1f} / {self.total:g} s",
+            )
+            body = Table.grid(padding=(0, 1))
+            for label, text in lines:
+                body.add_row(f"  [dim]{label:>9}[/]", text)
+            self._live.update(Group(head, body))
+        elif elapsed - self._last >= self.every:
             self._last = elapsed
-            self.console.print(f"  [{elapsed:5.1f}s/{self.total:.0f}s] {status}", highlight=False)
+            status = "  ".join(f"{label}: {text}" for label, text in lines)
+            self.console.print(f"  [{elapsed:5.1f}s/{self.total:g}s] {status}", highlight=False, soft_wrap=True)
 
     def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
 
 
 def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
-    from epochlog.client.admin import LATEST, admin_client, create_topic, list_offsets, wait_for_partitions
+    from epochlog.client.admin import admin_client, create_topic, wait_for_partitions
     from epochlog.server.cluster.local import LocalCluster
 
     wall0 = time.monotonic()
@@ -778,12 +818,19 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
                     res.problems.append(f"{', '.join(dead)} exited on its own; see {logs}")
                     event("problem", f"{', '.join(dead)} exited on its own")
                     break
-                st = watcher.snapshot().get(0)
-                lead = f"p0 leader broker-{st.leader} epoch {st.epoch}" if st else "p0 leader ?"
+                leaders = ", ".join(
+                    f"p{p} broker-{st.leader} e{st.epoch}" for p, st in sorted(watcher.snapshot().items())
+                )
+                if res.kill_t is not None:
+                    leaders += f"  (broker-{res.killed_broker} killed at {res.kill_t:.1f} s"
+                    leaders += f", restarted at {res.restart_t:.1f} s)" if res.restart_t is not None else ")"
                 prog.update(
                     now,
-                    f"produced {producer.produced:,}  acked {producer.acked_count:,}  "
-                    f"Spark wrote {job.rows_written():,} ({len(job.batches)} batches)  {lead}",
+                    [
+                        ("producer", f"sent {producer.produced:,}  acked {producer.acked_count:,}"),
+                        ("spark", f"{job.rows_written():,} rows in Parquet, {len(job.batches)} micro-batches"),
+                        ("leaders", leaders),
+                    ],
                 )
 
         prog.phase("stopping the producer and waiting for every acknowledgement")
@@ -796,8 +843,10 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
             cluster.start_node(killed, timeout=60)
             event("restart", f"{killed} restarted (listening after {clock() - res.restart_t:.1f} s)")
 
-        ends = list_offsets(admin, {(opts.topic, p): LATEST for p in range(opts.partitions)})
-        target = {p: ends[(opts.topic, p)].offset for p in range(opts.partitions)}
+        target = end_offsets(bootstrap, opts.topic, opts.partitions)
+        for (p, o), _ in producer.acked.items():  # the log's end is at least past every acknowledged record
+            if o + 1 > target.get(p, 0):
+                target[p] = o + 1
         prog.phase(f"letting the query catch up to the end of the log {target}")
         deadline = time.monotonic() + opts.catch_up_timeout
         while time.monotonic() < deadline and job.query.isActive:
@@ -834,6 +883,11 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
         log_rows = read_log(bootstrap, opts.topic, opts.partitions)
         lc = compare(acked, log_rows)
         res.in_log, res.log_lost, res.log_duplicated = lc.rows, lc.lost, lc.duplicated
+        if lc.lost or lc.duplicated:
+            res.problems.append(
+                f"the log itself (read back with a consumer) misses {lc.lost} acknowledged records and has "
+                f"{lc.duplicated} duplicates: a broker-side problem; see {logs}"
+            )
         if lc.mismatched:
             res.problems.append(f"{lc.mismatched} acknowledged offsets in the log hold a different event")
 
