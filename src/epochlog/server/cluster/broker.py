@@ -246,7 +246,7 @@ class ClusterBroker(Broker):
                 await asyncio.sleep(0.2)
 
     async def _follow_metadata(self) -> None:
-        while True:
+        while not self.shutting_down:
             try:
                 changed, deleted, _hw = await self._fetch_metadata(1000)
             except PeerError:
@@ -344,7 +344,7 @@ class ClusterBroker(Broker):
                     self.log_manager.delete_topic(topic)
 
     async def _isr_ticker(self) -> None:
-        while True:
+        while not self.shutting_down:
             await asyncio.sleep(0.25)
             now = now_ms()
             for part in list(self.partitions.values()):

@@ -33,6 +33,7 @@ class FetcherManager:
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.wakeup = asyncio.Event()
         self._supervisor: asyncio.Task[None] | None = None
+        self.stopping = False
 
     def start(self) -> None:
         self._supervisor = asyncio.create_task(self._supervise())
@@ -41,11 +42,15 @@ class FetcherManager:
         self.wakeup.set()
 
     async def stop(self) -> None:
+        # A flag as well as cancel(): Python 3.11's wait_for can swallow a cancellation that races with
+        # its inner future finishing, and a fetcher that missed it would loop on forever.
+        self.stopping = True
         if self._supervisor is not None:
             self._supervisor.cancel()
         for t in self.tasks.values():
             t.cancel()
-        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        if self.tasks:
+            await asyncio.wait(list(self.tasks.values()), timeout=2)
         self.tasks = {}
 
     def following(self, leader: int) -> list[Partition]:
@@ -56,7 +61,7 @@ class FetcherManager:
         ]
 
     async def _supervise(self) -> None:
-        while True:
+        while not self.stopping:
             leaders = {
                 p.replica.leader_id
                 for p in self.broker.partitions.values()
@@ -76,7 +81,7 @@ class FetcherManager:
         b = self.broker
         conn: PeerConnection | None = None
         endpoint: tuple[str, int] | None = None
-        while True:
+        while not self.stopping:
             parts = self.following(leader)
             if not parts:
                 if conn is not None:
@@ -102,6 +107,8 @@ class FetcherManager:
             except Exception:
                 log.exception("replica fetch from broker %d failed", leader)
                 await asyncio.sleep(0.5)
+        if conn is not None:
+            conn.close()
 
     async def _fetch_round(self, conn: PeerConnection, parts: list[Partition]) -> None:
         from kio.schema.fetch.v12.request import FetchPartition, FetchTopic

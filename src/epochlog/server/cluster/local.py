@@ -193,6 +193,11 @@ class LocalCluster:
             try:
                 node.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                if os.environ.get("EPOCHLOG_DEBUG_HANG"):
+                    dump = subprocess.run(
+                        ["py-spy", "dump", "--pid", str(node.proc.pid)], capture_output=True, text=True
+                    )
+                    (self.data_dir / "logs" / f"{name}.hang").write_text(dump.stdout + dump.stderr)
                 node.proc.kill()
                 node.proc.wait(10)
         return node.proc.returncode
