@@ -51,6 +51,7 @@ class Controller:
         self.topics: dict[str, TopicInfo] = {}
         self.records: list[tuple[str, dict[str, Any]]] = []
         self.changed: list[tuple[str, int]] = []  # partitions whose state changed since drained
+        self.next_producer_id = 0
 
     # -- records -------------------------------------------------------------------------
     def _record(self, kind: str, **data: Any) -> None:
@@ -104,6 +105,8 @@ class Controller:
                 )
             elif kind == "TopicDeleted":
                 c.topics.pop(d["name"], None)
+            elif kind == "ProducerIds":
+                c.next_producer_id = max(c.next_producer_id, d["next"])
             elif kind == "PartitionChange":
                 c.topics[d["topic"]].partitions[d["partition"]] = PartitionState(
                     d["leader"], d["leader_epoch"], frozenset(d["isr"]), tuple(d["replicas"]), d["partition_epoch"]
@@ -172,6 +175,14 @@ class Controller:
                 elif st.leader == NO_LEADER and broker_id in st.replicas:
                     self._elect(t, p, st)
         return b.epoch
+
+    def allocate_producer_ids(self, broker_id: int, count: int = 1000) -> int:
+        """A block of idempotent producer ids for one broker (Kafka's AllocateProducerIds): ids are unique
+        across the cluster because only the controller hands them out, and the record makes it durable."""
+        start = self.next_producer_id
+        self.next_producer_id += count
+        self._record("ProducerIds", broker=broker_id, next=self.next_producer_id)
+        return start
 
     def heartbeat(self, broker_id: int, now_ms: int) -> bool:
         b = self.brokers.get(broker_id)

@@ -23,3 +23,12 @@ def test_replay_rebuilds_the_image_and_returning_leader_gets_new_epoch(tmp_path:
     assert all(b.fenced for b in again.brokers.values())
     again.register_broker(2, 10)  # the leader of partition 0 returns
     assert again.topics["t"].partitions[0].leader_epoch == before[0].leader_epoch + 1
+
+
+def test_producer_id_blocks_are_unique_and_survive_replay() -> None:
+    c = Controller()
+    a = c.allocate_producer_ids(1, 1000)
+    b = c.allocate_producer_ids(2, 1000)
+    assert (a, b) == (0, 1000)
+    again = Controller.replay(c.records)
+    assert again.allocate_producer_ids(3, 1000) == 2000  # never an id handed out before the restart

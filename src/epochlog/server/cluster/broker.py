@@ -38,6 +38,7 @@ _REG = load_request_schema(62, 4)
 _HB = load_request_schema(63, 1)
 _ALTER = load_request_schema(56, 3)
 _FETCH = load_request_schema(1, 12)
+_ALLOC = load_request_schema(67, 0)
 
 
 class ClusterBroker(Broker):
@@ -54,6 +55,7 @@ class ClusterBroker(Broker):
         self.shutting_down = False
         self.metadata_changed = asyncio.Event()
         self.mode = TruncationMode(config.replication_truncation_mode)
+        self.producer_ids = ControllerProducerIds(self)  # type: ignore[assignment]
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
@@ -465,6 +467,29 @@ class ClusterBroker(Broker):
     def coordinator_id(self) -> int:
         """The broker that coordinates every consumer group (see docs/operations.md)."""
         return min(self.image.brokers) if self.image.brokers else self.config.node_id
+
+
+class ControllerProducerIds:
+    """Idempotent producer ids from blocks the controller allocates (AllocateProducerIds)."""
+
+    def __init__(self, broker: ClusterBroker) -> None:
+        self.broker = broker
+        self._next = 0
+        self._end = 0
+        self._lock = asyncio.Lock()
+
+    async def allocate_async(self) -> int:
+        async with self._lock:
+            if self._next >= self._end:
+                req = _ALLOC(broker_id=self.broker.config.node_id, broker_epoch=self.broker.broker_epoch)
+                resp = await self.broker.controller_rpc.request(req, timeout=5)
+                if resp.error_code:
+                    raise PeerError(f"AllocateProducerIds refused: {resp.error_code}")
+                self._next = int(resp.producer_id_start)
+                self._end = self._next + int(resp.producer_id_len)
+            pid = self._next
+            self._next += 1
+            return pid
 
 
 def run_broker(config: BrokerConfig) -> None:

@@ -34,6 +34,7 @@ from epochlog.server.topics import validate_topic_name
 log = logging.getLogger("epochlog.controller")
 
 STALE_BROKER_EPOCH = 77
+PRODUCER_ID_BLOCK = 1000
 # APIs the controller serves, with the versions its peers (our brokers, admin forwarding) use.
 CONTROLLER_APIS: dict[int, tuple[int, int]] = {
     1: (12, 12),  # Fetch of __cluster_metadata
@@ -41,6 +42,7 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {
     56: (2, 3),  # AlterPartition
     62: (0, 4),  # BrokerRegistration
     63: (0, 1),  # BrokerHeartbeat
+    67: (0, 0),  # AllocateProducerIds
 }
 # Admin requests forwarded by brokers keep the client's version: accept all kio parses.
 for _key in (19, 20, 37, 43):
@@ -490,6 +492,15 @@ def _dispatch(server: ControllerServer, conn: Any, header: RequestHeader, frame:
         return server.elect_leaders(req, version)
     if key == 1:
         return server.fetch_metadata(req)
+    if key == 67:
+        start = server.core.allocate_producer_ids(int(req.broker_id), PRODUCER_ID_BLOCK)
+        server.persist()
+        return {
+            "throttle_time": 0,
+            "error_code": Err.NONE,
+            "producer_id_start": start,
+            "producer_id_len": PRODUCER_ID_BLOCK,
+        }
     raise ValueError(f"api {key} is not served by the controller")
 
 

@@ -22,9 +22,26 @@ def handle_init_producer_id(broker: Broker, header: RequestHeader, frame: memory
         }
     # A producer that asks again with its id (KIP-360, after a fatal sequence error) gets a
     # fresh id: with no transactional state there is nothing to fence.
+    allocate_async = getattr(broker.producer_ids, "allocate_async", None)
+    if allocate_async is not None:
+        return _from_controller(allocate_async)
     return {
         "throttle_time": 0,
         "error_code": Err.NONE,
         "producer_id": broker.producer_ids.allocate(),
         "producer_epoch": 0,
     }
+
+
+async def _from_controller(allocate_async: Any) -> dict[str, Any]:
+    """Cluster mode: ids come from blocks the controller hands out, so no two brokers repeat one."""
+    try:
+        pid = await allocate_async()
+    except Exception:
+        return {
+            "throttle_time": 0,
+            "error_code": Err.COORDINATOR_NOT_AVAILABLE,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+    return {"throttle_time": 0, "error_code": Err.NONE, "producer_id": pid, "producer_epoch": 0}
