@@ -33,7 +33,8 @@ class _Slot:
     __slots__ = ("data",)
 
     def __init__(self) -> None:
-        self.data: bytes | None = None
+        # ready bytes, or the buffers of one response (a Fetch with records spliced in)
+        self.data: bytes | list[Any] | None = None
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -181,6 +182,8 @@ class KafkaConnection(asyncio.Protocol):
     def _fill(self, slot: _Slot, header: codec.RequestHeader, body: Any) -> None:
         if isinstance(body, (bytes, bytearray)):
             slot.data = bytes(body)
+        elif isinstance(body, list):
+            slot.data = body
         else:
             try:
                 slot.data = codec.encode_response(header.api_key, header.api_version, header.correlation_id, body)
@@ -196,7 +199,11 @@ class KafkaConnection(asyncio.Protocol):
         pending = self.pending
         out = []
         while pending and pending[0].data is not None:
-            out.append(pending.popleft().data)
+            data = pending.popleft().data
+            if isinstance(data, list):
+                out.extend(data)
+            else:
+                out.append(data)
         if out and self.transport is not None and not self.closed:
             self.transport.writelines(out)  # type: ignore[arg-type]
         self._update_reading()

@@ -6,8 +6,9 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from epochlog.protocol.codec import RequestHeader, decode_body
+from epochlog.protocol.codec import RequestHeader, decode_body, encode_response
 from epochlog.protocol.errors import Err
+from epochlog.protocol.records_splice import marker, splice
 from epochlog.replication.types import FetchRequest
 from epochlog.server.broker import now_ms
 
@@ -33,8 +34,24 @@ def _replica_id(req: Any, version: int) -> int:
     return int(getattr(req, "replica_id", -1))
 
 
+def _attach(out: dict[str, Any], chunks: list[Any], spliced: list[list[Any]]) -> int:
+    """Put a marker where the records go; the bytes travel beside the encoded response (records_splice)."""
+    size = sum(len(c) for c in chunks)
+    if size:
+        out["records"] = marker(len(spliced))
+        spliced.append(chunks)
+    return size
+
+
 def _read_for_follower(
-    broker: Broker, part: Partition, p: Any, replica_id: int, out: dict[str, Any], budget: int, first: bool
+    broker: Broker,
+    part: Partition,
+    p: Any,
+    replica_id: int,
+    out: dict[str, Any],
+    budget: int,
+    first: bool,
+    spliced: list[list[Any]],
 ) -> tuple[dict[str, Any], int]:
     """A follower's fetch: the core decides (fencing, divergence, ISR), we read up to the log end."""
     replica = part.replica
@@ -59,13 +76,17 @@ def _read_for_follower(
     if decision.read_from >= part.log.log_end_offset or (limit <= 0 and not first):
         return out, 0
     result = part.log.read(decision.read_from, max(limit, 1), max_offset=None, min_one_batch=first)
-    data = b"".join(result.chunks) if len(result.chunks) != 1 else bytes(result.chunks[0])
-    out["records"] = data
-    return out, len(data)
+    return out, _attach(out, result.chunks, spliced)
 
 
 def _read_partition(
-    broker: Broker, name: str | None, p: Any, budget: int, first: bool, replica_id: int = -1
+    broker: Broker,
+    name: str | None,
+    p: Any,
+    budget: int,
+    first: bool,
+    spliced: list[list[Any]],
+    replica_id: int = -1,
 ) -> tuple[dict[str, Any], int]:
     out: dict[str, Any] = {
         "partition_index": p.partition,
@@ -81,7 +102,7 @@ def _read_partition(
         out["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
         return out, 0
     if replica_id >= 0 and part.replica is not None:
-        return _read_for_follower(broker, part, p, replica_id, out, budget, first)
+        return _read_for_follower(broker, part, p, replica_id, out, budget, first, spliced)
     plog = part.log
     hw = plog.high_watermark
     out["high_watermark"] = hw
@@ -112,11 +133,10 @@ def _read_partition(
     if offset >= hw or (limit <= 0 and not first):
         return out, 0
     result = plog.read(offset, max(limit, 1), max_offset=hw, min_one_batch=first)
-    data = b"".join(result.chunks) if len(result.chunks) != 1 else bytes(result.chunks[0])
-    out["records"] = data
-    if data:
-        broker.metrics.bytes_out.labels(name).inc(len(data))
-    return out, len(data)
+    size = _attach(out, result.chunks, spliced)
+    if size:
+        broker.metrics.bytes_out.labels(name).inc(size)
+    return out, size
 
 
 async def _wait_for_data(broker: Broker, keys: list[tuple[str, int]], timeout: float) -> None:
@@ -136,8 +156,9 @@ async def _wait_for_data(broker: Broker, keys: list[tuple[str, int]], timeout: f
                 part.waiters.remove(fut)
 
 
-def _fetch_once(broker: Broker, req: Any, version: int) -> tuple[list[dict[str, Any]], int, bool]:
+def _fetch_once(broker: Broker, req: Any, version: int) -> tuple[list[dict[str, Any]], int, bool, list[list[Any]]]:
     replica_id = _replica_id(req, version)
+    spliced: list[list[Any]] = []
     total = 0
     errors = False
     budget = req.max_bytes if version >= 3 else 2**31 - 1
@@ -161,16 +182,18 @@ def _fetch_once(broker: Broker, req: Any, version: int) -> tuple[list[dict[str, 
                 )
                 errors = True
                 continue
-            row, n = _read_partition(broker, name, p, budget - total, first=total == 0, replica_id=replica_id)
+            row, n = _read_partition(
+                broker, name, p, budget - total, first=total == 0, spliced=spliced, replica_id=replica_id
+            )
             if row["error_code"] or "diverging_epoch" in row:
                 errors = True
             total += n
             parts_out.append(row)
         topics_out.append({"topic": name, "topic_id": topic_id, "partitions": parts_out})
-    return topics_out, total, errors
+    return topics_out, total, errors, spliced
 
 
-async def _fetch_with_wait(broker: Broker, req: Any, version: int, deadline: float) -> dict[str, Any]:
+async def _fetch_with_wait(broker: Broker, header: RequestHeader, req: Any, version: int, deadline: float) -> list[Any]:
     keys = []
     for t in req.topics:
         name = t.topic if version < 13 else broker.topic_name_for_id(t.topic_id)
@@ -179,21 +202,23 @@ async def _fetch_with_wait(broker: Broker, req: Any, version: int, deadline: flo
     while True:
         remaining = deadline - time.monotonic()
         await _wait_for_data(broker, keys, max(remaining, 0))
-        topics_out, total, errors = _fetch_once(broker, req, version)
+        topics_out, total, errors, spliced = _fetch_once(broker, req, version)
         if total >= req.min_bytes or errors or time.monotonic() >= deadline:
-            return _response(topics_out)
+            return _response(header, topics_out, spliced)
 
 
-def _response(topics_out: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"throttle_time": 0, "error_code": Err.NONE, "session_id": 0, "responses": topics_out}
+def _response(header: RequestHeader, topics_out: list[dict[str, Any]], spliced: list[list[Any]]) -> list[Any]:
+    body = {"throttle_time": 0, "error_code": Err.NONE, "session_id": 0, "responses": topics_out}
+    frame = encode_response(1, header.api_version, header.correlation_id, body)
+    return splice(frame, spliced, compact=header.api_version >= 12)
 
 
 def handle_fetch(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = decode_body(frame, header)
     version = header.api_version
-    topics_out, total, errors = _fetch_once(broker, req, version)
+    topics_out, total, errors, spliced = _fetch_once(broker, req, version)
     max_wait_ms = req.max_wait.total_seconds() * 1000
     if total >= req.min_bytes or errors or max_wait_ms <= 0 or not req.topics:
-        return _response(topics_out)
+        return _response(header, topics_out, spliced)
     deadline = time.monotonic() + max_wait_ms / 1000
-    return _fetch_with_wait(broker, req, version, deadline)
+    return _fetch_with_wait(broker, header, req, version, deadline)
