@@ -99,7 +99,9 @@ def _read_partition(
     }
     part = broker.partition(name, p.partition) if name else None
     if part is None:
-        out["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
+        image = getattr(broker, "image", None)
+        exists = image is not None and (name, p.partition) in image.states
+        out["error_code"] = Err.NOT_LEADER_OR_FOLLOWER if exists else Err.UNKNOWN_TOPIC_OR_PARTITION
         return out, 0
     if replica_id >= 0 and part.replica is not None:
         return _read_for_follower(broker, part, p, replica_id, out, budget, first, spliced)

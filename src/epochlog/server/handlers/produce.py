@@ -87,8 +87,31 @@ def _append(
     return out, wait
 
 
+def _add_leader_hints(broker: Broker, response: dict[str, Any]) -> dict[str, Any]:
+    """KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the current leader and its endpoint, so the client
+    can move on without a metadata round trip (librdkafka 2.4+ and Kafka 3.7+ clients use it)."""
+    image = getattr(broker, "image", None)
+    if image is None:
+        return response
+    nodes: dict[int, dict[str, Any]] = {}
+    for topic in response["responses"]:
+        for row in topic["partition_responses"]:
+            if row.get("error_code") not in (Err.NOT_LEADER_OR_FOLLOWER, Err.FENCED_LEADER_EPOCH):
+                continue
+            st = image.states.get((topic["name"], row["index"]))
+            if st is None or st.leader < 0:
+                continue
+            row["current_leader"] = {"leader_id": st.leader, "leader_epoch": st.leader_epoch}
+            ep = image.brokers.get(st.leader)
+            if ep is not None:
+                nodes[ep.broker_id] = {"node_id": ep.broker_id, "host": ep.host, "port": ep.port, "rack": None}
+    if nodes:
+        response["node_endpoints"] = list(nodes.values())
+    return response
+
+
 async def _await_acks(
-    response: dict[str, Any], waits: list[tuple[dict[str, Any], Partition, int]], timeout_ms: int
+    broker: Broker, response: dict[str, Any], waits: list[tuple[dict[str, Any], Partition, int]], timeout_ms: int
 ) -> dict[str, Any]:
     """acks=all: answer once the HW passes each append, or REQUEST_TIMED_OUT after timeout_ms."""
     futs = [part.wait_committed(last) for _row, part, last in waits]
@@ -102,7 +125,7 @@ async def _await_acks(
             row["error_message"] = f"the ISR did not replicate offset {last} within {timeout_ms} ms"
         if row["error_code"]:
             row["base_offset"] = -1
-    return response
+    return _add_leader_hints(broker, response)
 
 
 def handle_produce(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
@@ -134,6 +157,9 @@ def handle_produce(broker: Broker, header: RequestHeader, frame: memoryview) -> 
                     if topic.topic_id is not None and name is None
                     else Err.UNKNOWN_TOPIC_OR_PARTITION
                 )
+                image = getattr(broker, "image", None)
+                if image is not None and (name, pd.index) in image.states:
+                    code = Err.NOT_LEADER_OR_FOLLOWER  # it exists, just not here
                 parts_out.append({"index": pd.index, "error_code": code, "base_offset": -1})
             else:
                 row, last = _append(broker, part, pd.records, req.acks, pd.current_leader_epoch)
@@ -145,5 +171,5 @@ def handle_produce(broker: Broker, header: RequestHeader, frame: memoryview) -> 
         return NO_RESPONSE
     response = {"responses": responses, "throttle_time": 0}
     if waits:
-        return _await_acks(response, waits, req.timeout_ms)
-    return response
+        return _await_acks(broker, response, waits, req.timeout_ms)
+    return _add_leader_hints(broker, response)
