@@ -12,6 +12,7 @@ broker` for the cluster, all on 127.0.0.1 and all stopped by pid at the end.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import signal
@@ -32,9 +33,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.table import Table
+from tests.integration.cluster_helpers import free_base_port, leader_epoch, partition_info, wait_until
 
 from epochlog.server.cluster.local import LocalCluster
-from tests.integration.cluster_helpers import free_base_port, leader_epoch, partition_info, wait_until
 
 
 def create(bootstrap: str, name: str, rf: int) -> None:
@@ -78,8 +79,13 @@ def produce_throughput(bootstrap: str, rf: int, size: int, count: int) -> dict[s
             p.poll(0)
     left = p.flush(120)
     dt = time.perf_counter() - t0
-    return {"msgs": count, "seconds": dt, "msgs_per_s": count / dt, "mb_per_s": count * size / dt / 1e6,
-            "errors": errors[0] + left}
+    return {
+        "msgs": count,
+        "seconds": dt,
+        "msgs_per_s": count / dt,
+        "mb_per_s": count * size / dt / 1e6,
+        "errors": errors[0] + left,
+    }
 
 
 def unavailability(lc: LocalCluster, how: str, seconds: float = 8.0) -> dict[str, Any]:
@@ -105,9 +111,18 @@ def unavailability(lc: LocalCluster, how: str, seconds: float = 8.0) -> dict[str
         if msg.value() in sent_after and not first_after:
             first_after.append(now)
 
-    p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True, "linger.ms": 0,
-                  "message.timeout.ms": 30000, "retry.backoff.ms": 20, "retry.backoff.max.ms": 200,
-                  "topic.metadata.refresh.interval.ms": 1000})
+    p = Producer(
+        {
+            "bootstrap.servers": bs,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 0,
+            "message.timeout.ms": 30000,
+            "retry.backoff.ms": 20,
+            "retry.backoff.max.ms": 200,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
     p.produce(topic, b"warm", on_delivery=cb)
     p.flush(10)
     acks.clear()
@@ -135,7 +150,7 @@ def unavailability(lc: LocalCluster, how: str, seconds: float = 8.0) -> dict[str
     t.join()
     t_stop = stop_at[0]
     window = sorted(a for a in acks if a >= t_stop - 1)
-    gaps = [b - a for a, b in zip(window, window[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(window)]
     new_leader, epoch1 = leader_epoch(bs, topic)
     lc.start_node(f"broker-{leader}")  # back for the next round
     wait_until(lambda: partition_info(bs, topic)[2] == [1, 2, 3], 30, "the ISR to be whole")
@@ -173,8 +188,11 @@ def main() -> None:
     lc = LocalCluster(work, 3, free_base_port(3))
     lc.start()
     try:
-        wait_until(lambda: len(AdminClient({"bootstrap.servers": lc.bootstrap}).list_topics(timeout=5).brokers) == 3,
-                   20, "three brokers")
+        wait_until(
+            lambda: len(AdminClient({"bootstrap.servers": lc.bootstrap}).list_topics(timeout=5).brokers) == 3,
+            20,
+            "three brokers",
+        )
         results["throughput"]["rf3"] = {
             "1KiB": produce_throughput(lc.bootstrap, 3, 1024, n_1k),
             "100B": produce_throughput(lc.bootstrap, 3, 100, n_100),
@@ -200,8 +218,14 @@ def show(results: dict[str, Any]) -> None:
     for size in ("1KiB", "100B"):
         s = results["throughput"]["single"][size]
         r = results["throughput"]["rf3"][size]
-        t.add_row(size, f"{s['msgs_per_s']:,.0f}", f"{s['mb_per_s']:.1f}", f"{r['msgs_per_s']:,.0f}",
-                  f"{r['mb_per_s']:.1f}", f"{r['msgs_per_s'] / s['msgs_per_s']:.2f}x")
+        t.add_row(
+            size,
+            f"{s['msgs_per_s']:,.0f}",
+            f"{s['mb_per_s']:.1f}",
+            f"{r['msgs_per_s']:,.0f}",
+            f"{r['mb_per_s']:.1f}",
+            f"{r['msgs_per_s'] / s['msgs_per_s']:.2f}x",
+        )
     c.print(t)
     f = Table(title="write unavailability when the partition leader stops (acks=all, 1 msg/ms)")
     for col in ("how", "longest gap ms", "stop -> first new ack ms", "errors", "epochs"):
@@ -209,8 +233,13 @@ def show(results: dict[str, Any]) -> None:
     for row in results["failover"]:
         gap = row["longest_gap_ms"]
         first = row["stop_to_first_new_ack_ms"]
-        f.add_row(row["how"], f"{gap:.0f}" if gap is not None else "-", f"{first:.0f}" if first is not None else "-",
-                  str(row["errors"]), f"{row['epoch'][0]} -> {row['epoch'][1]}")
+        f.add_row(
+            row["how"],
+            f"{gap:.0f}" if gap is not None else "-",
+            f"{first:.0f}" if first is not None else "-",
+            str(row["errors"]),
+            f"{row['epoch'][0]} -> {row['epoch'][1]}",
+        )
     c.print(f)
     for how in ("kill -9", "controlled shutdown"):
         gaps = [r["longest_gap_ms"] for r in results["failover"] if r["how"] == how and r["longest_gap_ms"]]
