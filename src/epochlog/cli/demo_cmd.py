@@ -37,10 +37,17 @@ def register(app: typer.Typer) -> None:
 
         console = Console(width=None if sys.stdout.isatty() else 160)
 
-        def on_term(signum: int, frame: object) -> None:
-            raise KeyboardInterrupt  # unwinds into run_demo's finally, which stops everything it started
+        interrupted = [False]
 
-        old = signal.signal(signal.SIGTERM, on_term)
+        def on_signal(signum: int, frame: object) -> None:
+            # The first SIGTERM/SIGINT unwinds into run_demo's finally, which stops everything it started;
+            # later ones are ignored so that the clean-up itself is not cut short.
+            if not interrupted[0]:
+                interrupted[0] = True
+                raise KeyboardInterrupt
+
+        old_term = signal.signal(signal.SIGTERM, on_signal)
+        old_int = signal.signal(signal.SIGINT, on_signal)
         opts = DemoOptions(data_dir=data_dir, duration=duration, report=report, keep_data=keep_data, rate=rate)
         try:
             res = run_demo(opts, console)
@@ -51,7 +58,8 @@ def register(app: typer.Typer) -> None:
             console.print("[bold red]epochlog demo: interrupted; everything it started was stopped[/]")
             raise typer.Exit(130) from None
         finally:
-            signal.signal(signal.SIGTERM, old)
+            signal.signal(signal.SIGTERM, old_term)
+            signal.signal(signal.SIGINT, old_int)
         path = write_report(res, report)
         console.print()
         console.print("[bold]epochlog demo: what happened[/]")

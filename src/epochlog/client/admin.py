@@ -102,11 +102,18 @@ def list_offsets(
         try:
             futures = admin.list_offsets(req, isolation_level=_isolation(conf or {}), request_timeout=timeout)
             out: dict[TopicPartition, Position] = {}
+            invalid: list[str] = []
             for ctp, fut in futures.items():
                 r = fut.result()
+                # Right after a leader dies librdkafka can answer offset -1001 (OFFSET_INVALID) with no error;
+                # that is no answer, not an offset. (-1 is a real answer for a timestamp with no match.)
+                if r.offset < (-1 if timestamps else 0):
+                    invalid.append(f"{ctp.topic}-{ctp.partition}: {r.offset}")
                 epoch = r.leader_epoch if r.leader_epoch is not None else -1
                 out[(ctp.topic, ctp.partition)] = Position(r.offset, epoch if r.offset >= 0 else -1)
-            return out
+            if not invalid:
+                return out
+            last = RuntimeError(f"no valid offset for {', '.join(invalid)}")
         except KafkaException as e:
             last = e
             err = e.args[0] if e.args else None
@@ -115,8 +122,15 @@ def list_offsets(
             name = str(getattr(err, "name", lambda: "")())
             if code is not None and ("UNKNOWN_PARTITION" in name or "UNKNOWN_TOPIC" in name):
                 raise TopicGoneError(str(e)) from e
-            if attempt < retries:
-                time.sleep(0.5)
+        if attempt < retries:
+            time.sleep(0.5)
+            # A leader moved (FENCED_LEADER_EPOCH, NOT_LEADER, no answer): list_offsets itself does not always
+            # refresh the client's metadata, and retrying with a stale leader epoch fails the same way.
+            for topic in {t for t, _ in specs}:
+                try:
+                    admin.list_topics(topic, timeout=timeout)
+                except KafkaException:
+                    pass
     raise TopicGoneError(f"cannot list offsets: {last}")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -264,8 +265,13 @@ class LeaderWatcher(threading.Thread):
         self.errors = 0
         self._stop_event = threading.Event()
         self._lock = threading.Lock()
+        self._poll_lock = threading.Lock()
 
     def poll_once(self) -> dict[int, PartitionState]:
+        with self._poll_lock:  # the fault thread polls too, and a Connection is not thread-safe
+            return self._poll()
+
+    def _poll(self) -> dict[int, PartitionState]:
         md = self.client.metadata([self.topic])
         isrs: dict[int, tuple[int, ...]] = {}
         try:
@@ -329,6 +335,83 @@ class LeaderWatcher(threading.Thread):
         self.client.close()
 
 
+# -- the fault ------------------------------------------------------------------------------------------
+
+
+class FaultSchedule(threading.Thread):
+    """kill -9 of partition 0's leader at kill_t and its restart at restart_t (seconds since the producer
+    started), on its own thread so that nothing the main loop waits for (Spark calls) can delay them."""
+
+    def __init__(
+        self,
+        cluster: Any,
+        watcher: LeaderWatcher,
+        res: DemoResult,
+        event: Callable[..., None],
+        clock: Callable[[], float],
+        kill_t: float,
+        restart_t: float,
+    ):
+        super().__init__(name="demo-faults", daemon=True)
+        self.cluster, self.watcher, self.res, self.event, self.clock = cluster, watcher, res, event, clock
+        self.kill_t, self.restart_t = kill_t, restart_t
+        self.killed: str | None = None
+        self._finish = threading.Event()
+
+    def _wait_until(self, t: float) -> bool:
+        """Sleep until clock() >= t; False when finish() came first."""
+        while self.clock() < t:
+            if self._finish.wait(min(0.05, max(t - self.clock(), 0.001))):
+                return False
+        return True
+
+    def _kill(self) -> None:
+        state = self.watcher.refresh()
+        p0 = state[0]
+        self.killed = f"broker-{p0.leader}"
+        self.res.killed_broker, self.res.killed_epoch = p0.leader, p0.epoch
+        self.cluster.kill9(self.killed)
+        self.res.kill_t = self.clock()
+        self.event("kill", f"kill -9 {self.killed}, leader of {self.watcher.topic}-0 in epoch {p0.epoch}")
+
+    def _restart(self) -> None:
+        assert self.killed is not None
+        self.res.restart_t = self.clock()
+        try:
+            self.cluster.start_node(self.killed, timeout=60)
+            self.event(
+                "restart",
+                f"{self.killed} restarted (listening after {self.clock() - self.res.restart_t:.1f} s)",
+                at=self.res.restart_t,
+            )
+        except (RuntimeError, TimeoutError) as e:
+            self.res.problems.append(f"{self.killed} did not restart: {e}")
+            self.event("problem", f"{self.killed} did not restart: {e}")
+
+    def run(self) -> None:
+        try:
+            if self._wait_until(self.kill_t):
+                self._kill()
+                if self._wait_until(self.restart_t):
+                    self._restart()
+        except Exception as e:
+            self.res.problems.append(f"the fault schedule failed: {e!r}")
+            log.exception("fault schedule")
+
+    def cancel(self, timeout: float = 70.0) -> None:
+        """Stop the schedule without restarting anything (clean-up: the cluster is stopped next)."""
+        self._finish.set()
+        if self.is_alive():
+            self.join(timeout)
+
+    def finish(self, timeout: float) -> None:
+        """End the schedule; a killed broker that was not restarted yet is restarted now."""
+        self._finish.set()
+        self.join(timeout)
+        if self.killed is not None and self.res.restart_t is None and not self.is_alive():
+            self._restart()
+
+
 # -- Spark ----------------------------------------------------------------------------------------------
 
 
@@ -348,6 +431,7 @@ class SparkJob:
         self.batches: dict[int, BatchInfo] = {}
         self.query: Any = None
         self._lock = threading.Lock()
+        self._logged = False
 
     def _write_batch(self, df: Any, batch_id: int) -> None:
         from pyspark.sql import functions as F
@@ -437,6 +521,19 @@ class SparkJob:
         if self.query is None:
             return
         try:
+            # Stopping while foreachBatch runs interrupts the Python callback, and Spark 4 then dies with a
+            # StackOverflowError matching the long Py4J error text; stopping between triggers is clean.
+            deadline = time.monotonic() + min(timeout, 30.0)
+            while self.query.isActive and self.query.status.get("isTriggerActive") and time.monotonic() < deadline:
+                time.sleep(0.1)
+            for prog in [] if self._logged else self.query.recentProgress or []:  # where each batch's time went
+                log.info(
+                    "micro-batch %s: %s rows, durations %s",
+                    prog.get("batchId"),
+                    prog.get("numInputRows"),
+                    prog.get("durationMs"),
+                )
+            self._logged = True
             if self.query.isActive:
                 self.query.stop()
             self.query.awaitTermination(timeout)
@@ -676,9 +773,14 @@ class Progress:
 
 
 def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
+    import importlib.util
+
     from epochlog.client.admin import admin_client, create_topic, wait_for_partitions
     from epochlog.server.cluster.local import LocalCluster
 
+    missing = [m for m in ("pyspark", "pyarrow") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise DemoError(f"{' and '.join(missing)} not installed: pip install -e '.[spark]' (or bash scripts/setup)")
     wall0 = time.monotonic()
     res = DemoResult(topic=opts.topic, partitions=opts.partitions, rate=opts.rate, duration=opts.duration)
     if opts.data_dir is not None:
@@ -705,13 +807,14 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
     job: SparkJob | None = None
     producer: EventProducer | None = None
     watcher: LeaderWatcher | None = None
+    faults: FaultSchedule | None = None
     t_start = [0.0]
 
     def clock() -> float:
         return time.monotonic() - t_start[0] if t_start[0] else 0.0
 
-    def event(kind: str, text: str) -> None:
-        res.timeline.append(TimelineEvent(clock(), kind, text))
+    def event(kind: str, text: str, at: float | None = None) -> None:
+        res.timeline.append(TimelineEvent(clock() if at is None else at, kind, text))
         log.info("%s: %s", kind, text)
 
     prog = Progress(console, opts.duration)
@@ -755,11 +858,16 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
 
         launched_jvm = SparkContext._active_spark_context is None and SparkContext._gateway is None
         log4j = _quiet_log4j(data_dir / "log4j2.properties", logs / "spark.log")
+        sigint = signal.getsignal(signal.SIGINT)
         spark = local_session(
             "epochlog-demo",
             jvm_options=f"{JVM_FAST_START} -Dlog4j2.configurationFile=file:{log4j}",
             extra={"spark.ui.showConsoleProgress": "false"},
         )
+        # PySpark replaces the SIGINT handler with one that cancels every job and raises KeyboardInterrupt each
+        # time; a second Ctrl-C would then cut the clean-up below short. Put the caller's handler back.
+        if threading.current_thread() is threading.main_thread() and sigint is not None:
+            signal.signal(signal.SIGINT, sigint)
         spark.sparkContext.setLogLevel("ERROR")
         job = SparkJob(spark, bootstrap, opts.topic, data_dir / "spark", clock)
         job.start(opts.trigger_seconds)
@@ -784,30 +892,15 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
             f"restart at {opts.duration * opts.restart_at:.0f} s"
         )
 
-        kill_t = opts.duration * opts.kill_at
-        restart_t = opts.duration * opts.restart_at
-        killed: str | None = None
+        faults = FaultSchedule(
+            cluster, watcher, res, event, clock, opts.duration * opts.kill_at, opts.duration * opts.restart_at
+        )
+        faults.start()
         with prog:
             while clock() < opts.duration:
                 time.sleep(0.25)
                 now = clock()
-                if killed is None and now >= kill_t:
-                    state = watcher.refresh()
-                    p0 = state[0]
-                    killed = f"broker-{p0.leader}"
-                    res.killed_broker, res.killed_epoch = p0.leader, p0.epoch
-                    cluster.kill9(killed)
-                    res.kill_t = clock()
-                    event("kill", f"kill -9 {killed}, leader of {opts.topic}-0 in epoch {p0.epoch}")
-                if killed is not None and res.restart_t is None and now >= restart_t:
-                    try:
-                        res.restart_t = clock()
-                        cluster.start_node(killed, timeout=60)
-                        event("restart", f"{killed} restarted (listening after {clock() - res.restart_t:.1f} s)")
-                    except (RuntimeError, TimeoutError) as e:
-                        res.problems.append(f"{killed} did not restart: {e}")
-                        event("problem", f"{killed} did not restart: {e}")
-                        res.restart_t = clock()
+                killed = faults.killed
                 if job.query is not None and not job.query.isActive:
                     exc = job.query.exception()
                     res.problems.append(f"the streaming query stopped: {exc}")
@@ -838,10 +931,7 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
         if producer.is_alive():
             res.problems.append("the producer did not finish flushing within 90 s")
         res.unflushed = producer.unflushed
-        if killed is not None and res.restart_t is None:
-            res.restart_t = clock()
-            cluster.start_node(killed, timeout=60)
-            event("restart", f"{killed} restarted (listening after {clock() - res.restart_t:.1f} s)")
+        faults.finish(timeout=90)  # restarts the killed broker now if the run ended before its time
 
         target = end_offsets(bootstrap, opts.topic, opts.partitions)
         for (p, o), _ in producer.acked.items():  # the log's end is at least past every acknowledged record
@@ -914,17 +1004,37 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
                 res.problems.append(f"no new leader for {opts.topic}-0 was seen after the kill")
         res.timeline = sorted(res.timeline + watcher.events, key=lambda e: e.t)
         return res
+    except DemoError as e:
+        res.problems.append(str(e))
+        raise DemoError(f"{e}; data and logs kept in {data_dir}") from e
+    except Exception as e:
+        log.exception("the demo failed")
+        res.problems.append(repr(e))
+        raise DemoError(f"{type(e).__name__}: {e}; data and logs kept in {data_dir}") from e
     finally:
+        # Each step on its own: a failure (or a late Ctrl-C) in one must not leave the cluster running.
+        steps: list[tuple[str, Callable[[], None]]] = []
         if producer is not None and producer.is_alive():
-            producer.finish(timeout=30)
+            steps.append(("producer", partial(producer.finish, 30)))
+        if faults is not None:
+            steps.append(("fault schedule", faults.cancel))
         if watcher is not None:
-            watcher.stop()
+            steps.append(("leader watcher", watcher.stop))
         if job is not None:
-            job.stop()
+            steps.append(("streaming query", job.stop))
         if spark is not None:
-            stop_spark(spark, launched_jvm)
+            steps.append(("Spark", partial(stop_spark, spark, launched_jvm)))
         if cluster is not None:
-            cluster.stop()
+            steps.append(("cluster", cluster.stop))
+        for what, step in steps:
+            try:
+                step()
+            except BaseException as e:
+                log.warning("stopping the %s failed: %r", what, e)
+                if cluster is not None and what == "cluster":
+                    for node in cluster.nodes.values():  # last resort, by pid
+                        if node.alive and node.proc is not None:
+                            node.proc.kill()
         res.wall_seconds = time.monotonic() - wall0
         handler.close()
         root_epochlog.removeHandler(handler)
