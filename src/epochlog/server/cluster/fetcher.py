@@ -34,11 +34,22 @@ class FetcherManager:
         self.wakeup = asyncio.Event()
         self._supervisor: asyncio.Task[None] | None = None
         self.stopping = False
+        # per leader: the connection in use and the partitions its in-flight fetch asks for
+        self.conns: dict[int, PeerConnection] = {}
+        self.inflight: dict[int, frozenset[tuple[str, int]]] = {}
 
     def start(self) -> None:
         self._supervisor = asyncio.create_task(self._supervise())
 
     def wake(self) -> None:
+        """Metadata changed. A fetch long-polling at a leader for an old set of partitions would hold a new
+        partition back for up to replica.fetch.wait.max.ms (responses on one connection come in order),
+        so such a fetch is abandoned by closing its connection; the next round asks for the new set."""
+        for leader, asked in list(self.inflight.items()):
+            now = frozenset((p.topic, p.partition) for p in self.following(leader))
+            conn = self.conns.get(leader)
+            if now != asked and conn is not None:
+                conn.close()
         self.wakeup.set()
 
     async def stop(self) -> None:
@@ -86,6 +97,8 @@ class FetcherManager:
             if not parts:
                 if conn is not None:
                     conn.close()
+                self.conns.pop(leader, None)
+                self.inflight.pop(leader, None)
                 return
             ep = b.image.brokers.get(leader)
             if ep is None:
@@ -96,11 +109,15 @@ class FetcherManager:
                     conn.close()
                 endpoint = (ep.host, ep.port)
                 conn = PeerConnection(ep.host, ep.port, f"replica-fetcher-{b.config.node_id}")
+                self.conns[leader] = conn
+            asked = frozenset((p.topic, p.partition) for p in parts)
+            self.inflight[leader] = asked
             try:
                 await self._fetch_round(conn, parts)
             except PeerError as e:
-                log.debug("fetch from broker %d failed: %s", leader, e)
-                await asyncio.sleep(0.05)
+                if frozenset((p.topic, p.partition) for p in self.following(leader)) == asked:
+                    log.debug("fetch from broker %d failed: %s", leader, e)
+                    await asyncio.sleep(0.05)  # a real failure; an abandoned fetch goes again at once
             except asyncio.CancelledError:
                 conn.close()
                 raise
@@ -109,6 +126,8 @@ class FetcherManager:
                 await asyncio.sleep(0.5)
         if conn is not None:
             conn.close()
+        self.conns.pop(leader, None)
+        self.inflight.pop(leader, None)
 
     async def _fetch_round(self, conn: PeerConnection, parts: list[Partition]) -> None:
         from kio.schema.fetch.v12.request import FetchPartition, FetchTopic
