@@ -151,6 +151,7 @@ def unavailability(lc: LocalCluster, how: str, seconds: float = 8.0) -> dict[str
     t_stop = stop_at[0]
     window = sorted(a for a in acks if a >= t_stop - 1)
     gaps = [b - a for a, b in itertools.pairwise(window)]
+    worst = max(range(len(gaps)), key=gaps.__getitem__) if gaps else None
     new_leader, epoch1 = leader_epoch(bs, topic)
     lc.start_node(f"broker-{leader}")  # back for the next round
     wait_until(lambda: partition_info(bs, topic)[2] == [1, 2, 3], 30, "the ISR to be whole")
@@ -160,6 +161,7 @@ def unavailability(lc: LocalCluster, how: str, seconds: float = 8.0) -> dict[str
         "acked": len(acks),
         "errors": len(errors),
         "longest_gap_ms": max(gaps) * 1000 if gaps else None,
+        "longest_gap_starts_after_stop_ms": (window[worst] - t_stop) * 1000 if worst is not None else None,
         "stop_to_first_new_ack_ms": (first_after[0] - t_stop) * 1000 if first_after else None,
         "leader": [leader, new_leader],
         "epoch": [epoch0, epoch1],

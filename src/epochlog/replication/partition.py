@@ -91,6 +91,9 @@ class PartitionReplica:
         # The epoch in which this replica last learned its HW from its leader (or set it as leader):
         # a HW carried over from an older term says nothing about the current leader's log.
         self.hw_epoch = UNDEFINED_EPOCH
+        # Brokers the metadata shows fenced or shutting down: never proposed for the ISR (KIP-841). A
+        # proposal the controller would refuse still holds the HW to the maximal ISR while in flight.
+        self.ineligible: frozenset[int] = frozenset()
 
     def __repr__(self) -> str:
         return (
@@ -229,7 +232,7 @@ class PartitionReplica:
         return self._maybe_expand_isr(replica)
 
     def _maybe_expand_isr(self, replica: int) -> AlterIsr | None:
-        if replica in self.isr or self.pending_isr is not None:
+        if replica in self.isr or replica in self.ineligible or self.pending_isr is not None:
             return None
         f = self.followers[replica]
         epoch_start = self.log.epoch_start_offset(self.leader_epoch)

@@ -64,6 +64,20 @@ def test_isr_shrinks_after_lag_and_rejoins_when_caught_up() -> None:
     assert expand is not None and expand.new_isr == frozenset({1, 2})
 
 
+def test_fenced_or_shutting_down_follower_is_not_proposed_for_the_isr() -> None:
+    """KIP-841: a caught-up follower the metadata shows fenced is not proposed; the controller would refuse
+    it, and while the proposal was in flight the HW would wait for that follower too."""
+    r = leader()
+    r.append(["a"], 0)
+    r.apply_state(PartitionState(1, 0, frozenset({1}), (1, 2), 1), 500)
+    r.ineligible = frozenset({2})
+    _, expand = r.handle_fetch(FetchRequest(2, 1, 0, 0), 600)
+    assert expand is None and r.pending_isr is None
+    r.ineligible = frozenset()
+    _, expand = r.handle_fetch(FetchRequest(2, 1, 0, 0), 700)
+    assert expand is not None and expand.new_isr == frozenset({1, 2})
+
+
 def test_divergence_answer() -> None:
     r = leader(epoch=0)
     r.append(["a"], 0)

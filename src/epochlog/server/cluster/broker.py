@@ -50,6 +50,9 @@ class ClusterBroker(Broker):
         host, port = config.controller_address
         self.controller_session = PeerConnection(host, port, f"broker-{config.node_id}-session")
         self.controller_rpc = PeerConnection(host, port, f"broker-{config.node_id}")
+        # The metadata long poll gets its own connection: answers on one connection come in order, and an
+        # AlterPartition answer queued behind a parked metadata fetch waited up to a second.
+        self.controller_metadata = PeerConnection(host, port, f"broker-{config.node_id}-metadata")
         self.broker_epoch = -1
         self.fetchers = FetcherManager(self)
         self.shutting_down = False
@@ -76,6 +79,7 @@ class ClusterBroker(Broker):
         await self._catch_up_metadata()
         for key in sorted(self.image.states):
             self._apply_partition(*key)
+        self._update_ineligible()
         self._remove_leftover_logs()
         await self._start_groups()
         from epochlog.server.connection import KafkaConnection
@@ -109,6 +113,7 @@ class ClusterBroker(Broker):
         await self.fetchers.stop()
         self.controller_session.close()
         self.controller_rpc.close()
+        self.controller_metadata.close()
         await super().stop()
 
     async def _controlled_shutdown(self) -> None:
@@ -214,7 +219,7 @@ class ClusterBroker(Broker):
             ),
             forgotten_topics_data=(),
         )
-        resp = await self.controller_rpc.request(req, timeout=max_wait_ms / 1000 + 10)
+        resp = await self.controller_metadata.request(req, timeout=max_wait_ms / 1000 + 10)
         changed: list[tuple[str, int]] = []
         deleted: list[TopicInfo] = []
         hw = self.image.offset
@@ -267,6 +272,7 @@ class ClusterBroker(Broker):
                     self._apply_partition(*key)
                 except Exception:
                     log.exception("applying the state of %s-%d failed", *key)
+            self._update_ineligible()
             if changed or deleted:
                 self.fetchers.wake()
                 self.metadata_changed.set()
@@ -324,6 +330,12 @@ class ClusterBroker(Broker):
             )
         part.sync()
         part.notify()
+
+    def _update_ineligible(self) -> None:
+        fenced = frozenset(b.broker_id for b in self.image.brokers.values() if b.fenced)
+        for part in self.partitions.values():
+            if part.replica is not None and part.replica.ineligible != fenced:
+                part.replica.ineligible = fenced
 
     def _drop_topic(self, info: TopicInfo) -> None:
         for p in range(info.partitions):

@@ -141,21 +141,18 @@ def _read_partition(
     return out, size
 
 
-async def _wait_for_data(broker: Broker, keys: list[tuple[str, int]], timeout: float) -> None:
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[None] = loop.create_future()
-    parts = [broker.partition(t, p) for t, p in keys]
+def _register(broker: Broker, keys: list[tuple[str, int]]) -> tuple[asyncio.Future[None], list[Any]]:
+    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    parts = [part for part in (broker.partition(t, p) for t, p in keys) if part is not None]
     for part in parts:
-        if part is not None:
-            part.waiters.append(fut)
-    try:
-        await asyncio.wait_for(fut, timeout)
-    except TimeoutError:
-        pass
-    finally:
-        for part in parts:
-            if part is not None and fut in part.waiters:
-                part.waiters.remove(fut)
+        part.waiters.append(fut)
+    return fut, parts
+
+
+def _unregister(fut: asyncio.Future[None], parts: list[Any]) -> None:
+    for part in parts:
+        if fut in part.waiters:
+            part.waiters.remove(fut)
 
 
 def _fetch_once(broker: Broker, req: Any, version: int) -> tuple[list[dict[str, Any]], int, bool, list[list[Any]]]:
@@ -202,11 +199,20 @@ async def _fetch_with_wait(broker: Broker, header: RequestHeader, req: Any, vers
         if name:
             keys.extend((name, p.partition) for p in t.partitions)
     while True:
-        remaining = deadline - time.monotonic()
-        await _wait_for_data(broker, keys, max(remaining, 0))
-        topics_out, total, errors, spliced = _fetch_once(broker, req, version)
-        if total >= req.min_bytes or errors or time.monotonic() >= deadline:
-            return _response(header, topics_out, spliced)
+        # Register before looking: data appended between the handler's first look and this task starting
+        # (or between two looks) would otherwise wake nobody, and the fetch would sleep its whole max_wait.
+        fut, parts = _register(broker, keys)
+        try:
+            topics_out, total, errors, spliced = _fetch_once(broker, req, version)
+            remaining = deadline - time.monotonic()
+            if total >= req.min_bytes or errors or remaining <= 0:
+                return _response(header, topics_out, spliced)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except TimeoutError:
+                pass
+        finally:
+            _unregister(fut, parts)
 
 
 def _response(header: RequestHeader, topics_out: list[dict[str, Any]], spliced: list[list[Any]]) -> list[Any]:
