@@ -38,14 +38,15 @@ from tests.integration.cluster_helpers import free_base_port, leader_epoch, part
 from epochlog.server.cluster.local import LocalCluster
 
 
-def create(bootstrap: str, name: str, rf: int) -> None:
+def create(bootstrap: str, name: str, rf: int, partitions: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, 1, rf, config={"min.insync.replicas": str(min(rf, 2))})])[name].result(20)
+    cfg = {"min.insync.replicas": str(min(rf, 2))}
+    admin.create_topics([NewTopic(name, partitions, rf, config=cfg)])[name].result(20)
 
 
-def produce_throughput(bootstrap: str, rf: int, size: int, count: int) -> dict[str, Any]:
+def produce_throughput(bootstrap: str, rf: int, size: int, count: int, partitions: int = 1) -> dict[str, Any]:
     topic = f"bench-{uuid.uuid4().hex[:8]}"
-    create(bootstrap, topic, rf)
+    create(bootstrap, topic, rf, partitions)
     errors = [0]
 
     def on_error(err: Any, msg: Any) -> None:
@@ -182,6 +183,7 @@ def main() -> None:
         results["throughput"]["single"] = {
             "1KiB": produce_throughput(single.bootstrap, 1, 1024, n_1k),
             "100B": produce_throughput(single.bootstrap, 1, 100, n_100),
+            "1KiB x3 partitions": produce_throughput(single.bootstrap, 1, 1024, n_1k, 3),
         }
     finally:
         single.stop()
@@ -198,6 +200,8 @@ def main() -> None:
         results["throughput"]["rf3"] = {
             "1KiB": produce_throughput(lc.bootstrap, 3, 1024, n_1k),
             "100B": produce_throughput(lc.bootstrap, 3, 100, n_100),
+            # leaders of the three partitions are on the three brokers
+            "1KiB x3 partitions": produce_throughput(lc.bootstrap, 3, 1024, n_1k, 3),
         }
         for _ in range(args.rounds):
             results["failover"].append(unavailability(lc, "kill -9"))
@@ -217,7 +221,7 @@ def show(results: dict[str, Any]) -> None:
     t = Table(title="acks=all produce throughput: RF=3 cluster vs single broker (same run)")
     for col in ("size", "single msgs/s", "single MB/s", "RF=3 msgs/s", "RF=3 MB/s", "RF=3 / single"):
         t.add_column(col)
-    for size in ("1KiB", "100B"):
+    for size in ("1KiB", "100B", "1KiB x3 partitions"):
         s = results["throughput"]["single"][size]
         r = results["throughput"]["rf3"][size]
         t.add_row(
