@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import signal
 import statistics
 import sys
@@ -28,14 +27,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import produce_consume
 from brokers import start as start_single
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.table import Table
-from tests.integration.cluster_helpers import free_base_port, leader_epoch, partition_info, wait_until
+from tests.integration.cluster_helpers import leader_epoch, partition_info, wait_until
 
-from epochlog.server.cluster.local import LocalCluster
+from epochlog.server.cluster.local import LocalCluster, free_base_port
 
 
 def create(bootstrap: str, name: str, rf: int, partitions: int = 1) -> None:
@@ -45,48 +45,8 @@ def create(bootstrap: str, name: str, rf: int, partitions: int = 1) -> None:
 
 
 def produce_throughput(bootstrap: str, rf: int, size: int, count: int, partitions: int = 1) -> dict[str, Any]:
-    topic = f"bench-{uuid.uuid4().hex[:8]}"
-    create(bootstrap, topic, rf, partitions)
-    errors = [0]
-
-    def on_error(err: Any, msg: Any) -> None:
-        if err is not None:
-            errors[0] += 1
-
-    p = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "queue.buffering.max.kbytes": 1_048_576,
-            "delivery.report.only.error": True,
-            "on_delivery": on_error,
-            "enable.idempotence": True,
-        }
-    )
-    payload = os.urandom(size)
-    p.produce(topic, payload)
-    p.flush(30)
-    t0 = time.perf_counter()
-    for i in range(count):
-        try:
-            p.produce(topic, payload)
-        except BufferError:
-            p.poll(0.005)
-            p.produce(topic, payload)
-        if i & 0x3FFF == 0:
-            p.poll(0)
-    left = p.flush(120)
-    dt = time.perf_counter() - t0
-    return {
-        "msgs": count,
-        "seconds": dt,
-        "msgs_per_s": count / dt,
-        "mb_per_s": count * size / dt / 1e6,
-        "errors": errors[0] + left,
-    }
+    """acks=all with an idempotent producer, the same loop as bench/produce_consume.py."""
+    return produce_consume.produce_throughput(bootstrap, size, count, "all", partitions, rf, idempotence=True)
 
 
 def unavailability(lc: LocalCluster, how: str, seconds: float = 8.0) -> dict[str, Any]:

@@ -27,17 +27,20 @@ from rich.console import Console
 from rich.table import Table
 
 
-def create_topic(bootstrap: str, name: str) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int = 1, rf: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    config = {"min.insync.replicas": "2"} if rf > 1 else {}
     try:
-        admin.create_topics([NewTopic(name, 1, 1)])[name].result(20)
+        admin.create_topics([NewTopic(name, partitions, rf, config=config)])[name].result(20)
     except Exception as e:  # a peer may only auto-create
         print(f"  create_topics on {bootstrap}: {e}; relying on auto creation", file=sys.stderr)
 
 
-def produce_throughput(bootstrap: str, size: int, count: int, acks: str) -> dict[str, Any]:
+def produce_throughput(
+    bootstrap: str, size: int, count: int, acks: str, partitions: int = 1, rf: int = 1, idempotence: bool = False
+) -> dict[str, Any]:
     topic = f"bench-{uuid.uuid4().hex[:8]}"
-    create_topic(bootstrap, topic)
+    create_topic(bootstrap, topic, partitions, rf)
     errors = [0]
 
     def on_error(err: Any, msg: Any) -> None:
@@ -54,7 +57,7 @@ def produce_throughput(bootstrap: str, size: int, count: int, acks: str) -> dict
             "queue.buffering.max.kbytes": 1_048_576,
             "delivery.report.only.error": True,
             "on_delivery": on_error,
-            "enable.idempotence": False,
+            "enable.idempotence": idempotence,
         }
     )
     payload = os.urandom(size)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,3 +17,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for layer in _LAYERS:
             if layer in parts:
                 item.add_marker(getattr(pytest.mark, layer))
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Any]:
+    """A real cluster: `epochlog controller` and three `epochlog broker` processes on free ports."""
+    from tests.integration.cluster_helpers import new_cluster
+
+    lc = new_cluster(tmp_path, 3, replica_lag_time_max_ms="3000").start()
+    yield lc
+    lc.stop()

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
-import socket
 import subprocess
 import sys
 import threading
@@ -17,24 +15,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from epochlog.client.epochs import LeaderEpochClient
-from epochlog.server.cluster.local import CONTROLLER_PORT_OFFSET, LocalCluster
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_base_port(brokers: int) -> int:
-    for _ in range(200):
-        base = random.randint(20000, 40000)
-        if all(_free(base + i) for i in range(brokers)) and _free(base + CONTROLLER_PORT_OFFSET):
-            return base
-    raise RuntimeError("no free port range on 127.0.0.1")
+from epochlog.server.cluster.local import LocalCluster, free_base_port
 
 
 def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:

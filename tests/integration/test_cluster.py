@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -25,13 +24,6 @@ from tests.integration.cluster_helpers import (
 from tests.integration.kafka_wire import WireClient, schema_module
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    lc = new_cluster(tmp_path, 3, replica_lag_time_max_ms="3000").start()
-    yield lc
-    lc.stop()
 
 
 def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 30) -> dict[bytes, tuple[int, int]]:

@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.broker_process import BrokerProcess
+
 pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -e '.[spark]')")
 pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install -e '.[spark]')")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _up_available() -> str | None:
@@ -38,62 +30,7 @@ def _up_available() -> str | None:
     return None
 
 
-class Broker:
-    """One `epochlog up` process on a free port; stopped by its pid."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.port = free_port()
-        self.proc: subprocess.Popen | None = None
-        self.log_path = data_dir.parent / f"{data_dir.name}.log"
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> Broker:
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "epochlog.cli.main",
-                "up",
-                "--port",
-                str(self.port),
-                "--data-dir",
-                str(self.data_dir),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"epochlog up exited with {self.proc.returncode}: {self.log_path.read_text()[-2000:]}"
-                )
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise TimeoutError(f"epochlog up did not listen on {self.port} within 30 s")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
+Broker = BrokerProcess  # one `epochlog up` process on a free port, stopped by its pid
 
 
 @pytest.fixture(scope="session")
@@ -201,3 +138,11 @@ def consume_all(bootstrap: str, topic: str, partitions: int = 1, timeout: float 
         return out
     finally:
         c.close()
+
+
+def stream(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
+    """A streaming DataFrame over format epochlog, from the earliest offsets unless told otherwise."""
+    r = spark.readStream.format("epochlog").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+    for k, v in {"startingOffsets": "earliest", **options}.items():
+        r = r.option(k, v)
+    return r.load()

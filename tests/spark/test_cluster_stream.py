@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,27 +15,12 @@ from tests.integration.cluster_helpers import (
     AckingProducer,
     create_topic,
     leader_epoch,
-    new_cluster,
     partition_info,
     wait_until,
 )
-from tests.spark.conftest import produce
+from tests.spark.conftest import produce, stream
 
 pytestmark = pytest.mark.timeout(240)
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    lc = new_cluster(tmp_path, 3, replica_lag_time_max_ms="2000").start()
-    yield lc
-    lc.stop()
-
-
-def _stream(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
-    r = spark.readStream.format("epochlog").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-    for k, v in {"startingOffsets": "earliest", **options}.items():
-        r = r.option(k, v)
-    return r.load()
 
 
 def _available_now(df: Any, out: Path, ckpt: Path) -> Any:
@@ -64,7 +48,7 @@ def test_unclean_election_truncation_detected_on_restart(
         wait_until(lambda: partition_info(bs, topic)[2] == [leader0], 20, "the paused follower to leave the ISR")
         produce(bs, topic, [b"old%d" % i for i in range(10, 20)])  # only on the leader
         out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-        q = _available_now(_stream(spark, bs, topic), out, ckpt)
+        q = _available_now(stream(spark, bs, topic), out, ckpt)
         assert q.awaitTermination(90) and q.exception() is None
         cluster.kill9(f"broker-{leader0}")
     finally:
@@ -72,7 +56,7 @@ def test_unclean_election_truncation_detected_on_restart(
     wait_until(lambda: leader_epoch(bs, topic)[0] == follower, 30, "the unclean election")
     produce(bs, topic, [b"new%d" % i for i in range(15)])  # offsets 10..24 in the new epoch: past 20 again
 
-    q = _available_now(_stream(spark, bs, topic, failOnDataLoss=fail_on_data_loss), out, ckpt)
+    q = _available_now(stream(spark, bs, topic, failOnDataLoss=fail_on_data_loss), out, ckpt)
     if fail_on_data_loss == "true":
         with pytest.raises(Exception, match=rf"{topic}-0: position 20 \(epoch 0\) diverges at offset 10"):
             q.awaitTermination(90)
@@ -92,7 +76,7 @@ def test_leader_kill_during_stream_loses_and_duplicates_nothing(
     wait_until(lambda: partition_info(bs, topic), 10, "metadata")
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     q = (
-        _stream(spark, bs, topic)
+        stream(spark, bs, topic)
         .writeStream.format("parquet")
         .option("path", str(out))
         .option("checkpointLocation", str(ckpt))

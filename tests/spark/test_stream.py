@@ -9,16 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.spark.conftest import consume_all, make_topic, produce
+from tests.spark.conftest import consume_all, make_topic, produce, stream
 
 pytestmark = pytest.mark.timeout(150)
-
-
-def _stream(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
-    r = spark.readStream.format("epochlog").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-    for k, v in {"startingOffsets": "earliest", **options}.items():
-        r = r.option(k, v)
-    return r.load()
 
 
 def _run_available_now(df: Any, out: Path, ckpt: Path) -> Any:
@@ -43,7 +36,7 @@ def test_available_now_restart_no_gap_no_duplicate(spark: Any, bootstrap: str, t
     produce(bootstrap, topic, [b"a%d" % i for i in range(30)], partition=0)
     produce(bootstrap, topic, [b"b%d" % i for i in range(10)], partition=1)
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-    q = _run_available_now(_stream(spark, bootstrap, topic, maxOffsetsPerTrigger="15"), out, ckpt)
+    q = _run_available_now(stream(spark, bootstrap, topic, maxOffsetsPerTrigger="15"), out, ckpt)
     sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
     assert sum(sizes) == 40 and max(sizes) <= 15 and len(sizes) >= 3, sizes
 
@@ -53,7 +46,7 @@ def test_available_now_restart_no_gap_no_duplicate(spark: Any, bootstrap: str, t
     assert saved[topic]["0"] == {"offset": 30, "epoch": 0}
 
     produce(bootstrap, topic, [b"c%d" % i for i in range(5)], partition=1)
-    _run_available_now(_stream(spark, bootstrap, topic), out, ckpt)
+    _run_available_now(stream(spark, bootstrap, topic), out, ckpt)
     assert _offsets(spark, out) == [(0, o) for o in range(30)] + [(1, o) for o in range(15)]
 
 
@@ -61,7 +54,7 @@ def test_processing_time_trigger(spark: Any, bootstrap: str, tmp_path: Path) -> 
     topic = make_topic(bootstrap)
     produce(bootstrap, topic, [b"x%d" % i for i in range(5)])
     q = (
-        _stream(spark, bootstrap, topic, minOffsetsPerTrigger="1", maxTriggerDelay="1s")
+        stream(spark, bootstrap, topic, minOffsetsPerTrigger="1", maxTriggerDelay="1s")
         .writeStream.format("memory")
         .queryName("pt_" + topic.replace("-", "_"))
         .option("checkpointLocation", str(tmp_path / "ckpt"))
@@ -94,7 +87,7 @@ def test_sink_replayed_batch_writes_nothing_twice(spark: Any, bootstrap: str, tm
 
     def run() -> None:
         q = (
-            _stream(spark, bootstrap, src)
+            stream(spark, bootstrap, src)
             .selectExpr(
                 "key",
                 "value",
@@ -159,12 +152,12 @@ def test_truncation_detected_by_leader_epoch(
     topic = make_topic(bs)
     produce(bs, topic, [b"old%d" % i for i in range(10)])
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-    _run_available_now(_stream(spark, bs, topic), out, ckpt)
+    _run_available_now(stream(spark, bs, topic), out, ckpt)
     broker.restart()  # the returning leader gets a new epoch (KIP-101)
     produce(bs, topic, [b"new%d" % i for i in range(15)])  # offsets 10..24 in epoch 1
     _craft_truncated_checkpoint(ckpt, out, topic, 20, 0)
 
-    df = _stream(spark, bs, topic, failOnDataLoss=fail_on_data_loss)
+    df = stream(spark, bs, topic, failOnDataLoss=fail_on_data_loss)
     q = (
         df.writeStream.format("parquet")
         .option("path", str(out))

@@ -11,7 +11,6 @@ import json
 import logging
 import shutil
 import signal
-import socket
 import tempfile
 import threading
 import time
@@ -138,26 +137,13 @@ class DemoError(Exception):
 # -- small helpers ------------------------------------------------------------------------------------
 
 
-def free_base_port(count: int = 3, controller_offset: int = 100, attempts: int = 50) -> int:
-    """A port p such that p..p+count-1 and p+controller_offset are free on 127.0.0.1 right now."""
+def _free_base_port() -> int:
+    from epochlog.server.cluster.local import free_base_port
 
-    def free(port: int) -> bool:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-        return True
-
-    for _ in range(attempts):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + controller_offset >= 65535:
-            continue
-        if all(free(p) for p in [*range(base, base + count), base + controller_offset]):
-            return base
-    raise DemoError("no free range of ports found on 127.0.0.1")
+    try:
+        return free_base_port(3)
+    except RuntimeError as e:
+        raise DemoError(str(e)) from None
 
 
 def _percentile(sorted_values: list[float], q: float) -> float:
@@ -823,7 +809,7 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
         cluster = LocalCluster(
             data_dir,
             brokers=3,
-            base_port=free_base_port(),
+            base_port=_free_base_port(),
             broker_settings=dict(BROKER_SETTINGS),
             controller_settings=dict(CONTROLLER_SETTINGS),
         )

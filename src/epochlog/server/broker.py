@@ -253,25 +253,6 @@ class Broker:
 
 def run_forever(config: BrokerConfig, on_ready: Callable[[Broker], None] | None = None) -> None:
     """Run a broker until SIGINT/SIGTERM, then shut down cleanly."""
-    import signal
+    from epochlog.server.lifecycle import run_until_signal
 
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:  # pragma: no cover
-        pass
-
-    async def main() -> None:
-        broker = Broker(config)
-        await broker.start()
-        if on_ready is not None:
-            on_ready(broker)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        await broker.stop()
-
-    asyncio.run(main())
+    run_until_signal(lambda: Broker(config), on_ready)

@@ -123,16 +123,7 @@ class ClusterBroker(Broker):
         asked = False
         while time.monotonic() < deadline and not asked:
             try:
-                resp = await self.controller_session.request(
-                    _HB(
-                        broker_id=self.config.node_id,
-                        broker_epoch=self.broker_epoch,
-                        current_metadata_offset=self.image.offset,
-                        want_fence=False,
-                        want_shut_down=True,
-                    ),
-                    timeout=2,
-                )
+                resp = await self.controller_session.request(self._heartbeat(want_shut_down=True), timeout=2)
                 asked = bool(resp.should_shut_down)
             except PeerError:
                 await asyncio.sleep(0.1)
@@ -173,20 +164,20 @@ class ClusterBroker(Broker):
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
 
+    def _heartbeat(self, want_shut_down: bool) -> Any:
+        return _HB(
+            broker_id=self.config.node_id,
+            broker_epoch=self.broker_epoch,
+            current_metadata_offset=self.image.offset,
+            want_fence=False,
+            want_shut_down=want_shut_down,
+        )
+
     async def _heartbeats(self) -> None:
         interval = self.config.broker_heartbeat_interval_ms / 1000
         while not self.shutting_down:
             try:
-                resp = await self.controller_session.request(
-                    _HB(
-                        broker_id=self.config.node_id,
-                        broker_epoch=self.broker_epoch,
-                        current_metadata_offset=self.image.offset,
-                        want_fence=False,
-                        want_shut_down=False,
-                    ),
-                    timeout=5,
-                )
+                resp = await self.controller_session.request(self._heartbeat(want_shut_down=False), timeout=5)
                 if self.shutting_down:
                     return
                 if resp.error_code or resp.is_fenced:
@@ -505,23 +496,6 @@ class ControllerProducerIds:
 
 
 def run_broker(config: BrokerConfig) -> None:
-    import signal
+    from epochlog.server.lifecycle import run_until_signal
 
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:  # pragma: no cover
-        pass
-
-    async def main() -> None:
-        broker = ClusterBroker(config)
-        await broker.start()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        await broker.stop()
-
-    asyncio.run(main())
+    run_until_signal(lambda: ClusterBroker(config))

@@ -505,23 +505,6 @@ def _dispatch(server: ControllerServer, conn: Any, header: RequestHeader, frame:
 
 
 def run_controller(config: ControllerConfig) -> None:
-    import signal
+    from epochlog.server.lifecycle import run_until_signal
 
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:  # pragma: no cover
-        pass
-
-    async def main() -> None:
-        server = ControllerServer(config)
-        await server.start()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        await server.stop()
-
-    asyncio.run(main())
+    run_until_signal(lambda: ControllerServer(config))

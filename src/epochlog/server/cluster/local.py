@@ -32,6 +32,28 @@ def wait_for_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | Non
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
 
 
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_base_port(brokers: int = 3, attempts: int = 50) -> int:
+    """A base port p such that p..p+brokers-1 and the controller's p+100 are free on 127.0.0.1 right now."""
+    for _ in range(attempts):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + CONTROLLER_PORT_OFFSET >= 65535:
+            continue
+        if all(_port_free(p) for p in [*range(base, base + brokers), base + CONTROLLER_PORT_OFFSET]):
+            return base
+    raise RuntimeError("no free range of ports found on 127.0.0.1")
+
+
 def _write_properties(path: Path, props: dict[str, str]) -> None:
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 

@@ -23,33 +23,16 @@ def handle_api_versions(broker: Broker, header: RequestHeader, frame: memoryview
     }
 
 
-def _broker_row(broker: Broker) -> dict[str, Any]:
-    c = broker.config
-    return {
-        "node_id": c.node_id,
-        "broker_id": c.node_id,
-        "host": c.advertised_host,
-        "port": c.advertised_port,
-        "rack": None,
-        "is_fenced": False,
-    }
+def _broker_row(node: int, host: str, port: int) -> dict[str, Any]:
+    return {"node_id": node, "broker_id": node, "host": host, "port": port, "rack": None, "is_fenced": False}
 
 
 def _broker_rows(broker: Broker) -> list[dict[str, Any]]:
     image = getattr(broker, "image", None)
     if image is None:
-        return [_broker_row(broker)]
-    return [
-        {
-            "node_id": b.broker_id,
-            "broker_id": b.broker_id,
-            "host": b.host,
-            "port": b.port,
-            "rack": None,
-            "is_fenced": False,
-        }
-        for b in image.live_brokers()
-    ]
+        c = broker.config
+        return [_broker_row(c.node_id, c.advertised_host, c.advertised_port)]
+    return [_broker_row(b.broker_id, b.host, b.port) for b in image.live_brokers()]
 
 
 def _controller_id(broker: Broker) -> int:
@@ -80,6 +63,10 @@ def _cluster_topic_row(broker: Broker, name: str) -> dict[str, Any]:
                 "offline_replicas": [r for r in st.replicas if r not in live],
             }
         )
+    return _topic(name, info, parts)
+
+
+def _topic(name: str, info: Any, parts: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "error_code": Err.NONE,
         "name": name,
@@ -109,14 +96,7 @@ def _topic_row(broker: Broker, name: str) -> dict[str, Any]:
                 "offline_replicas": [],
             }
         )
-    return {
-        "error_code": Err.NONE,
-        "name": name,
-        "topic_id": info.topic_id,
-        "is_internal": info.internal,
-        "partitions": parts,
-        "topic_authorized_operations": -2147483648,
-    }
+    return _topic(name, info, parts)
 
 
 def handle_metadata(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
