@@ -338,15 +338,17 @@ class ClusterBroker(Broker):
         log.info("deleted topic %s (%s)", info.name, info.topic_id)
 
     def _remove_leftover_logs(self) -> None:
-        for topic, p in list(self.log_manager.logs):
-            if topic == OFFSETS_TOPIC:
+        """Logs of topics the metadata no longer has (deleted while this broker was down) go; a log the
+        metadata does not assign here is kept and reported (there is no reassignment yet to explain it)."""
+        for topic in sorted({t for t, _p in self.log_manager.logs if t != OFFSETS_TOPIC}):
+            if topic not in self.image.topics:
+                log.warning("removing the logs of %s: the topic is not in the cluster metadata", topic)
+                self.log_manager.delete_topic(topic)
                 continue
-            info = self.image.topics.get(topic)
-            st = self.image.states.get((topic, p))
-            if info is None or st is None or self.config.node_id not in st.replicas:
-                log.warning("removing log %s-%d: not assigned to this broker in the metadata", topic, p)
-                if info is None:
-                    self.log_manager.delete_topic(topic)
+            for t, p in [k for k in self.log_manager.logs if k[0] == topic]:
+                st = self.image.states.get((t, p))
+                if st is None or self.config.node_id not in st.replicas:
+                    log.warning("keeping log %s-%d although the metadata does not assign it to this broker", t, p)
 
     async def _isr_ticker(self) -> None:
         while not self.shutting_down:
