@@ -103,6 +103,19 @@ def test_truncate_and_follower_append(tmp_path: Path) -> None:
     assert other.log_end_offset == 3 and other.epoch_cache.latest_epoch() == 2
 
 
+def test_truncate_at_the_log_end_drops_an_epoch_that_never_got_a_record(tmp_path: Path) -> None:
+    """A replica led epoch 1 without appending, then follows a leader that never saw epoch 1. The leader
+    answers LastFetchedEpoch=1 with DivergingEpoch(0, 3); truncating to 3 must drop the empty epoch, or the
+    follower asks with epoch 1 again forever (seen on a real cluster after an automatic rebalance)."""
+    log = open_log(tmp_path)
+    for i in range(3):
+        log.append_as_leader(batch(i), 0, 0)
+    log.epoch_cache.assign(1, log.log_end_offset)
+    assert log.epoch_cache.latest_epoch() == 1
+    log.truncate_to(3)
+    assert log.log_end_offset == 3 and log.epoch_cache.latest_epoch() == 0
+
+
 def test_retention_by_bytes_never_passes_the_high_watermark(tmp_path: Path) -> None:
     log = open_log(tmp_path, segment_bytes=1000, retention_bytes=1500)
     for i in range(20):

@@ -406,6 +406,11 @@ class PartitionLog:
     def truncate_to(self, offset: int) -> None:
         """Drop every batch at or after ``offset`` (a follower's truncation)."""
         if offset >= self.log_end_offset:
+            # Nothing to cut from the log, but the epoch cache may still end with an epoch this replica
+            # started as leader and never appended to; a leader that never saw that epoch answers the
+            # follower's LastFetchedEpoch with DivergingEpoch at this very offset, so keeping the entry
+            # would make the follower ask again forever (Kafka's truncateTo does the same).
+            self.epoch_cache.truncate_from_end(self.log_end_offset)
             return
         log.info("%s-%d: truncating from %d to %d", self.topic, self.partition, self.log_end_offset, offset)
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
