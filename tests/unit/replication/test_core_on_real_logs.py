@@ -75,3 +75,21 @@ def test_stale_follower_fetch_is_fenced(tmp_path: Path) -> None:
     assert req is not None
     decision, _ = a.handle_fetch(req, 0)
     assert decision.error == FENCED_LEADER_EPOCH
+
+
+def test_an_epoch_led_without_appending_does_not_trap_the_follower(tmp_path: Path) -> None:
+    """B leads epoch 1 for a moment and appends nothing; A, which never saw epoch 1, leads epoch 2. B's
+    LastFetchedEpoch is 1, A answers DivergingEpoch(0, 1) at B's own log end: B must drop its empty epoch
+    and go on replicating (on real segments this once looped forever; the simulator's log was right)."""
+    a, b = replica(tmp_path, 1), replica(tmp_path, 2)
+    a.apply_state(state(1, 0), 0)
+    b.apply_state(state(1, 0), 0)
+    a.append(batch(b"m1"), 0)
+    assert fetch(b, a) == "appended"
+    b.apply_state(state(2, 1), 0)  # B leads epoch 1: its cache gets (1, 1), no record follows
+    a.apply_state(state(1, 2), 0)  # A leads epoch 2 without ever following epoch 1
+    b.apply_state(state(1, 2), 0)
+    a.append(batch(b"m2"), 0)
+    outcomes = [fetch(b, a) for _ in range(4)]
+    assert outcomes[0] == "truncated" and "appended" in outcomes[1:]
+    assert b.log.log_end_offset == a.log.log_end_offset == 2
