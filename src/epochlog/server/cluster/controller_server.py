@@ -26,6 +26,7 @@ from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.replication.types import AlterIsr
 from epochlog.server.config import ConfigError, _bool, _int, parse_listener
+from epochlog.server.handlers.admin import creatable_topic
 from epochlog.server.metadata_log import TOPIC as METADATA_TOPIC
 from epochlog.server.metadata_log import MetadataLog
 from epochlog.server.topic_configs import unknown_configs
@@ -286,14 +287,7 @@ class ControllerServer:
         out = []
         validate_only = bool(getattr(req, "validate_only", False))
         for t in req.topics:
-            configs = {c.name: c.value for c in t.configs if c.value is not None}
-            row: dict[str, Any] = {
-                "name": t.name,
-                "error_message": None,
-                "num_partitions": -1,
-                "replication_factor": -1,
-                "configs": None,
-            }
+            configs, row = creatable_topic(t)
             parts = int(t.num_partitions)
             rf = int(t.replication_factor)
             reason = validate_topic_name(t.name)

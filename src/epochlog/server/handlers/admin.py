@@ -16,19 +16,25 @@ RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 
 
+def creatable_topic(t: Any) -> tuple[dict[str, str], dict[str, Any]]:
+    """One CreateTopics entry: its configs, and its answer row before the outcome is known."""
+    configs = {c.name: c.value for c in t.configs if c.value is not None}
+    row: dict[str, Any] = {
+        "name": t.name,
+        "error_message": None,
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "configs": None,
+    }
+    return configs, row
+
+
 def handle_create_topics(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
     validate_only = bool(getattr(req, "validate_only", False))
     out = []
     for t in req.topics:
-        configs = {c.name: c.value for c in t.configs if c.value is not None}
-        row: dict[str, Any] = {
-            "name": t.name,
-            "error_message": None,
-            "num_partitions": -1,
-            "replication_factor": -1,
-            "configs": None,
-        }
+        configs, row = creatable_topic(t)
         bad = unknown_configs(configs)
         try:
             if t.assignments:
