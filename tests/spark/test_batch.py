@@ -94,3 +94,56 @@ def test_option_errors_surface_in_spark(spark: Any, bootstrap: str) -> None:
         spark.readStream.format("epochlog").option("kafka.bootstrap.servers", bootstrap).option(
             "subscribe", "x"
         ).option("endingOffsets", "latest").load().writeStream.format("noop").start().awaitTermination(30)
+
+
+def _produce_with(bootstrap: str, topic: str, conf: dict[str, Any], records: list[tuple[Any, ...]]) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
+    for key, value, ts, headers in records:
+        p.produce(topic, value, key=key, partition=0, timestamp=ts, headers=headers)
+    assert p.flush(30) == 0
+
+
+def test_plain_fetch_matches_confluent_and_hands_over(spark: Any, bootstrap: str) -> None:
+    """The plain-Fetch path gives exactly what the confluent-kafka path gives, and hands over to it at a
+    compressed batch and at records with headers (includeHeaders), from that offset on."""
+    topic = make_topic(bootstrap)
+    base = 1_700_000_000_000
+    plain = [
+        (None if i % 3 else b"k%d" % i, b"v" * (i % 150), base + (i * 37) % 5000 - 2500, None) for i in range(3000)
+    ]
+    _produce_with(bootstrap, topic, {}, plain)
+    _produce_with(
+        bootstrap, topic, {"compression.type": "gzip"}, [(b"z", b"zipped%d" % i, base, None) for i in range(50)]
+    )
+    _produce_with(
+        bootstrap, topic, {}, [(None, b"after%d" % i, base, [("h", b"%d" % i)] if i % 2 else None) for i in range(50)]
+    )
+
+    def rows(**options: str) -> list[tuple[Any, ...]]:
+        df = _read(spark, bootstrap, subscribe=topic, **options)
+        out = []
+        for r in df.collect():
+            headers = tuple((h.key, bytes(h.value)) for h in r.headers) if "headers" in df.columns else None
+            out.append((r.offset, r.key, r.value, r.timestamp, r.timestampType, headers))
+        return sorted(out, key=lambda t: t[0])
+
+    for headers in ("false", "true"):
+        fast = rows(includeHeaders=headers)
+        slow = rows(includeHeaders=headers, reader="confluent")
+        assert len(fast) == 3100
+        assert fast == slow
+    assert [bytes(r[2]) for r in fast[3000:3002]] == [b"zipped0", b"zipped1"]
+    assert fast[3051][5] == (("h", b"1"),)
+    # The plain path itself read the first 3000 records and stopped at the compressed batch.
+    from epochlog.spark import fetch_reader
+
+    gen = fetch_reader.read_range(
+        bootstrap=bootstrap, topic=topic, partition=0, from_offset=0, until_offset=3100, include_headers=False
+    )
+    n = 0
+    with pytest.raises(StopIteration) as stop:
+        while True:
+            n += next(gen).num_rows
+    assert (n, stop.value.value) == (3000, 3000)

@@ -118,3 +118,29 @@ def test_divergence_rule(position: Position, answer: EpochEnd, expected: int | N
 def test_divergence_unknown_when_leader_has_no_such_history() -> None:
     t = divergence(Position(20, 0), EpochEnd(0, -1, -1))
     assert t is not None and t.divergence_offset is None
+
+
+def test_fetch_reader_takes_only_plain_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from epochlog.spark.fetch_reader import READER_ENV, parse_bootstrap, unsupported_reason
+
+    monkeypatch.delenv(READER_ENV, raising=False)
+    ok = {"bootstrap.servers": "127.0.0.1:9092"}
+    assert unsupported_reason(ok) is None
+    assert unsupported_reason({**ok, "security.protocol": "PLAINTEXT", "client.id": "x"}) is None
+    assert unsupported_reason(ok, reader="confluent")
+    assert unsupported_reason({**ok, "security.protocol": "SASL_SSL"})
+    assert unsupported_reason({**ok, "sasl.mechanism": "PLAIN"})
+    assert unsupported_reason({**ok, "ssl.ca.location": "/x"})
+    assert unsupported_reason({**ok, "isolation.level": "read_committed"})
+    assert unsupported_reason({})
+    monkeypatch.setenv(READER_ENV, "confluent")
+    assert unsupported_reason(ok)
+    assert parse_bootstrap("PLAINTEXT://h1:1, [::1]:2") == [("h1", 1), ("::1", 2)]
+
+
+def test_reader_option() -> None:
+    base = {"kafka.bootstrap.servers": "b:1", "subscribe": "t"}
+    assert parse_source_options(base, streaming=False).reader == "auto"
+    assert parse_source_options({**base, "reader": "Confluent"}, streaming=False).reader == "confluent"
+    with pytest.raises(OptionError, match="reader"):
+        parse_source_options({**base, "reader": "fast"}, streaming=False)

@@ -75,6 +75,7 @@ class SourceOptions:
     fetch_retry_interval_ms: int
     group_id_prefix: str
     validate_epochs: bool = True
+    reader: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -267,6 +268,10 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
     if max_opt is not None and min_opt is not None and min_opt > max_opt:
         raise OptionError("minOffsetsPerTrigger cannot be greater than maxOffsetsPerTrigger")
 
+    reader = opts.get("reader", "auto").strip().lower()
+    if reader not in ("auto", "confluent"):
+        raise OptionError(f"Invalid value '{reader}' for option 'reader', must be auto or confluent")
+
     return SourceOptions(
         bootstrap=bootstrap,
         kafka=kafka,
@@ -287,6 +292,7 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
         fetch_retry_interval_ms=_positive(opts, "fetchOffset.retryIntervalMs") or 1000,
         group_id_prefix=opts.get("groupidprefix", "spark-kafka-source"),
         validate_epochs=_bool(opts, "validateLeaderEpochs", True),
+        reader=reader,
     )
 
 

@@ -1,4 +1,8 @@
-"""Worker side of the source: read one offset range with confluent-kafka into Arrow record batches.
+"""Worker side of the source: read one offset range into Arrow record batches.
+
+The common case goes through fetch_reader (plain Fetch requests, records decoded column-wise by
+batch_decode); whatever it does not handle, and everything from the first thing it does not handle, is
+read with confluent-kafka here, which also owns the data-loss rules.
 
 Everything here runs in a Spark Python worker from a pickled InputPartition, so the split carries all it
 needs and nothing is shared with the driver.
@@ -10,7 +14,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 
 import pyarrow as pa
@@ -18,22 +22,10 @@ import pyarrow.compute as pc
 from confluent_kafka import Message
 from pyspark.sql.datasource import InputPartition
 
+from epochlog.spark import fetch_reader
+from epochlog.spark.batch_decode import HEADERS_TYPE, SCHEMA, SCHEMA_WITH_HEADERS  # Spark's Kafka schema in Arrow
+
 log = logging.getLogger("epochlog.spark.reader")
-
-HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
-
-# Spark's Kafka schema, as Arrow types Spark accepts without conversion (timestamp[us, UTC], int64 long).
-BASE_FIELDS = [
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("offset", pa.int64()),
-    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-    pa.field("timestampType", pa.int32()),
-]
-SCHEMA = pa.schema(BASE_FIELDS)
-SCHEMA_WITH_HEADERS = pa.schema([*BASE_FIELDS, pa.field("headers", HEADERS_TYPE)])
 
 SPARK_DDL = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
 SPARK_DDL_HEADERS = SPARK_DDL + ", headers array<struct<key:string,value:binary>>"
@@ -60,6 +52,8 @@ class RangeSplit(InputPartition):
     fail_on_data_loss: bool = True
     poll_timeout_ms: int = 120_000
     group_id_prefix: str = "spark-kafka-source"
+    # "auto": plain Fetch first, confluent-kafka for the rest; "confluent": confluent-kafka only.
+    reader: str = "auto"
 
     def __post_init__(self) -> None:
         InputPartition.__init__(self, f"{self.topic}-{self.partition}@{self.from_offset}")
@@ -143,6 +137,30 @@ def _report(split: RangeSplit, message: str) -> None:
 
 def read_split(split: RangeSplit) -> Iterator[pa.RecordBatch]:
     """Yield the records of the split as Arrow batches, in offset order, none at or past until_offset.
+
+    Plain Fetch requests read as far as they can (fetch_reader); confluent-kafka reads the rest.
+    """
+    if split.until_offset <= split.from_offset:
+        return
+    position = split.from_offset
+    why = fetch_reader.unsupported_reason(split.conf, split.reader)
+    if why is None:
+        position = yield from fetch_reader.read_range(
+            bootstrap=split.conf["bootstrap.servers"],
+            topic=split.topic,
+            partition=split.partition,
+            from_offset=split.from_offset,
+            until_offset=split.until_offset,
+            include_headers=split.include_headers,
+        )
+    else:
+        log.debug("%s-%s: reading with confluent-kafka: %s", split.topic, split.partition, why)
+    if position < split.until_offset:
+        yield from read_with_consumer(replace(split, from_offset=position))
+
+
+def read_with_consumer(split: RangeSplit) -> Iterator[pa.RecordBatch]:
+    """The general reader: confluent-kafka, for every case (compression, transactions, TLS/SASL, errors).
 
     Offsets may have gaps (compaction, transaction markers): reaching the log end is what proves a gap is
     data loss rather than a hole in the numbering.

@@ -191,6 +191,7 @@ def _split(r: OffsetRange, opts: SourceOptions, conf: Mapping[str, str]) -> Rang
         fail_on_data_loss=opts.fail_on_data_loss,
         poll_timeout_ms=opts.poll_timeout_ms,
         group_id_prefix=opts.group_id_prefix,
+        reader=opts.reader,
     )
 
 
