@@ -148,3 +148,37 @@ def test_config_errors_name_the_property() -> None:
         LogConfig.from_properties({"segment.bytes": "big"})
     assert LogConfig.from_properties({"log.retention.hours": "1"}).retention_ms == 3_600_000
     assert LogConfig.from_properties({"retention.ms": "5", "log.retention.ms": "9"}).retention_ms == 5
+
+
+def _file_bytes(log: PartitionLog, offset: int, max_bytes: int) -> bytes:
+    """What the files hold for this read, bypassing the in-memory tail of the active segment."""
+    for seg in log.segments:
+        seg.drop_tail_cache()
+    return b"".join(bytes(c) for c in log.read(offset, max_bytes).chunks)
+
+
+def test_reads_at_the_log_end_are_served_from_memory_and_match_the_files(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=1_500_000, max_message_bytes=2_000_000)
+    sizes = [100, 5_000, 200_000, 700_000, 50, 1_200_000, 30, 30, 400_000]
+    for i, size in enumerate(sizes):
+        log.append_as_leader(batch(i, size), 3, 0)
+    reads = [(o, m) for o in range(len(sizes)) for m in (1, 10_000, 600_000, 3 << 20)]
+    seen = [(o, m, b"".join(bytes(c) for c in log.read(o, m).chunks)) for o, m in reads]
+    last = log.read(len(sizes) - 1, 1 << 20).chunks[0]
+    assert isinstance(last, memoryview)  # the batch just written, not a pread
+    for o, m, data in seen:
+        assert data == _file_bytes(log, o, m), (o, m)
+
+
+def test_a_writable_request_is_patched_in_place_and_truncation_forgets_the_cached_tail(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(batch(0), 1, 0)
+    request = bytearray(batch(1))
+    log.append_as_leader(memoryview(request), 1, 0)
+    assert read_header(request).base_offset == 1  # patched where it lies: no copy of the request
+    log.truncate_to(1)
+    log.append_as_leader(batch(7, 300), 2, 0)
+    got = b"".join(bytes(c) for c in log.read(1, 1 << 20).chunks)
+    h = read_header(got)
+    assert (h.base_offset, h.partition_leader_epoch, len(got)) == (1, 2, len(batch(7, 300)))
+    assert got == _file_bytes(log, 1, 1 << 20)

@@ -225,6 +225,7 @@ class PartitionLog:
         if self.segments:
             self.active.flush()
             self.active.write_indexes()
+            self.active.drop_tail_cache()
             self.producer_state.take_snapshot()
         seg = Segment(self.dir, base, self.config.index_interval_bytes, now_ms)
         if seg.size:  # a leftover file at this base offset holds nothing we still own
@@ -270,7 +271,9 @@ class PartitionLog:
                 dup = self.producer_state.check(h)
                 if dup is not None:
                     return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset, 0, True)
-        buf = bytearray(records)
+        # The request's own buffer when it is ours to change (the connection hands over a frame that
+        # arrived in pieces): patching offsets in place saves a copy of the whole request.
+        buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
         offset = self.log_end_offset
         first = offset
         append_time = now_ms if self.config.log_append_time else -1

@@ -12,6 +12,7 @@ import itertools
 import mmap
 import os
 import struct
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,10 @@ class ScanResult:
     error: str | None  # why scanning stopped before the end of the file
 
 
+# Bytes of recent appends a segment keeps in memory (at least the last append, whatever its size).
+TAIL_CACHE_BYTES = 1 << 20
+
+
 class Segment:
     def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, created_ms: int) -> None:
         self.dir = directory
@@ -61,6 +66,11 @@ class Segment:
         self.offset_of_max_timestamp = -1
         self.indexes_dirty = False
         self.unflushed = False
+        # The latest appends, kept so that a reader at the log end (a follower, a tailing consumer) is
+        # served without a read system call and a fresh copy: on an RF=3 leader, pread of the batch just
+        # written was 13% of the CPU. Buffers handed to append() are never changed afterwards.
+        self._tail: deque[tuple[int, bytes | bytearray | memoryview]] = deque()
+        self._tail_bytes = 0
 
     # -- building the in-memory state ------------------------------------------------
     def _track(self, pos: int, h: BatchHeader) -> None:
@@ -147,7 +157,7 @@ class Segment:
         return True
 
     # -- writing -------------------------------------------------------------------------
-    def append(self, data: bytes | bytearray, batches: list[tuple[int, BatchHeader]]) -> None:
+    def append(self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
         start = self.size
         written = os.write(self.fd, data)
         while written < len(data):
@@ -156,6 +166,14 @@ class Segment:
             self._track(start + pos, h)
         self.size += len(data)
         self.unflushed = True
+        self._tail.append((start, data))
+        self._tail_bytes += len(data)
+        while len(self._tail) > 1 and self._tail_bytes > TAIL_CACHE_BYTES:
+            self._tail_bytes -= len(self._tail.popleft()[1])
+
+    def drop_tail_cache(self) -> None:
+        self._tail.clear()
+        self._tail_bytes = 0
 
     def flush(self) -> None:
         """Make the data durable. Index files are written at roll and close only: after a crash
@@ -174,6 +192,7 @@ class Segment:
         self.indexes_dirty = False
 
     def truncate_to_position(self, position: int) -> None:
+        self.drop_tail_cache()
         os.ftruncate(self.fd, position)
         self.unflushed = True
         self.scan(validate_crc=False)
@@ -195,8 +214,21 @@ class Segment:
             pos += h.size
         return None
 
-    def read(self, position: int, size: int) -> bytes:
-        return os.pread(self.fd, min(size, self.size - position), position)
+    def read(self, position: int, size: int) -> bytes | memoryview:
+        end = min(position + size, self.size)
+        tail = self._tail
+        if tail and position >= tail[0][0]:
+            parts = []
+            for start, buf in tail:
+                stop = start + len(buf)
+                if stop <= position or start >= end:
+                    continue
+                parts.append(memoryview(buf)[max(position - start, 0) : min(end, stop) - start])
+            if len(parts) == 1:
+                return parts[0]
+            if parts:
+                return b"".join(parts)
+        return os.pread(self.fd, end - position, position)
 
     def find_timestamp(self, ts: int) -> int:
         """A position from which to look for the first batch with max timestamp >= ts."""
@@ -213,6 +245,7 @@ class Segment:
 
     # -- lifecycle -----------------------------------------------------------------------
     def close(self) -> None:
+        self.drop_tail_cache()
         if self.fd >= 0:
             self.flush()
             self.write_indexes()
