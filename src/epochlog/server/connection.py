@@ -27,6 +27,8 @@ log = logging.getLogger("epochlog.connection")
 _SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 64
 HIGH_WATER = 8 * 1024 * 1024
+# A frame at least this large that arrives in pieces gets a buffer of its own (see data_received).
+BIG_FRAME = 64 * 1024
 
 
 class _Slot:
@@ -41,6 +43,8 @@ class KafkaConnection(asyncio.Protocol):
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.buf = bytearray()
+        self.big: bytearray | None = None
+        self.big_fill = 0
         self.transport: asyncio.Transport | None = None
         self.pending: deque[_Slot] = deque()
         self.peer = "?"
@@ -79,7 +83,24 @@ class KafkaConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         # Frames that arrive whole in ``data`` are handled as zero-copy views of it (bytes never
-        # move); only a partial frame is kept, in ``self.buf``, until the rest arrives.
+        # move). A large frame that arrives in pieces is gathered into a buffer of its exact size, which
+        # it then owns (a Produce appends from it in place); a small partial frame waits in ``self.buf``.
+        if self.big is not None:
+            big = self.big
+            take = min(len(data), len(big) - self.big_fill)
+            with memoryview(data) as dv:
+                big[self.big_fill : self.big_fill + take] = dv[:take]
+            self.big_fill += take
+            if self.big_fill < len(big):
+                return
+            self.big = None
+            self._handle_frame(memoryview(big)[4:])
+            if self.closed:
+                return
+            if take == len(data):
+                self._update_reading()
+                return
+            data = data[take:]
         if self.buf:
             self.buf += data
             src: bytes | bytearray = self.buf
@@ -99,6 +120,11 @@ class KafkaConnection(asyncio.Protocol):
                     self.close()
                     return
                 if n - pos - 4 < size:
+                    if size >= BIG_FRAME:
+                        self.big = bytearray(4 + size)
+                        self.big_fill = n - pos
+                        self.big[: n - pos] = view[pos:]
+                        pos = n
                     break
                 if src is self.buf:
                     # A view into the growable buffer must not outlive this call: copy the frame.
@@ -205,7 +231,20 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 out.append(data)
         if out and self.transport is not None and not self.closed:
-            self.transport.writelines(out)  # type: ignore[arg-type]
+            # Not writelines: before Python 3.12 it joins everything into one new bytes. Small pieces are
+            # joined (one send), large ones (spliced records) are written as they are.
+            write = self.transport.write
+            small: list[Any] = []
+            for b in out:
+                if len(b) < BIG_FRAME:
+                    small.append(b)
+                    continue
+                if small:
+                    write(b"".join(small) if len(small) > 1 else small[0])
+                    small = []
+                write(b)
+            if small:
+                write(b"".join(small) if len(small) > 1 else small[0])
         self._update_reading()
 
     def _update_reading(self) -> None:
