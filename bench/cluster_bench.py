@@ -5,6 +5,9 @@ after kill -9 of a partition leader and after its controlled shutdown.
 
 Prints a table and writes JSON to bench/results/. The RF=3 figure is reported as a ratio to the
 single-broker figure from the same run (this 2-core machine is shared and absolute numbers drift).
+Two producer configurations: librdkafka's default (idempotence off, requests pipelined) and the
+idempotent producer (one request in flight per partition). Each row also gives the CPU time every
+process spent per MB written, read from /proc, which drifts far less than throughput does.
 All processes are real: `epochlog up` for the single broker, `epochlog controller` + 3 `epochlog
 broker` for the cluster, all on 127.0.0.1 and all stopped by pid at the end.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import signal
 import statistics
 import sys
@@ -44,9 +48,41 @@ def create(bootstrap: str, name: str, rf: int, partitions: int = 1) -> None:
     admin.create_topics([NewTopic(name, partitions, rf, config=cfg)])[name].result(20)
 
 
-def produce_throughput(bootstrap: str, rf: int, size: int, count: int, partitions: int = 1) -> dict[str, Any]:
-    """acks=all with an idempotent producer, the same loop as bench/produce_consume.py."""
-    return produce_consume.produce_throughput(bootstrap, size, count, "all", partitions, rf, idempotence=True)
+# librdkafka's own default is enable.idempotence=false (up to a million requests in flight); its
+# idempotent producer sends one ProduceRequest at a time per partition (confluentinc/librdkafka PR #4989).
+PRODUCERS = {"default": False, "idempotent": True}
+CASES = (("1KiB", 1024, 1), ("100B", 100, 1), ("1KiB x3 partitions", 1024, 3))
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def produce_throughput(
+    bootstrap: str, rf: int, size: int, count: int, partitions: int, idempotence: bool, pids: dict[str, int]
+) -> dict[str, Any]:
+    """acks=all, the same loop as bench/produce_consume.py, with each server process's CPU time per MB."""
+    before = {name: _cpu_s(pid) for name, pid in pids.items()}
+    client0 = time.process_time()
+    out = produce_consume.produce_throughput(bootstrap, size, count, "all", partitions, rf, idempotence=idempotence)
+    mb = count * size / 1e6
+    out["cpu_ms_per_mb"] = {name: round((_cpu_s(pid) - before[name]) / mb * 1000, 2) for name, pid in pids.items()}
+    out["cpu_ms_per_mb"]["client"] = round((time.process_time() - client0) / mb * 1000, 2)
+    return out
+
+
+def throughput_cases(bootstrap: str, rf: int, n_1k: int, n_100: int, pids: dict[str, int]) -> dict[str, Any]:
+    return {
+        producer: {
+            case: produce_throughput(bootstrap, rf, size, n_1k if size == 1024 else n_100, parts, idem, pids)
+            for case, size, parts in CASES
+        }
+        for producer, idem in PRODUCERS.items()
+    }
 
 
 def unavailability(lc: LocalCluster, how: str, seconds: float = 8.0) -> dict[str, Any]:
@@ -140,11 +176,7 @@ def main() -> None:
 
     single = start_single("epochlog")
     try:
-        results["throughput"]["single"] = {
-            "1KiB": produce_throughput(single.bootstrap, 1, 1024, n_1k),
-            "100B": produce_throughput(single.bootstrap, 1, 100, n_100),
-            "1KiB x3 partitions": produce_throughput(single.bootstrap, 1, 1024, n_1k, 3),
-        }
+        results["throughput"]["single"] = throughput_cases(single.bootstrap, 1, n_1k, n_100, {"broker": single.pid()})
     finally:
         single.stop()
 
@@ -157,12 +189,9 @@ def main() -> None:
             20,
             "three brokers",
         )
-        results["throughput"]["rf3"] = {
-            "1KiB": produce_throughput(lc.bootstrap, 3, 1024, n_1k),
-            "100B": produce_throughput(lc.bootstrap, 3, 100, n_100),
-            # leaders of the three partitions are on the three brokers
-            "1KiB x3 partitions": produce_throughput(lc.bootstrap, 3, 1024, n_1k, 3),
-        }
+        # one partition: led by one broker; three partitions: leaders on all three brokers
+        pids = {name: node.proc.pid for name, node in lc.nodes.items() if node.proc is not None}
+        results["throughput"]["rf3"] = throughput_cases(lc.bootstrap, 3, n_1k, n_100, pids)
         for _ in range(args.rounds):
             results["failover"].append(unavailability(lc, "kill -9"))
             results["failover"].append(unavailability(lc, "controlled shutdown"))
@@ -177,21 +206,26 @@ def main() -> None:
 
 
 def show(results: dict[str, Any]) -> None:
-    c = Console()
+    c = Console(width=200)
     t = Table(title="acks=all produce throughput: RF=3 cluster vs single broker (same run)")
-    for col in ("size", "single msgs/s", "single MB/s", "RF=3 msgs/s", "RF=3 MB/s", "RF=3 / single"):
+    cols = ("producer", "case", "single msgs/s", "single MB/s", "RF=3 msgs/s", "RF=3 MB/s", "RF=3 / single")
+    for col in (*cols, "CPU ms/MB single", "CPU ms/MB RF=3"):
         t.add_column(col)
-    for size in ("1KiB", "100B", "1KiB x3 partitions"):
-        s = results["throughput"]["single"][size]
-        r = results["throughput"]["rf3"][size]
-        t.add_row(
-            size,
-            f"{s['msgs_per_s']:,.0f}",
-            f"{s['mb_per_s']:.1f}",
-            f"{r['msgs_per_s']:,.0f}",
-            f"{r['mb_per_s']:.1f}",
-            f"{r['msgs_per_s'] / s['msgs_per_s']:.2f}x",
-        )
+    for producer in PRODUCERS:
+        for case, _size, _parts in CASES:
+            s = results["throughput"]["single"][producer][case]
+            r = results["throughput"]["rf3"][producer][case]
+            t.add_row(
+                producer,
+                case,
+                f"{s['msgs_per_s']:,.0f}",
+                f"{s['mb_per_s']:.1f}",
+                f"{r['msgs_per_s']:,.0f}",
+                f"{r['mb_per_s']:.1f}",
+                f"{r['msgs_per_s'] / s['msgs_per_s']:.2f}x",
+                " ".join(f"{k}={v}" for k, v in s["cpu_ms_per_mb"].items()),
+                " ".join(f"{k.replace('broker-', 'b')}={v}" for k, v in r["cpu_ms_per_mb"].items()),
+            )
     c.print(t)
     f = Table(title="write unavailability when the partition leader stops (acks=all, 1 msg/ms)")
     for col in ("how", "longest gap ms", "stop -> first new ack ms", "errors", "epochs"):
