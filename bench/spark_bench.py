@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/spark_bench.py                  # starts its own `epochlog up`, 1M records
     .venv/bin/python bench/spark_bench.py --records 2000000 --bootstrap 127.0.0.1:9092
+    .venv/bin/python bench/spark_bench.py --reader confluent    # the source's confluent-kafka-only reader
 
 Prints a table and writes JSON to bench/results/spark-<time>.json. Run on demand, not as a test.
 """
@@ -75,10 +76,67 @@ def produce(bootstrap: str, topic: str, partitions: int, n: int, size: int) -> f
     return n / (time.perf_counter() - t0)
 
 
+def _proc_table() -> dict[int, tuple[int, str, float]]:
+    """pid -> (parent pid, command name, CPU seconds incl. reaped children) from Linux /proc; {} elsewhere."""
+    out: dict[int, tuple[int, str, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return out
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        name = raw[raw.index("(") + 1 : raw.rindex(")")]
+        fields = raw[raw.rindex(")") + 2 :].split()
+        cpu = sum(int(x) for x in fields[11:15]) / tick  # utime, stime, cutime, cstime
+        out[pid] = (int(fields[1]), name, cpu)
+    return out
+
+
+def cpu_by_role(broker_pid: int | None) -> dict[str, float]:
+    """CPU seconds so far of this benchmark's own processes: the broker, the JVM, Spark's Python workers
+    (children of the JVM), and this driver. Other users of the machine are not counted, so CPU per record
+    stays comparable when the wall-clock rate does not."""
+    table = _proc_table()
+    roles = {"broker": 0.0, "jvm": 0.0, "python_workers": 0.0, "driver": 0.0}
+    me = os.getpid()
+    for pid, (_ppid, name, cpu) in table.items():
+        chain = []
+        p = pid
+        while p in table and p not in chain and p > 1:
+            chain.append(p)
+            if p == me:
+                break
+            p = table[p][0]
+        if me not in chain:
+            continue
+        if pid == me:
+            roles["driver"] += cpu
+        elif broker_pid is not None and pid == broker_pid:
+            roles["broker"] += cpu
+        elif name == "java":
+            roles["jvm"] += cpu
+        elif any(table[a][1] == "java" for a in chain[1:]):
+            roles["python_workers"] += cpu
+    return roles
+
+
 def timed(fn: Any) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+def cpu_timed(fn: Any, broker_pid: int | None) -> tuple[float, dict[str, float]]:
+    """Wall seconds and CPU seconds per role spent while fn ran."""
+    before = cpu_by_role(broker_pid)
+    t = timed(fn)
+    after = cpu_by_role(broker_pid)
+    return t, {k: after[k] - before[k] for k in after}
 
 
 def main() -> None:
@@ -88,6 +146,12 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--bootstrap", help="use this cluster instead of starting `epochlog up`")
     ap.add_argument("--skip-stream", action="store_true")
+    ap.add_argument(
+        "--reader",
+        choices=["auto", "confluent"],
+        default="auto",
+        help="the source's reader option: auto (plain Fetch, confluent-kafka for the rest) or confluent",
+    )
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="epochlog-spark-bench-"))
@@ -113,6 +177,7 @@ def main() -> None:
             "partitions": args.partitions,
             "produce_rows_per_s": round(produce_rate),
             "master": "local[2]",
+            "reader": args.reader,
             "cpus": os.cpu_count(),
         }
 
@@ -121,23 +186,33 @@ def main() -> None:
                 spark.read.format("epochlog")
                 .option("kafka.bootstrap.servers", bootstrap)
                 .option("subscribe", topic)
+                .option("reader", args.reader)
                 .load()
             )
 
         # Warm-up: JVM start, the JIT compiling the Arrow and Parquet paths and the Python workers cost
         # seconds that are not throughput; the first (cold) run is reported too.
         out = work / "batch.parquet"
+        broker_pid = proc.pid if proc is not None else None
         runs = []
         for _ in range(3):
-            runs.append(timed(lambda: source().write.mode("overwrite").parquet(str(out))))
+            runs.append(cpu_timed(lambda: source().write.mode("overwrite").parquet(str(out)), broker_pid))
         count = spark.read.parquet(str(out)).count()
         assert count == n, f"batch read {count} rows, expected {n}"
-        t = min(runs[1:])
-        results["batch_read_to_parquet_cold_s"] = round(runs[0], 2)
+        t, cpu = min(runs[1:], key=lambda r: r[0])
+        results["batch_read_to_parquet_cold_s"] = round(runs[0][0], 2)
         results["batch_read_to_parquet_s"] = round(t, 2)
         results["batch_read_rows_per_s"] = round(n / t)
-        t = min(timed(lambda: source().write.format("noop").mode("overwrite").save()) for _ in range(2))
+        # CPU per record of the best warm run, by process (local broker only): robust to other load.
+        for role, secs in cpu.items():
+            results[f"batch_read_to_parquet_cpu_us_per_record_{role}"] = round(secs / n * 1e6, 2)
+        t, cpu = min(
+            (cpu_timed(lambda: source().write.format("noop").mode("overwrite").save(), broker_pid) for _ in range(2)),
+            key=lambda r: r[0],
+        )
         results["batch_read_noop_rows_per_s"] = round(n / t)
+        results["batch_read_noop_cpu_us_per_record_python_workers"] = round(cpu["python_workers"] / n * 1e6, 2)
+        results["batch_read_noop_cpu_us_per_record_jvm"] = round(cpu["jvm"] / n * 1e6, 2)
 
         if not args.skip_stream:
             sout, ckpt = work / "stream.parquet", work / "ckpt"
@@ -147,6 +222,7 @@ def main() -> None:
                     spark.readStream.format("epochlog")
                     .option("kafka.bootstrap.servers", bootstrap)
                     .option("subscribe", topic)
+                    .option("reader", args.reader)
                     .option("startingOffsets", "earliest")
                     .load()
                     .writeStream.format("parquet")
