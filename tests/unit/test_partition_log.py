@@ -182,3 +182,22 @@ def test_a_writable_request_is_patched_in_place_and_truncation_forgets_the_cache
     h = read_header(got)
     assert (h.base_offset, h.partition_leader_epoch, len(got)) == (1, 2, len(batch(7, 300)))
     assert got == _file_bytes(log, 1, 1 << 20)
+
+
+def test_the_tails_share_one_budget_and_the_least_recently_written_give_theirs_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from epochlog.storage import segment
+
+    budget = segment._TailBudget(250_000)
+    monkeypatch.setattr(segment, "TAIL_BUDGET", budget)
+    logs = [PartitionLog.open(tmp_path / f"t-{i}", "t", i, LogConfig(), recover=False) for i in range(3)]
+    for i, log in enumerate(logs):
+        log.append_as_leader(batch(i, 100_000), 0, 0)
+    assert [bool(log.active._tail) for log in logs] == [False, True, True]
+    assert budget.total <= 250_000
+    for log in logs:
+        got = b"".join(bytes(c) for c in log.read(0, 1 << 20).chunks)
+        assert read_header(got).base_offset == 0 and got == _file_bytes(log, 0, 1 << 20)
+        log.close()
+    assert budget.total == 0

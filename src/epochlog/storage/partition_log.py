@@ -273,7 +273,10 @@ class PartitionLog:
                     return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset, 0, True)
         # The request's own buffer when it is ours to change (the connection hands over a frame that
         # arrived in pieces): patching offsets in place saves a copy of the whole request.
-        buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
+        # Only when the records are (nearly) the whole frame: the segment's tail keeps a reference, and a
+        # view must not pin a large request that carried other partitions' data.
+        owned = isinstance(records, memoryview) and not records.readonly and records.nbytes + 4096 >= len(records.obj)
+        buf = records if owned else bytearray(records)
         offset = self.log_end_offset
         first = offset
         append_time = now_ms if self.config.log_append_time else -1

@@ -12,7 +12,7 @@ import itertools
 import mmap
 import os
 import struct
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +41,38 @@ class ScanResult:
     error: str | None  # why scanning stopped before the end of the file
 
 
-# Bytes of recent appends a segment keeps in memory (at least the last append, whatever its size).
+# Bytes of recent appends a segment keeps in memory (at least the last append, whatever its size),
+# and what all segments of the process may keep together.
 TAIL_CACHE_BYTES = 1 << 20
+TAIL_BUDGET_BYTES = 64 << 20
+
+
+class _TailBudget:
+    """One budget for every segment's in-memory tail: when the sum passes it, the segments written to
+    longest ago give theirs up first, so idle partitions pin no memory."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+        self.recent: OrderedDict[int, Segment] = OrderedDict()
+
+    def charge(self, seg: Segment, delta: int) -> None:
+        self.total += delta
+        key = id(seg)
+        self.recent[key] = seg
+        self.recent.move_to_end(key)
+        while self.total > self.limit and len(self.recent) > 1:
+            oldest = next(iter(self.recent.values()))
+            if oldest is seg:
+                break
+            oldest.drop_tail_cache()
+
+    def release(self, seg: Segment, amount: int) -> None:
+        self.total -= amount
+        self.recent.pop(id(seg), None)
+
+
+TAIL_BUDGET = _TailBudget(TAIL_BUDGET_BYTES)
 
 
 class Segment:
@@ -168,10 +198,16 @@ class Segment:
         self.unflushed = True
         self._tail.append((start, data))
         self._tail_bytes += len(data)
+        dropped = 0
         while len(self._tail) > 1 and self._tail_bytes > TAIL_CACHE_BYTES:
-            self._tail_bytes -= len(self._tail.popleft()[1])
+            n = len(self._tail.popleft()[1])
+            self._tail_bytes -= n
+            dropped += n
+        TAIL_BUDGET.charge(self, len(data) - dropped)
 
     def drop_tail_cache(self) -> None:
+        if self._tail:
+            TAIL_BUDGET.release(self, self._tail_bytes)
         self._tail.clear()
         self._tail_bytes = 0
 
