@@ -45,6 +45,7 @@ class KafkaConnection(asyncio.Protocol):
         self.buf = bytearray()
         self.big: bytearray | None = None
         self.big_fill = 0
+        self._writev = False
         self.transport: asyncio.Transport | None = None
         self.pending: deque[_Slot] = deque()
         self.peer = "?"
@@ -64,6 +65,8 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         transport.set_write_buffer_limits(high=HIGH_WATER)
+        # uvloop's writelines sends every piece with one writev and copies nothing; asyncio's joins them.
+        self._writev = type(transport).__module__.startswith("uvloop")
         self.broker.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -231,21 +234,27 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 out.append(data)
         if out and self.transport is not None and not self.closed:
-            # Not writelines: before Python 3.12 it joins everything into one new bytes. Small pieces are
-            # joined (one send), large ones (spliced records) are written as they are.
-            write = self.transport.write
-            small: list[Any] = []
-            for b in out:
-                if len(b) < BIG_FRAME:
-                    small.append(b)
-                    continue
-                if small:
-                    write(b"".join(small) if len(small) > 1 else small[0])
-                    small = []
-                write(b)
+            if self._writev:
+                self.transport.writelines(out)  # type: ignore[arg-type]
+            else:
+                self._write_pieces(out)
+        self._update_reading()
+
+    def _write_pieces(self, out: list[Any]) -> None:
+        # asyncio's own writelines (before Python 3.12) joins everything into one new bytes: join the
+        # small pieces only and write the large ones (spliced records) as they are.
+        write = self.transport.write  # type: ignore[union-attr]
+        small: list[Any] = []
+        for b in out:
+            if len(b) < BIG_FRAME:
+                small.append(b)
+                continue
             if small:
                 write(b"".join(small) if len(small) > 1 else small[0])
-        self._update_reading()
+                small = []
+            write(b)
+        if small:
+            write(b"".join(small) if len(small) > 1 else small[0])
 
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
