@@ -294,7 +294,24 @@ def record_bodies(
         raise CorruptRecordsError("record lengths do not add up to the batch length")
 
 
-def _gather(buf: pa.Buffer, starts: pa.Array, lengths: pa.Array) -> pa.Array:
+def _length_range(lengths: pa.Array) -> tuple[int, int]:
+    lo_hi = pc.min_max(lengths).as_py()
+    if lo_hi["min"] < -1:
+        raise CorruptRecordsError("negative key or value length")
+    return lo_hi["min"], lo_hi["max"]
+
+
+def _skip(starts: pa.Array, lengths: pa.Array, length_range: tuple[int, int]) -> pa.Array:
+    """starts + max(lengths, 0): the position after each key or value (null is -1, no bytes)."""
+    lo, hi = length_range
+    if hi <= 0:
+        return starts
+    if lo == hi:
+        return pc.add(starts, _i64(hi))
+    return pc.add(starts, pc.max_element_wise(lengths, _ZERO))
+
+
+def _gather(buf: pa.Buffer, starts: pa.Array, lengths: pa.Array, length_range: tuple[int, int]) -> pa.Array:
     """The byte ranges [start, start + max(length, 0)) of ``buf`` as one binary array; length -1 is null.
 
     The ranges are increasing and do not overlap, so a binary array whose offsets alternate range start,
@@ -302,12 +319,12 @@ def _gather(buf: pa.Buffer, starts: pa.Array, lengths: pa.Array) -> pa.Array:
     ranges into one contiguous buffer.
     """
     n = len(starts)
-    lo_hi = pc.min_max(lengths).as_py()
-    if lo_hi["max"] == -1:
+    lo, hi = length_range  # of these lengths or of a longer array they start (still bounds them)
+    if hi == -1:
         return pa.nulls(n, pa.binary())
-    if lo_hi["min"] == lo_hi["max"]:
+    if lo == hi:
         # One length for all (fixed-size values): view start[i]..start[i+1] and cut each to that length.
-        size = lo_hi["max"]
+        size = hi
         tail = pa.array([starts[n - 1].as_py() + size], pa.int32())
         offsets = pa.concat_arrays([pc.cast(starts, pa.int32()), tail])
         view = pa.Array.from_buffers(pa.binary(), n, [None, offsets.buffers()[1], buf])
@@ -329,7 +346,7 @@ def _gather(buf: pa.Buffer, starts: pa.Array, lengths: pa.Array) -> pa.Array:
     return out
 
 
-def _batch_problem(attributes: int, magic: int, include_headers: bool) -> str | None:
+def _batch_problem(attributes: int, magic: int) -> str | None:
     if magic != MAGIC_V2:
         return f"record batch magic {magic}"
     if attributes & COMPRESSION_MASK:
@@ -381,7 +398,7 @@ def decode_fetch(
         if batch_next <= next_offset:
             pos = batch_end  # wholly before the start (a fetch answers from the batch holding the offset)
             continue
-        unsupported = _batch_problem(attrs, magic, include_headers)
+        unsupported = _batch_problem(attrs, magic)
         if unsupported is not None:
             break
         if verify_crc and crc32c.crc32c(memoryview(data)[pos + ATTRIBUTES_OFFSET : batch_end]) != crc:
@@ -411,15 +428,15 @@ def decode_fetch(
     p = pc.add(p, w2)
     key_len, w3 = varints(u8, p)
     key_start = pc.add(p, w3)
-    p = pc.add(key_start, pc.max_element_wise(key_len, _ZERO))
+    key_range = _length_range(key_len)
+    p = _skip(key_start, key_len, key_range)
     value_len, w4 = varints(u8, p)
     value_start = pc.add(p, w4)
-    p = pc.add(value_start, pc.max_element_wise(value_len, _ZERO))
+    value_range = _length_range(value_len)
+    p = _skip(value_start, value_len, value_range)
     # The header count follows the value; no headers is the single byte 0 that ends the record.
     if not pc.all(pc.less(p, end)).as_py():
         raise CorruptRecordsError("record fields run past the record length")
-    if pc.min(key_len).as_py() < -1 or pc.min(value_len).as_py() < -1:
-        raise CorruptRecordsError("negative key or value length")
     base_offset = pa.concat_arrays(base_offsets) if len(base_offsets) > 1 else base_offsets[0]
     offsets = pc.add(base_offset, off_delta)
     n = total
@@ -446,8 +463,8 @@ def decode_fetch(
         stamps = pa.concat_arrays(chunks)
     buf = u8.buffers()[1]
     cols = [
-        _gather(buf, key_start.slice(0, n), key_len.slice(0, n)),
-        _gather(buf, value_start.slice(0, n), value_len.slice(0, n)),
+        _gather(buf, key_start.slice(0, n), key_len.slice(0, n), key_range),
+        _gather(buf, value_start.slice(0, n), value_len.slice(0, n), value_range),
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
         offsets.slice(0, n),
