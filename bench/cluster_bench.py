@@ -18,6 +18,7 @@ import argparse
 import itertools
 import json
 import os
+import shutil
 import signal
 import statistics
 import sys
@@ -197,6 +198,7 @@ def main() -> None:
             results["failover"].append(unavailability(lc, "controlled shutdown"))
     finally:
         lc.stop()
+        shutil.rmtree(work, ignore_errors=True)  # a run writes gigabytes
     show(results)
     out = Path(__file__).resolve().parent / "results"
     out.mkdir(exist_ok=True)
