@@ -382,3 +382,54 @@ def test_follower_and_controller_bounces_and_automatic_rebalance(tmp_path: Path)
         wait_until(lambda: assert_replicas_identical(lc, topic, hw) > 0, 20, "identical replicas")
     finally:
         lc.stop()
+
+
+def _group_coordinator(bootstrap: str, group: str) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the answer is in
+    return int(admin.describe_consumer_groups([group])[group].result(10).coordinator.id)
+
+
+def test_committed_offsets_survive_kill9_of_the_group_coordinator(cluster: LocalCluster) -> None:
+    """__consumer_offsets is replicated: a commit acknowledged by the coordinator is in the ISR, and the
+    leader of the group's partition on another broker serves it after the coordinator dies."""
+    from confluent_kafka import Producer
+
+    bs = cluster.bootstrap
+    topic, group = "events", "billing"
+    create_topic(bs, topic, 1, 3, {"min.insync.replicas": "2"})
+    p = Producer({"bootstrap.servers": bs, "acks": "all"})
+    for i in range(100):
+        p.produce(topic, f"e{i}".encode())
+    assert p.flush(30) == 0
+
+    # "latest": a group whose offsets were lost would silently skip to the end.
+    conf = {"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "latest", "enable.auto.commit": False}
+    c = Consumer(conf)
+    c.assign([TopicPartition(topic, 0, 0)])
+    got: list = []
+    deadline = time.monotonic() + 30
+    while len(got) < 40 and time.monotonic() < deadline:
+        m = c.poll(1.0)
+        if m is not None and m.error() is None:
+            got.append(m)
+    c.commit(offsets=[TopicPartition(topic, 0, got[-1].offset() + 1)], asynchronous=False)
+    c.close()
+    assert got[-1].offset() == 39
+
+    coordinator = wait_until(lambda: _group_coordinator(bs, group) + 1, 20, "a coordinator") - 1
+    cluster.kill9(f"broker-{coordinator}")
+    wait_until(lambda: _group_coordinator(bs, group) not in (coordinator, -1), 20, "a new coordinator")
+
+    c = Consumer(conf)
+    try:
+        committed = wait_until(
+            lambda: c.committed([TopicPartition(topic, 0)], timeout=5)[0].offset, 30, "the committed offset"
+        )
+        assert committed == 40
+        c.subscribe([topic])
+        first = wait_until(lambda: (m := c.poll(1.0)) is not None and m.error() is None and m, 30, "a record")
+        assert first.offset() == 40
+    finally:
+        c.close()

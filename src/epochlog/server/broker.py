@@ -44,6 +44,7 @@ class Broker:
         self.cluster_id = config.cluster_id
         self.server: asyncio.AbstractServer | None = None
         self.groups: Any = None
+        self.image_driven_groups = False
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self.connections: set[Any] = set()
@@ -123,7 +124,8 @@ class Broker:
             offsets_retention_ms=self.config.offsets_retention_minutes * 60_000,
         )
         self.groups = GroupCoordinator(store, cfg)
-        await self.groups.start()
+        # One node leads every __consumer_offsets partition; in a cluster, partitions load with leadership.
+        await self.groups.start(load_all=self.image_driven_groups is False)
 
     # -- topics ------------------------------------------------------------------------
     def _open_partitions(self, info: TopicInfo, indexes: range) -> None:

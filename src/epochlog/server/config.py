@@ -99,6 +99,8 @@ class BrokerConfig:
     socket_request_max_bytes: int = 104_857_600
     message_max_bytes: int = 1_048_588
     offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offsets_commit_timeout_ms: int = 5_000
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
@@ -145,6 +147,8 @@ class BrokerConfig:
         c.socket_request_max_bytes = _int(props, "socket.request.max.bytes", 104_857_600, minimum=1024)
         c.message_max_bytes = _int(props, "message.max.bytes", 1_048_588, minimum=0)
         c.offsets_topic_num_partitions = _int(props, "offsets.topic.num.partitions", 50, minimum=1)
+        c.offsets_topic_replication_factor = _int(props, "offsets.topic.replication.factor", 3, minimum=1)
+        c.offsets_commit_timeout_ms = _int(props, "offsets.commit.timeout.ms", 5_000, minimum=1)
         c.group_initial_rebalance_delay_ms = _int(props, "group.initial.rebalance.delay.ms", 3000, minimum=0)
         c.group_min_session_timeout_ms = _int(props, "group.min.session.timeout.ms", 6000, minimum=0)
         c.group_max_session_timeout_ms = _int(props, "group.max.session.timeout.ms", 1_800_000, minimum=0)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from epochlog.protocol.errors import Err
 from epochlog.protocol.record_batch import iter_batches
 
 if TYPE_CHECKING:
@@ -27,12 +29,31 @@ class LogOffsetsStore:
         return part
 
     async def append(self, partition: int, batch: bytes) -> None:
+        """Durable when it returns: on a single node once in the log, in a cluster once the ISR has it
+        (Kafka writes offsets with acks=all); raises otherwise."""
         from epochlog.server.broker import now_ms
 
         part = self._partition(partition)
-        part.log.append_as_leader(batch, part.leader_epoch, now_ms())
-        part.log.high_watermark = part.log.log_end_offset
+        replica = part.replica
+        if replica is None:
+            part.log.append_as_leader(batch, part.leader_epoch, now_ms())
+            part.log.high_watermark = part.log.log_end_offset
+            part.notify()
+            return
+        code = replica.check_produce(-1, -1)
+        if code:
+            raise RuntimeError(f"{part.topic}-{part.partition} refuses the write: {Err(code).name}")
+        result = part.log.append_as_leader(batch, part.leader_epoch, now_ms())
+        replica.on_append()
+        part.sync()
         part.notify()
+        timeout = self.broker.config.offsets_commit_timeout_ms / 1000
+        try:
+            code = await asyncio.wait_for(part.wait_committed(result.last_offset), timeout)
+        except TimeoutError:
+            raise RuntimeError(f"{part.topic}-{part.partition}: no commit by the ISR in {timeout} s") from None
+        if code:
+            raise RuntimeError(f"{part.topic}-{part.partition}: the write was not committed: {Err(code).name}")
 
     def read_batches(self, partition: int) -> Iterator[bytes]:
         plog = self._partition(partition).log

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from epochlog.protocol.errors import Err
 from epochlog.protocol.records import iter_records
-from epochlog.server.groups import EMPTY, STABLE, MemoryOffsetsStore, OffsetCommit
+from epochlog.server.groups import EMPTY, STABLE, GroupCoordinator, MemoryOffsetsStore, OffsetCommit
 from epochlog.server.groups import records as rec
 
 from .helpers import SESSION_MS, FakeClock, Wall, aio, join, make, settle, stable_group, sync
@@ -232,3 +232,33 @@ async def test_sync_assignment_is_persisted_before_members_get_it() -> None:
     await settle()
     assert s.result().error_code == Err.REBALANCE_IN_PROGRESS
     store.fail = None
+
+
+@aio
+async def test_in_a_cluster_a_coordinator_serves_only_the_partitions_it_leads() -> None:
+    """Partitions load when this broker gains their leadership and unload when it loses it; a group of a
+    partition led elsewhere gets NOT_COORDINATOR, and a parked join is sent away the same way."""
+    c, clock, store = await make()
+    r = await stable_group(c)
+    assert await c.commit_offsets("g", 1, r.member_id, None, [OffsetCommit("t", 0, 42)]) == {("t", 0): Err.NONE}
+    p = c.partition_for("g")
+
+    other = GroupCoordinator(store, c.config, clock=clock, wall_clock=Wall())
+    await other.start(run_background=False, load_all=False)
+    one = [OffsetCommit("t", 0, 1)]
+    assert other.fetch_offsets("g", None) == (Err.NOT_COORDINATOR, [])
+    assert await other.commit_offsets("g", -1, "", None, one) == {("t", 0): Err.NOT_COORDINATOR}
+    assert other.heartbeat("g", 1, r.member_id, None) == Err.NOT_COORDINATOR
+
+    other.load_partition(p)  # this broker now leads the group's partition: it has every commit
+    code, rows = other.fetch_offsets("g", None)
+    assert code == Err.NONE and [(o.partition, o.offset) for o in rows] == [(0, 42)]
+    assert other.heartbeat("g", 1, r.member_id, None) == Err.NONE  # members carry over
+    other.load_partition((p + 1) % store.num_partitions)
+    assert "g" in other.groups
+
+    parked = join(other, client_id="newcomer")
+    await settle()
+    other.unload_partition(p)
+    assert "g" not in other.groups and other.fetch_offsets("g", None)[0] == Err.NOT_COORDINATOR
+    assert (await parked).error_code == Err.NOT_COORDINATOR

@@ -29,7 +29,7 @@ from epochlog.server.cluster.peer import PeerConnection, PeerError
 from epochlog.server.config import BrokerConfig
 from epochlog.server.metadata_log import TOPIC as METADATA_TOPIC
 from epochlog.server.partition import Partition
-from epochlog.server.topics import TopicInfo, TopicRegistry
+from epochlog.server.topics import TopicInfo
 from epochlog.storage.replica_log import PartitionReplicaLog
 
 log = logging.getLogger("epochlog.broker")
@@ -46,7 +46,10 @@ class ClusterBroker(Broker):
         super().__init__(config)
         self.image = MetadataImage()
         self.registry = self.image  # type: ignore[assignment]  # handlers read topics/by_id from it
-        self.local_registry = TopicRegistry(config.log_dir)  # only the local __consumer_offsets
+        # __consumer_offsets is a replicated topic like any other; each broker coordinates the groups of
+        # the partitions it leads, loading them as it gains leadership (docs/operations.md).
+        self.image_driven_groups = True
+        self._creating_offsets_topic = False
         host, port = config.controller_address
         self.controller_session = PeerConnection(host, port, f"broker-{config.node_id}-session")
         self.controller_rpc = PeerConnection(host, port, f"broker-{config.node_id}")
@@ -66,15 +69,6 @@ class ClusterBroker(Broker):
         self.cluster_id = self.log_manager.open(node_id=self.config.node_id, cluster_id=self.config.cluster_id)
         clean = self.log_manager.had_clean_shutdown
         self.log_manager.load_all()
-        self.local_registry.load()
-        if OFFSETS_TOPIC not in self.local_registry.topics:
-            n = self.config.offsets_topic_num_partitions
-            info = TopicInfo(OFFSETS_TOPIC, uuid.uuid4(), n, {"cleanup.policy": "compact"}, [0] * n, True)
-            self.local_registry.add(info)
-        self.local_registry.bump_all_epochs()
-        self._open_partitions(
-            self.local_registry.topics[OFFSETS_TOPIC], range(self.config.offsets_topic_num_partitions)
-        )
         await self._register(clean)
         await self._catch_up_metadata()
         for key in sorted(self.image.states):
@@ -82,6 +76,9 @@ class ClusterBroker(Broker):
         self._update_ineligible()
         self._remove_leftover_logs()
         await self._start_groups()
+        for topic, p in self.partitions:
+            if topic == OFFSETS_TOPIC:
+                self._follow_coordination(p)
         from epochlog.server.connection import KafkaConnection
 
         loop = asyncio.get_running_loop()
@@ -321,6 +318,18 @@ class ClusterBroker(Broker):
             )
         part.sync()
         part.notify()
+        if topic == OFFSETS_TOPIC:
+            self._follow_coordination(p)
+
+    def _follow_coordination(self, p: int) -> None:
+        """Coordinate the groups of __consumer_offsets-p exactly while leading it."""
+        if self.groups is None:
+            return  # start() loads them once the coordinator exists
+        part = self.partitions.get((OFFSETS_TOPIC, p))
+        if part is not None and part.replica is not None and part.replica.role is Role.LEADER:
+            self.groups.load_partition(p)
+        else:
+            self.groups.unload_partition(p)
 
     def _update_ineligible(self) -> None:
         fenced = frozenset(b.broker_id for b in self.image.brokers.values() if b.fenced)
@@ -331,6 +340,8 @@ class ClusterBroker(Broker):
     def _drop_topic(self, info: TopicInfo) -> None:
         for p in range(info.partitions):
             part = self.partitions.pop((info.name, p), None)
+            if info.name == OFFSETS_TOPIC:
+                self._follow_coordination(p)
             if part is not None:
                 part.sync()
                 part.notify()
@@ -340,7 +351,7 @@ class ClusterBroker(Broker):
     def _remove_leftover_logs(self) -> None:
         """Logs of topics the metadata no longer has (deleted while this broker was down) go; a log the
         metadata does not assign here is kept and reported (there is no reassignment yet to explain it)."""
-        for topic in sorted({t for t, _p in self.log_manager.logs if t != OFFSETS_TOPIC}):
+        for topic in sorted({t for t, _p in self.log_manager.logs}):
             if topic not in self.image.topics:
                 log.warning("removing the logs of %s: the topic is not in the cluster metadata", topic)
                 self.log_manager.delete_topic(topic)
@@ -469,9 +480,61 @@ class ClusterBroker(Broker):
         self._tasks.append(asyncio.create_task(create()))
         return None
 
-    def coordinator_id(self) -> int:
-        """The broker that coordinates every consumer group (see docs/operations.md)."""
-        return min(self.image.brokers) if self.image.brokers else self.config.node_id
+    def coordinator_for(self, group_id: str) -> int:
+        """The leader of the group's __consumer_offsets partition, or -1 (COORDINATOR_NOT_AVAILABLE)
+        while there is none; asks the controller to create the topic on first use, as Kafka does."""
+        from epochlog.server.groups.hashing import partition_for
+
+        info = self.image.topics.get(OFFSETS_TOPIC)
+        if info is None or info.partitions == 0:
+            self._create_offsets_topic()
+            return -1
+        st = self.image.states.get((OFFSETS_TOPIC, partition_for(group_id, info.partitions)))
+        if st is None or st.leader < 0:
+            return -1
+        ep = self.image.brokers.get(st.leader)
+        return st.leader if ep is not None and not ep.fenced else -1
+
+    def _create_offsets_topic(self) -> None:
+        if self._creating_offsets_topic:
+            return
+        from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
+
+        live = len(self.image.live_brokers()) or 1
+        rf = min(self.config.offsets_topic_replication_factor, live)
+        if rf < self.config.offsets_topic_replication_factor:
+            log.warning(
+                "creating %s with replication factor %d: only %d live brokers (offsets.topic.replication.factor=%d)",
+                OFFSETS_TOPIC,
+                rf,
+                live,
+                self.config.offsets_topic_replication_factor,
+            )
+        configs = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+        req = CreateTopicsRequest(
+            topics=(
+                CreatableTopic(
+                    name=OFFSETS_TOPIC,
+                    num_partitions=self.config.offsets_topic_num_partitions,
+                    replication_factor=rf,
+                    assignments=(),
+                    configs=tuple(CreatableTopicConfig(name=k, value=v) for k, v in configs.items()),
+                ),
+            ),
+            timeout=timedelta(seconds=10),
+            validate_only=False,
+        )
+
+        async def create() -> None:
+            self._creating_offsets_topic = True
+            try:
+                await self.forward(req)
+            except PeerError as e:
+                log.info("creating %s failed: %s", OFFSETS_TOPIC, e)
+            finally:
+                self._creating_offsets_topic = False
+
+        self._tasks.append(asyncio.create_task(create()))
 
 
 class ControllerProducerIds:

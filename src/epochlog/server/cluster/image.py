@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from epochlog.replication.types import PartitionState
+from epochlog.server.broker import OFFSETS_TOPIC
 from epochlog.server.topics import TopicInfo
 
 
@@ -44,7 +45,7 @@ class MetadataImage:
                 b.fenced = True
         elif kind == "Topic":
             tid = uuid.UUID(d["id"]) if d.get("id") else uuid.uuid4()
-            info = TopicInfo(d["name"], tid, 0, dict(d.get("configs", {})), [])
+            info = TopicInfo(d["name"], tid, 0, dict(d.get("configs", {})), [], internal=d["name"] == OFFSETS_TOPIC)
             self.topics[info.name] = info
             self.by_id[tid] = info
         elif kind == "TopicDeleted":

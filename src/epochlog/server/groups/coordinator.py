@@ -57,23 +57,23 @@ class GroupCoordinator:
         self.wall_clock = wall_clock
         self.groups: dict[str, Group] = {}
         self.loaded = False
+        # Cluster mode: the __consumer_offsets partitions this broker leads and has read (None: all of
+        # them, the single-node case), and those it is reading now.
+        self.owned: set[int] | None = None
+        self.loading: set[int] = set()
         self._task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Future[Any]] = set()
         self._write_seq = 0
 
     # -- lifecycle ----------------------------------------------------------------------------
-    async def start(self, run_background: bool = True) -> None:
-        for p in range(self.store.num_partitions):
-            for batch in self.store.read_batches(p):
-                try:
-                    for r in iter_records(batch):
-                        self._replay(r)
-                except ValueError as e:  # CorruptBatchError included: skip what we cannot read
-                    log.error("__consumer_offsets-%d: skipping unreadable batch: %s", p, e)
-        now = self.clock()
-        for g in self.groups.values():
-            for m in g.members.values():
-                m.last_heartbeat = now  # restored members get a full session to find us again
+    async def start(self, run_background: bool = True, load_all: bool = True) -> None:
+        """``load_all``: read every partition of __consumer_offsets now (single node). Otherwise (a
+        cluster) partitions are loaded and unloaded as this broker gains and loses their leadership."""
+        if load_all:
+            for p in range(self.store.num_partitions):
+                self._read_partition(p)
+        else:
+            self.owned = set()
         self.loaded = True
         log.info(
             "group coordinator loaded %d groups and %d committed offsets",
@@ -94,6 +94,60 @@ class GroupCoordinator:
                         fut.cancel()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+
+    def _read_partition(self, p: int) -> None:
+        for batch in self.store.read_batches(p):
+            try:
+                for r in iter_records(batch):
+                    self._replay(r)
+            except ValueError as e:  # CorruptBatchError included: skip what we cannot read
+                log.error("__consumer_offsets-%d: skipping unreadable batch: %s", p, e)
+        now = self.clock()
+        for gid, g in self.groups.items():
+            if self.partition_for(gid) == p:
+                for m in g.members.values():
+                    m.last_heartbeat = now  # restored members get a full session to find us again
+
+    def load_partition(self, p: int) -> None:
+        """This broker now leads __consumer_offsets-p: take over its groups from the replicated log."""
+        if self.owned is None or p in self.owned:
+            return
+        self.loading.add(p)
+        try:
+            self._drop_groups(p)  # anything left from an earlier term here is stale
+            self._read_partition(p)
+            self.owned.add(p)
+        finally:
+            self.loading.discard(p)
+        log.info("__consumer_offsets-%d: loaded, coordinating its groups", p)
+
+    def unload_partition(self, p: int) -> None:
+        """Leadership of __consumer_offsets-p moved away: its groups are no longer ours."""
+        if self.owned is None or p not in self.owned:
+            return
+        self.owned.discard(p)
+        self._drop_groups(p)
+        log.info("__consumer_offsets-%d: unloaded", p)
+
+    def _drop_groups(self, p: int) -> None:
+        for gid in [gid for gid in self.groups if self.partition_for(gid) == p]:
+            g = self.groups.pop(gid)
+            for m in g.members.values():
+                if m.join_future is not None and not m.join_future.done():
+                    m.join_future.set_result(JoinResult(Err.NOT_COORDINATOR, member_id=m.member_id))
+                if m.sync_future is not None and not m.sync_future.done():
+                    m.sync_future.set_result(SyncResult(Err.NOT_COORDINATOR))
+
+    def _unavailable(self, group_id: str) -> int:
+        """An error when this coordinator cannot serve the group now, else 0."""
+        if not self.loaded:
+            return Err.COORDINATOR_LOAD_IN_PROGRESS
+        if self.owned is None:
+            return Err.NONE
+        p = self.partition_for(group_id)
+        if p in self.loading:
+            return Err.COORDINATOR_LOAD_IN_PROGRESS
+        return Err.NONE if p in self.owned else Err.NOT_COORDINATOR
 
     def _replay(self, r: Record) -> None:
         if r.key is None:
@@ -246,8 +300,8 @@ class GroupCoordinator:
         protocols: list[tuple[str, bytes]],
         require_known_member_id: bool,
     ) -> JoinResult:
-        if not self.loaded:
-            return JoinResult(Err.COORDINATOR_LOAD_IN_PROGRESS, member_id=member_id)
+        if err := self._unavailable(group_id):
+            return JoinResult(err, member_id=member_id)
         if not group_id:
             return JoinResult(Err.INVALID_GROUP_ID, member_id=member_id)
         cfg = self.config
@@ -455,8 +509,8 @@ class GroupCoordinator:
         protocol_name: str | None,
         assignments: dict[str, bytes],
     ) -> SyncResult:
-        if not self.loaded:
-            return SyncResult(Err.COORDINATOR_LOAD_IN_PROGRESS)
+        if err := self._unavailable(group_id):
+            return SyncResult(err)
         g = self.groups.get(group_id)
         err = self._validate_member(g, member_id, group_instance_id, generation_id)
         if err:
@@ -513,8 +567,8 @@ class GroupCoordinator:
 
     # -- heartbeat and leave ------------------------------------------------------------------
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> int:
-        if not self.loaded:
-            return Err.COORDINATOR_LOAD_IN_PROGRESS
+        if err := self._unavailable(group_id):
+            return err
         g = self.groups.get(group_id)
         err = self._validate_member(g, member_id, group_instance_id, generation_id)
         if err:
@@ -527,8 +581,8 @@ class GroupCoordinator:
 
     async def leave_group(self, group_id: str, members: list[tuple[str | None, str | None]]) -> tuple[int, list[int]]:
         """``members`` are (member_id, group_instance_id); returns (top-level error, per-member errors)."""
-        if not self.loaded:
-            return Err.COORDINATOR_LOAD_IN_PROGRESS, [Err.COORDINATOR_LOAD_IN_PROGRESS] * len(members)
+        if err := self._unavailable(group_id):
+            return err, [err] * len(members)
         g = self.groups.get(group_id)
         if g is None:
             return Err.NONE, [Err.UNKNOWN_MEMBER_ID] * len(members)
@@ -588,8 +642,8 @@ class GroupCoordinator:
         def every(code: int) -> dict[tuple[str, int], int]:
             return {(o.topic, o.partition): code for o in offsets}
 
-        if not self.loaded:
-            return every(Err.COORDINATOR_LOAD_IN_PROGRESS)
+        if err := self._unavailable(group_id):
+            return every(err)
         if not group_id:
             return every(Err.INVALID_GROUP_ID)
         g = self.groups.get(group_id)
@@ -636,6 +690,8 @@ class GroupCoordinator:
             for tp, _ in accepted:
                 result[tp] = Err.COORDINATOR_NOT_AVAILABLE
             return result
+        if err := self._unavailable(group_id):  # the partition moved to another broker meanwhile
+            return {tp: err for tp in result} | {tp: err for tp, _ in accepted}
         g = self.groups.setdefault(group_id, g)  # the group may have been deleted meanwhile
         for tp, v in accepted:
             if g.offset_write_seq.get(tp, 0) < seq:
@@ -648,8 +704,8 @@ class GroupCoordinator:
         self, group_id: str, partitions: list[tuple[str, int]] | None
     ) -> tuple[int, list[CommittedOffset]]:
         """All committed offsets of the group when ``partitions`` is None; offset -1 where none."""
-        if not self.loaded:
-            return Err.COORDINATOR_LOAD_IN_PROGRESS, []
+        if err := self._unavailable(group_id):
+            return err, []
         g = self.groups.get(group_id)
         offsets = g.offsets if g is not None else {}
         if partitions is None:
@@ -718,8 +774,8 @@ class GroupCoordinator:
         out = []
         for gid in group_ids:
             g = self.groups.get(gid)
-            if not self.loaded:
-                err, state = Err.COORDINATOR_LOAD_IN_PROGRESS, DEAD
+            if unavailable := self._unavailable(gid):
+                err, state = unavailable, DEAD
             else:
                 err, state = Err.NONE, g.state if g is not None else DEAD
             stable = g is not None and g.state == STABLE
@@ -732,7 +788,7 @@ class GroupCoordinator:
                     "member_metadata": m.metadata_for(g.protocol_name) if stable else b"",
                     "member_assignment": m.assignment if stable else b"",
                 }
-                for m in (g.members.values() if g is not None and self.loaded else ())
+                for m in (g.members.values() if g is not None and not unavailable else ())
             ]
             out.append(
                 {
@@ -752,8 +808,8 @@ class GroupCoordinator:
         out = []
         for gid in group_ids:
             g = self.groups.get(gid)
-            if not self.loaded:
-                out.append((gid, Err.COORDINATOR_LOAD_IN_PROGRESS))
+            if unavailable := self._unavailable(gid):
+                out.append((gid, unavailable))
             elif not gid:
                 out.append((gid, Err.INVALID_GROUP_ID))
             elif g is None or g.state == DEAD:

@@ -20,39 +20,26 @@ def _ms(value: Any) -> int:
 def handle_find_coordinator(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
     c = broker.config
-    node, host, port = c.node_id, c.advertised_host, c.advertised_port
     image = getattr(broker, "image", None)
-    if image is not None:
-        # Cluster mode: one broker coordinates every group (docs/operations.md, "Consumer groups").
-        ep = image.brokers.get(broker.coordinator_id())  # type: ignore[attr-defined]
-        if ep is not None:
-            node, host, port = ep.broker_id, ep.host, ep.port
     key_type = getattr(req, "key_type", 0)
     keys = list(req.coordinator_keys) if header.api_version >= 4 else [req.key]
     rows = []
     for key in keys:
+        row: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1}
         if key_type != COORDINATOR_KEY_GROUP:
-            rows.append(
-                {
-                    "key": key,
-                    "node_id": -1,
-                    "host": "",
-                    "port": -1,
-                    "error_code": Err.COORDINATOR_NOT_AVAILABLE,
-                    "error_message": "transaction coordinators are not supported",
-                }
-            )
+            row.update(error_code=Err.COORDINATOR_NOT_AVAILABLE, error_message="no transaction coordinator")
+        elif image is None:
+            row.update(node_id=c.node_id, host=c.advertised_host, port=c.advertised_port, error_code=Err.NONE)
         else:
-            rows.append(
-                {
-                    "key": key,
-                    "node_id": node,
-                    "host": host,
-                    "port": port,
-                    "error_code": Err.NONE,
-                    "error_message": None,
-                }
-            )
+            # Cluster mode: the leader of the group's __consumer_offsets partition coordinates it.
+            leader = broker.coordinator_for(key)  # type: ignore[attr-defined]
+            ep = image.brokers.get(leader) if leader >= 0 else None
+            if ep is None:
+                row.update(error_code=Err.COORDINATOR_NOT_AVAILABLE, error_message="no leader for its partition yet")
+            else:
+                row.update(node_id=ep.broker_id, host=ep.host, port=ep.port, error_code=Err.NONE)
+        row.setdefault("error_message", None)
+        rows.append(row)
     if header.api_version >= 4:
         return {"throttle_time": 0, "coordinators": rows}
     row = rows[0]
