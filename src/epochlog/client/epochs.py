@@ -105,7 +105,7 @@ class PartitionLeader:
     error: int = NONE
 
 
-def _parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     out = []
     for item in bootstrap.split(","):
         item = item.strip()
@@ -124,7 +124,7 @@ class LeaderEpochClient:
     """Metadata (for leaders and their epochs) and OffsetsForLeaderEpoch, sent to each partition's leader."""
 
     def __init__(self, bootstrap: str, timeout: float = 10.0, retries: int = 5, backoff: float = 0.5) -> None:
-        self.bootstrap = _parse_bootstrap(bootstrap)
+        self.bootstrap = parse_bootstrap(bootstrap)
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
         self._conns: dict[tuple[str, int], Connection] = {}
         self._brokers: dict[int, tuple[str, int]] = {}

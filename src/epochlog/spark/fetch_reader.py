@@ -22,6 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from epochlog.client.epochs import parse_bootstrap
 from epochlog.client.wire import Connection, WireError, decode_response, encode_request, request_class
 from epochlog.spark.batch_decode import CorruptRecordsError, decode_fetch
 
@@ -58,19 +59,6 @@ def unsupported_reason(conf: Mapping[str, str], reader: str = "auto") -> str | N
     if not keys.get("bootstrap.servers", "").strip():
         return "no bootstrap.servers"
     return None
-
-
-def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
-    out = []
-    for item in bootstrap.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if "://" in item:
-            item = item.split("://", 1)[1]
-        host, _, port = item.rpartition(":")
-        out.append((host.strip("[]") or "127.0.0.1", int(port)))
-    return out
 
 
 def find_leader(bootstrap: str, topic: str, partition: int, timeout: float = 10.0) -> tuple[str, int]:
