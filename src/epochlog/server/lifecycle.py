@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import gc
 import signal
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -33,6 +34,17 @@ def tune_allocator() -> None:
     mallopt(m_trim_threshold, 256 << 20)
 
 
+def settle_heap() -> None:
+    """Move everything alive after start-up (modules, schema classes, the metadata image) out of the
+    collector's reach. A full collection walks every tracked object, and with ~64k of them from start-up
+    it paused a broker's event loop for 40-85 ms, most often right after a leadership change (whose new
+    objects tip the full-collection threshold): a gap in acks=all writes exactly when a failover should
+    be quick. Frozen objects are left out of cycle collection (reference counting still frees them), which
+    suits objects that live as long as the process; what is created later is collected as usual."""
+    gc.collect()
+    gc.freeze()
+
+
 def run_until_signal(make: Callable[[], Server], on_ready: Callable[[Any], None] | None = None) -> None:
     """Start the server on uvloop (when installed), wait for SIGINT/SIGTERM, then stop it cleanly."""
     tune_allocator()
@@ -46,6 +58,7 @@ def run_until_signal(make: Callable[[], Server], on_ready: Callable[[Any], None]
     async def main() -> None:
         server = make()
         await server.start()
+        settle_heap()
         if on_ready is not None:
             on_ready(server)
         stop = asyncio.Event()
