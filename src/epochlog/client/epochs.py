@@ -17,7 +17,8 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from epochlog.client.wire import Connection, WireError, request_class
+from epochlog.client.wire import Connection, WireError
+from epochlog.protocol.codec import request_class
 
 log = logging.getLogger("epochlog.client.epochs")
 

@@ -14,8 +14,9 @@ import threading
 from functools import cache
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
+
+from epochlog.protocol.codec import response_class
 
 _I32 = struct.Struct(">i")
 _HEADER = struct.Struct(">hhi")
@@ -33,14 +34,6 @@ def _writer(cls: type) -> Any:
 @cache
 def _reader(cls: type) -> Any:
     return entity_reader(cls)
-
-
-def request_class(api_key: int, version: int) -> type:
-    return load_request_schema(api_key, version)
-
-
-def response_class(api_key: int, version: int) -> type:
-    return load_response_schema(api_key, version)
 
 
 def encode_request(obj: Any, correlation_id: int, client_id: str) -> bytes:

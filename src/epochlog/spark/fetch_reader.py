@@ -23,7 +23,8 @@ from typing import Any
 import pyarrow as pa
 
 from epochlog.client.epochs import parse_bootstrap
-from epochlog.client.wire import Connection, WireError, decode_response, encode_request, request_class
+from epochlog.client.wire import Connection, WireError, decode_response, encode_request
+from epochlog.protocol.codec import request_class
 from epochlog.spark.batch_decode import CorruptRecordsError, decode_fetch
 
 log = logging.getLogger("epochlog.spark.fetch_reader")
