@@ -9,7 +9,7 @@ import crc32c
 import pyarrow as pa
 import pytest
 
-from epochlog.protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD
+from epochlog.protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, CorruptBatchError
 from epochlog.protocol.records import (
     GZIP,
     LOG_APPEND_TIME,
@@ -203,6 +203,16 @@ def test_corrupt_bytes_are_refused() -> None:
     data[-2] ^= 0xFF
     with pytest.raises(CorruptRecordsError, match="CRC"):
         decode(bytes(data))
+
+
+def test_an_overlong_record_length_varint_is_refused() -> None:
+    # A well-formed batch (length and CRC agree) whose one record starts with an 11-byte varint.
+    body = b"\xff" * 11
+    tail = struct.pack(">hiqqqhii", 0, 0, BASE_TS, BASE_TS, -1, -1, -1, 1)
+    length = HEADER_SIZE - LOG_OVERHEAD + len(body)
+    data = struct.pack(">qiibI", 0, length, -1, 2, crc32c.crc32c(tail + body)) + tail + body
+    with pytest.raises(CorruptBatchError, match="varint longer than 10 bytes"):
+        decode(data)
 
 
 def test_headers_stop_decoding_only_when_asked_for() -> None:

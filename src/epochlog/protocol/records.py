@@ -82,10 +82,11 @@ def write_varint(out: bytearray, n: int) -> None:
     out.append(v)
 
 
-def read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
+def read_varint(buf: Buffer, pos: int, end: int | None = None) -> tuple[int, int]:
+    """Zigzag varint at ``pos``, read no further than ``end`` (the buffer's end by default)."""
     shift = 0
     v = 0
-    n = len(buf)
+    n = len(buf) if end is None else end
     while True:
         if pos >= n:
             raise CorruptBatchError("varint runs past the end of the records")

@@ -36,7 +36,9 @@ from epochlog.protocol.record_batch import (
     MAGIC_V2,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
+    CorruptBatchError,
 )
+from epochlog.protocol.records import read_varint
 
 # baseOffset q, batchLength i, partitionLeaderEpoch i, magic b, crc I, attributes h, lastOffsetDelta i,
 # baseTimestamp q, maxTimestamp q, producerId q, producerEpoch h, baseSequence i, recordCount i
@@ -80,7 +82,7 @@ SCHEMA_WITH_HEADERS = pa.schema([*BASE_FIELDS, pa.field("headers", HEADERS_TYPE)
 _EMPTY_HEADERS = pa.array([], HEADERS_TYPE.value_type)
 
 
-class CorruptRecordsError(ValueError):
+class CorruptRecordsError(CorruptBatchError):
     """Record bytes that do not add up (lengths past the batch, varints too long, a bad CRC)."""
 
 
@@ -97,22 +99,6 @@ class Decoded:
     batch: pa.RecordBatch | None
     next_offset: int
     unsupported: str | None = None
-
-
-def _read_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    shift = 0
-    v = 0
-    while True:
-        if pos >= end:
-            raise CorruptRecordsError("varint runs past the end of the batch")
-        b = data[pos]
-        pos += 1
-        v |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (v >> 1) ^ -(v & 1), pos
-        shift += 7
-        if shift >= 7 * _MAX_VARINT:
-            raise CorruptRecordsError("varint longer than 10 bytes")
 
 
 _ARANGE: list[pa.Array] = [pa.array([], _I64)]
@@ -218,7 +204,7 @@ def _walk_python(data: bytes, p: int, end: int, count: int, bodies: list[int], e
             n = (b >> 1) ^ -(b & 1)
             q = p + 1
         else:
-            n, q = _read_varint(data, p, end)
+            n, q = read_varint(data, p, end)
         p = q + n
         if n < 1 or p > end:
             raise CorruptRecordsError(f"record of {n} bytes runs past its batch")
@@ -263,7 +249,7 @@ def record_bodies(
             bodies.append(pa.array(tail_bodies, _I64))
             ends.append(pa.array(tail_ends, _I64))
             break
-        length, body = _read_varint(data, p, end)
+        length, body = read_varint(data, p, end)
         width = body - p
         stride = width + length
         if length < 1 or p + stride > end:

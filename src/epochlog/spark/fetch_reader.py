@@ -25,7 +25,8 @@ import pyarrow as pa
 from epochlog.client.epochs import parse_bootstrap
 from epochlog.client.wire import Connection, WireError, decode_response, encode_request
 from epochlog.protocol.codec import request_class
-from epochlog.spark.batch_decode import CorruptRecordsError, decode_fetch
+from epochlog.protocol.record_batch import CorruptBatchError
+from epochlog.spark.batch_decode import decode_fetch
 
 log = logging.getLogger("epochlog.spark.fetch_reader")
 
@@ -248,7 +249,7 @@ def read_range(
             elif conn.in_flight is not None and conn.in_flight[1] != position:
                 raise FetchFailed(f"decoded up to {position}, fetched ahead from {conn.in_flight[1]}")
         return until_offset
-    except (FetchFailed, CorruptRecordsError) as e:
+    except (FetchFailed, CorruptBatchError) as e:  # CorruptRecordsError too
         if position < until_offset:
             log.info(
                 "%s-%s: plain Fetch stops (%s); reading on from offset %s with confluent-kafka",
