@@ -201,3 +201,15 @@ def test_the_tails_share_one_budget_and_the_least_recently_written_give_theirs_u
         assert read_header(got).base_offset == 0 and got == _file_bytes(log, 0, 1 << 20)
         log.close()
     assert budget.total == 0
+
+
+def test_a_deleted_log_gives_its_tail_back_to_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from epochlog.storage import segment
+
+    budget = segment._TailBudget(1 << 30)
+    monkeypatch.setattr(segment, "TAIL_BUDGET", budget)
+    log = PartitionLog.open(tmp_path / "t-0", "t", 0, LogConfig(), recover=False)
+    log.append_as_leader(batch(0, 100_000), 0, 0)
+    assert budget.total > 0
+    log.delete()
+    assert budget.total == 0 and not budget.recent

@@ -291,6 +291,7 @@ class Segment:
             self.fd = -1
 
     def delete(self) -> None:
+        self.drop_tail_cache()  # or the shared budget keeps counting a deleted segment's tail
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
