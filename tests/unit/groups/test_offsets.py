@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from epochlog.protocol.errors import Err
 from epochlog.protocol.records import iter_records
 from epochlog.server.groups import EMPTY, STABLE, GroupCoordinator, MemoryOffsetsStore, OffsetCommit
@@ -262,3 +264,55 @@ async def test_in_a_cluster_a_coordinator_serves_only_the_partitions_it_leads() 
     other.unload_partition(p)
     assert "g" not in other.groups and other.fetch_offsets("g", None)[0] == Err.NOT_COORDINATOR
     assert (await parked).error_code == Err.NOT_COORDINATOR
+
+
+class HeldStore(MemoryOffsetsStore):
+    """An offsets store whose next append, once in the log, waits until released, as a leader's write
+    waits for the ISR (LogOffsetsStore)."""
+
+    def __init__(self, num_partitions: int) -> None:
+        super().__init__(num_partitions)
+        self.hold: asyncio.Event | None = None
+
+    async def append(self, partition: int, batch: bytes) -> None:
+        hold, self.hold = self.hold, None
+        await super().append(partition, batch)
+        if hold is not None:
+            await hold.wait()
+
+
+@aio
+async def test_an_offset_committed_again_while_its_expiry_waits_is_kept() -> None:
+    wall = Wall()
+    store = HeldStore(4)
+    c, _, _ = await make(store=store, wall=wall, offsets_retention_ms=DAY_MS)
+    await c.commit_offsets("s", -1, "", None, [OffsetCommit("t", 0, 1)])
+    wall.now += 24 * 3600
+    release = store.hold = asyncio.Event()
+    expiry = asyncio.ensure_future(c.expire_offsets())
+    await settle()
+    assert await c.commit_offsets("s", -1, "", None, [OffsetCommit("t", 0, 2)]) == {("t", 0): Err.NONE}
+    release.set()
+    await expiry
+    assert "s" in c.groups
+    assert [(o.partition, o.offset) for o in c.fetch_offsets("s", None)[1]] == [(0, 2)]
+    c2, _, _ = await make(store=store)  # and the log agrees: the new commit follows the tombstone
+    assert [(o.partition, o.offset) for o in c2.fetch_offsets("s", None)[1]] == [(0, 2)]
+
+
+@aio
+async def test_a_join_while_a_group_deletion_waits_starts_a_new_group() -> None:
+    store = HeldStore(4)
+    c, _, _ = await make(store=store)
+    await c.commit_offsets("s", -1, "", None, [OffsetCommit("t", 0, 1)])
+    release = store.hold = asyncio.Event()
+    deletion = asyncio.ensure_future(c.delete_groups(["s"]))
+    await settle()
+    joined = join(c, "s")
+    await settle()
+    release.set()
+    assert await deletion == [("s", Err.NONE)]
+    await settle()
+    assert joined.done() and joined.result().error_code == Err.NONE
+    g = c.groups["s"]
+    assert g.state != "Dead" and list(g.members) == [joined.result().member_id] and not g.offsets

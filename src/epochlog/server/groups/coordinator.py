@@ -242,14 +242,18 @@ class GroupCoordinator:
     async def _background_loop(self) -> None:
         interval = self.config.tick_interval_ms / 1000
         next_offset_expiry = self.clock() + self.config.offsets_retention_check_interval_ms / 1000
+        expiry: asyncio.Future[int] | None = None
         while True:
             await asyncio.sleep(interval)
             try:
                 now = self.clock()
                 self.tick(now)
-                if now >= next_offset_expiry:
+                if now >= next_offset_expiry and (expiry is None or expiry.done()):
                     next_offset_expiry = now + self.config.offsets_retention_check_interval_ms / 1000
-                    await self.expire_offsets()
+                    # Beside the timers, not in their way: its tombstones wait for the ISR.
+                    expiry = asyncio.ensure_future(self.expire_offsets())
+                    self._background.add(expiry)
+                    expiry.add_done_callback(self._background.discard)
             except Exception:
                 log.exception("group coordinator timer failed")
 
@@ -744,15 +748,21 @@ class GroupCoordinator:
             ]
             if dead:
                 tombstones.append((rec.group_key(g.group_id), None))
+            seen = {tp: g.offsets[tp] for tp in expired}
             try:
                 await self._append(g.group_id, tombstones)
             except Exception:
                 log.exception("group %s: cannot write offset tombstones", g.group_id)
                 continue
-            for tp in expired:
-                g.offsets.pop(tp, None)
+            # While the tombstones waited for the ISR, requests ran: an offset committed again (its
+            # record follows the tombstone in the log) stays, and so does a group that came back to
+            # life or went away (partition unloaded, group deleted).
+            for tp, value in seen.items():
+                if g.offsets.get(tp) is value:
+                    del g.offsets[tp]
             removed += len(expired)
-            if dead and g.state == EMPTY and not g.offsets and not g.members:
+            still_empty = g.state == EMPTY and not (g.offsets or g.members or g.pending)
+            if dead and still_empty and self.groups.get(g.group_id) is g:
                 self._set_state(g, DEAD)
                 del self.groups[g.group_id]
             log.info("group %s: expired %d committed offsets%s", g.group_id, len(expired), ", removed" * dead)
@@ -819,14 +829,19 @@ class GroupCoordinator:
             else:
                 tombstones: list[tuple[bytes, bytes | None]] = [(rec.offset_key(gid, t, p), None) for t, p in g.offsets]
                 tombstones.append((rec.group_key(gid), None))
+                # Dead before the wait for the ISR, as in Kafka: a JoinGroup or commit arriving meanwhile
+                # starts a new group, whose records follow the tombstones in the log.
+                self._set_state(g, DEAD)
+                self.groups.pop(gid, None)
                 try:
                     await self._append(gid, tombstones)
                 except Exception:
                     log.exception("group %s: cannot write deletion tombstones", gid)
+                    if gid not in self.groups and not self._unavailable(gid):
+                        self._set_state(g, EMPTY)
+                        self.groups[gid] = g
                     out.append((gid, Err.COORDINATOR_NOT_AVAILABLE))
                     continue
-                self._set_state(g, DEAD)
-                self.groups.pop(gid, None)
                 log.info("group %s deleted with %d committed offsets", gid, len(g.offsets))
                 out.append((gid, Err.NONE))
         return out
