@@ -50,6 +50,7 @@ class ClusterBroker(Broker):
         # the partitions it leads, loading them as it gains leadership (docs/operations.md).
         self.image_driven_groups = True
         self._creating_offsets_topic = False
+        self._offsets_topic_warned = float("-inf")
         host, port = config.controller_address
         self.controller_session = PeerConnection(host, port, f"broker-{config.node_id}-session")
         self.controller_rpc = PeerConnection(host, port, f"broker-{config.node_id}")
@@ -500,16 +501,22 @@ class ClusterBroker(Broker):
             return
         from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 
-        live = len(self.image.live_brokers()) or 1
-        rf = min(self.config.offsets_topic_replication_factor, live)
-        if rf < self.config.offsets_topic_replication_factor:
-            log.warning(
-                "creating %s with replication factor %d: only %d live brokers (offsets.topic.replication.factor=%d)",
-                OFFSETS_TOPIC,
-                rf,
-                live,
-                self.config.offsets_topic_replication_factor,
-            )
+        # As Kafka: not created below its replication factor (FindCoordinator answers
+        # COORDINATOR_NOT_AVAILABLE and clients retry), or a cluster whose brokers came up one by one
+        # would keep a single copy of every group's offsets for good.
+        rf = self.config.offsets_topic_replication_factor
+        live = len(self.image.live_brokers())
+        if live < rf:
+            now = time.monotonic()
+            if now - self._offsets_topic_warned >= 10:
+                self._offsets_topic_warned = now
+                log.warning(
+                    "not creating %s yet: %d live brokers, offsets.topic.replication.factor=%d",
+                    OFFSETS_TOPIC,
+                    live,
+                    rf,
+                )
+            return
         configs = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
         req = CreateTopicsRequest(
             topics=(

@@ -137,6 +137,7 @@ class LocalCluster:
                     "controller.quorum.bootstrap.servers": f"127.0.0.1:{cport}",
                     "default.replication.factor": str(min(3, self.brokers)),
                     "offsets.topic.num.partitions": "5",
+                    "offsets.topic.replication.factor": str(min(3, self.brokers)),
                     **self.broker_settings,
                 },
             )
