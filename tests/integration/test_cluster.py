@@ -433,3 +433,31 @@ def test_committed_offsets_survive_kill9_of_the_group_coordinator(cluster: Local
         assert first.offset() == 40
     finally:
         c.close()
+
+
+def test_offsets_topic_waits_for_enough_live_brokers(tmp_path: Path) -> None:
+    """As Kafka: __consumer_offsets is not created with fewer live brokers than
+    offsets.topic.replication.factor (a commit waits), and gets its full factor once they are back."""
+    lc = new_cluster(tmp_path, 3).start()
+    try:
+        bs = lc.bootstrap
+        lc.kill9("broker-3")
+        conf = {"bootstrap.servers": bs, "group.id": "early", "enable.auto.commit": False}
+        c = Consumer(conf)
+        try:
+            with pytest.raises(Exception, match=r"COORDINATOR_NOT_AVAILABLE|Timed out|_TIMED_OUT"):
+                c.committed([TopicPartition("t", 0)], timeout=4)
+            from confluent_kafka.admin import AdminClient
+
+            assert "__consumer_offsets" not in AdminClient({"bootstrap.servers": bs}).list_topics(timeout=5).topics
+            lc.start_node("broker-3")
+            committed = wait_until(
+                lambda: c.committed([TopicPartition("t", 0)], timeout=5)[0], 60, "a coordinator after the restart"
+            )
+            assert committed.offset < 0  # nothing committed yet, but the group is served
+        finally:
+            c.close()
+        _leader, replicas, _isr = partition_info(bs, "__consumer_offsets", 0)
+        assert sorted(replicas) == [1, 2, 3]
+    finally:
+        lc.stop()
