@@ -734,7 +734,7 @@ class GroupCoordinator:
         retention = self.config.offsets_retention_ms
         removed = 0
         for g in list(self.groups.values()):
-            if g.state != EMPTY:
+            if g.state != EMPTY or self.groups.get(g.group_id) is not g:  # gone during an earlier wait
                 continue
             if g.protocol_type is not None and g.state_timestamp_ms >= 0:
                 expired = list(g.offsets) if now_ms - g.state_timestamp_ms >= retention else []
