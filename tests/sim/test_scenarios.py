@@ -115,6 +115,22 @@ def test_checker_catches_hw_going_backwards_and_isr_without_leader() -> None:
     assert {"monotonic-leader", "isr-has-leader"} <= {v.invariant for v in w.violations}
 
 
+def test_checker_catches_a_follower_that_never_converges() -> None:
+    w = _world()
+    w.leader_append(1, "a")
+    w.leader_append(1, "b")  # broker 2 never fetches them
+    w.checker.check_converged()
+    assert [v.invariant for v in w.violations] == ["converged"]
+    assert "broker 2 (0 records) differs from leader 1 (2) at 0" in w.violations[0].detail
+
+
+def test_the_follower_rule_from_the_review_converges_in_the_seed_that_found_it() -> None:
+    # Seed 461 left a follower truncating to the leader's end offset for an epoch it never had, over
+    # and over (it differed from the leader at offset 17 for good) until the rule stepped back instead.
+    w = random_schedule(461)
+    assert not w.violations, "\n".join(w.history[-40:])
+
+
 def test_cli_exit_codes() -> None:
     def run(*args: str) -> int:
         return subprocess.run(

@@ -307,7 +307,15 @@ class PartitionReplica:
             target = self.high_watermark  # the leader knows nothing older: fall back (KIP-101 4.3 note)
         else:
             my_epoch, my_end = self.log.end_offset_for(div.epoch)
-            target = div.end_offset if my_epoch != div.epoch else min(div.end_offset, my_end)
+            if my_epoch == UNDEFINED_EPOCH:
+                target = div.end_offset  # nothing of ours at or below that epoch: the leader's word
+            elif my_epoch != div.epoch:
+                # We never had the leader's epoch: step back to the end of our own largest epoch below
+                # it and ask again (Kafka's follower rule, KIP-279). The leader's end offset would keep
+                # records we wrote in a later epoch of ours that the leader never had.
+                target = my_end
+            else:
+                target = min(div.end_offset, my_end)
         target = min(target, self.log.log_end_offset)
         self.log.truncate_to(target)
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)

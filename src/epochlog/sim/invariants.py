@@ -7,6 +7,8 @@
 3. one-leader-per-epoch: at most one broker appends as leader in any epoch.
 4. monotonic-leader: a leader's epoch and HW never go backwards.
 5. isr-has-leader: the controller's ISR always contains the leader.
+6. converged (checked once, after the faults end and the network heals): every live replica holds
+   exactly the leader's log.
 """
 
 from __future__ import annotations
@@ -78,6 +80,30 @@ class InvariantChecker:
         appended_at = self.append_time.get(self.w.acked[offset], 0)
         isr = self.ack_isr.get(offset, self.w.state().replicas)
         return all(any(t >= appended_at for t in self.hard_crashes.get(b, [])) for b in isr)
+
+    def check_converged(self) -> None:
+        """After the faults end and the network heals: every live replica holds exactly the leader's log.
+        A liveness check, run once at the end: a follower that keeps truncating and never catches up
+        breaks no safety invariant, only this one."""
+        w = self.w
+        st = w.state()
+        lead = w.brokers.get(st.leader)
+        if lead is None or not lead.alive:
+            return
+        want = [(e.epoch, e.value) for e in lead.log.entries]
+        for bid in st.replicas:
+            b = w.brokers[bid]
+            if bid == st.leader or not b.alive or b.paused:
+                continue
+            have = [(e.epoch, e.value) for e in b.log.entries]
+            if have != want:
+                first = next(
+                    (i for i, (x, y) in enumerate(zip(have, want, strict=False)) if x != y), min(len(have), len(want))
+                )
+                self._fail(
+                    "converged",
+                    f"broker {bid} ({len(have)} records) differs from leader {st.leader} ({len(want)}) at {first}",
+                )
 
     def check(self) -> None:
         w = self.w

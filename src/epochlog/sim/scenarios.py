@@ -119,6 +119,7 @@ def _periodic(w: World, until: int, actions: dict[int, Callable[[World], None]])
             w.restart(bid)
     w.start_periodic(w.now + 3000, produce_every=0)
     w.run_until(w.now + 3000)
+    w.checker.check_converged()
     w.snapshot("end")
     return w
 

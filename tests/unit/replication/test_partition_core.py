@@ -88,3 +88,44 @@ def test_divergence_answer() -> None:
     assert (decision.diverging.epoch, decision.diverging.end_offset) == (0, 1)
     assert r.offset_for_leader_epoch(2, 0) == (NONE, 0, 1)
     assert r.offset_for_leader_epoch(1, 0)[0] == FENCED_LEADER_EPOCH
+
+
+def _reconcile(follower: PartitionReplica, leader: PartitionReplica, rounds: int = 10) -> list[str]:
+    """Fetch until the follower has the leader's log end; returns what each round did."""
+    from epochlog.replication.types import FetchResponse
+
+    outcomes = []
+    for _ in range(rounds):
+        req = follower.next_fetch()
+        assert req is not None
+        decision, _ = leader.handle_fetch(req, 0)
+        batches = leader.log.read(decision.read_from, 100) if decision.read_from >= 0 else None
+        outcomes.append(
+            follower.handle_fetch_response(
+                FetchResponse(decision.error, decision.high_watermark, decision.diverging, batches, leader.leader_epoch)
+            )
+        )
+        if follower.log.log_end_offset == leader.log.log_end_offset and outcomes[-1] == "appended":
+            break
+    return outcomes
+
+
+def test_a_follower_without_the_leaders_epoch_steps_back_to_its_own_earlier_epoch() -> None:
+    """Kafka's follower rule (KIP-279): when the leader's diverging epoch is one the follower never had,
+    the follower truncates to the end of its own largest epoch below it and asks again. F led epoch 2
+    from offset 40 without ever holding epoch 1 (40..59 on C); C, elected at epoch 3, answers (1, 60).
+    Truncating to 60 would keep F's own 40..59 from epoch 2, which C never had."""
+    c_log, f_log = SimLog(), SimLog()
+    c_log.append_as_leader([f"e0-{i}" for i in range(40)], 0, 0)
+    f_log.append_as_leader([f"e0-{i}" for i in range(40)], 0, 0)
+    c_log.append_as_leader([f"e1-{i}" for i in range(20)], 1, 0)
+    f_log.append_as_leader([f"e2-{i}" for i in range(40)], 2, 0)
+    c = PartitionReplica(3, "t", 0, c_log)
+    c.apply_state(PartitionState(3, 3, frozenset({3}), (2, 3), 5), 0)
+    c.append(["e3-0", "e3-1"], 0)
+    f = PartitionReplica(2, "t", 0, f_log)
+    f.apply_state(PartitionState(3, 3, frozenset({3}), (2, 3), 5), 0)
+    outcomes = _reconcile(f, c)
+    assert outcomes[0] == "truncated" and f_log.truncations[0] == 40
+    assert [(e.epoch, e.value) for e in f_log.entries] == [(e.epoch, e.value) for e in c_log.entries]
+    assert f_log.end_offset_for(3) == c_log.end_offset_for(3)
