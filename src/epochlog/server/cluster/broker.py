@@ -51,6 +51,7 @@ class ClusterBroker(Broker):
         self.image_driven_groups = True
         self._creating_offsets_topic = False
         self._offsets_topic_warned = float("-inf")
+        self._leaving = False  # a controlled shutdown has begun: heartbeats say so, and never re-register
         host, port = config.controller_address
         self.controller_session = PeerConnection(host, port, f"broker-{config.node_id}-session")
         self.controller_rpc = PeerConnection(host, port, f"broker-{config.node_id}")
@@ -106,6 +107,7 @@ class ClusterBroker(Broker):
 
     async def stop(self) -> None:
         if self.config.controlled_shutdown_enable:
+            self._leaving = True
             await self._controlled_shutdown()
         self.shutting_down = True
         await self.fetchers.stop()
@@ -175,10 +177,13 @@ class ClusterBroker(Broker):
         interval = self.config.broker_heartbeat_interval_ms / 1000
         while not self.shutting_down:
             try:
-                resp = await self.controller_session.request(self._heartbeat(want_shut_down=False), timeout=5)
+                # As Kafka's brokers do, heartbeats keep asking to shut down once that has begun: the
+                # controller fences a broker that asks, and a plain heartbeat answered "fenced" would
+                # register it again, bringing back leaderships the shutdown just moved away.
+                resp = await self.controller_session.request(self._heartbeat(want_shut_down=self._leaving), timeout=5)
                 if self.shutting_down:
                     return
-                if resp.error_code or resp.is_fenced:
+                if (resp.error_code or resp.is_fenced) and not self._leaving:
                     log.warning("broker %d is fenced by the controller; registering again", self.config.node_id)
                     await self._register(True)
                 await asyncio.sleep(interval)
