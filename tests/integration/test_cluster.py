@@ -461,3 +461,21 @@ def test_offsets_topic_waits_for_enough_live_brokers(tmp_path: Path) -> None:
         assert sorted(replicas) == [1, 2, 3]
     finally:
         lc.stop()
+
+
+def test_create_topics_defaults_and_unknown_configs_in_a_cluster(tmp_path: Path) -> None:
+    """Forwarded CreateTopics: an unknown config (once an internal key the controller parsed) is refused
+    with INVALID_CONFIG, and the default partition count (-1) is the controller's num.partitions."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    lc = new_cluster(tmp_path, 1, controller={"num.partitions": "3"}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": lc.bootstrap})
+        bad = admin.create_topics([NewTopic("odd", 1, 1, config={"epochlog.default.partitions": "abc"})])["odd"]
+        with pytest.raises(Exception, match=r"INVALID_CONFIG|unknown topic config"):
+            bad.result(20)
+        admin.create_topics([NewTopic("plain", -1, 1)])["plain"].result(20)
+        md = admin.list_topics("plain", timeout=10)
+        assert len(md.topics["plain"].partitions) == 3
+    finally:
+        lc.stop()

@@ -65,6 +65,7 @@ class ControllerConfig:
     leader_imbalance_check_interval_s: int = 300
     leader_imbalance_per_broker_percentage: int = 10
     unclean_leader_election_enable: bool = False
+    num_partitions: int = 1
     socket_request_max_bytes: int = 104_857_600
     cluster_id: str = ""
 
@@ -85,6 +86,7 @@ class ControllerConfig:
         c.leader_imbalance_check_interval_s = _int(props, "leader.imbalance.check.interval.seconds", 300, minimum=1)
         c.leader_imbalance_per_broker_percentage = _int(props, "leader.imbalance.per.broker.percentage", 10, minimum=0)
         c.unclean_leader_election_enable = _bool(props, "unclean.leader.election.enable", False)
+        c.num_partitions = _int(props, "num.partitions", 1, minimum=1)
         return c
 
 
@@ -294,7 +296,7 @@ class ControllerServer:
             bad = unknown_configs(configs)
             live = sum(1 for b in self.core.brokers if self.core.alive(b))
             if parts == -1:
-                parts = int(configs.pop("epochlog.default.partitions", 1))
+                parts = self.config.num_partitions  # as KRaft: the controller's num.partitions
             if rf == -1:
                 rf = min(3, live) if live else 1
             code, msg = Err.NONE, None
