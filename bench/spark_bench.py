@@ -146,6 +146,8 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--bootstrap", help="use this cluster instead of starting `epochlog up`")
     ap.add_argument("--skip-stream", action="store_true")
+    ap.add_argument("--driver-memory", default="1g", help="spark.driver.memory (local mode: the whole JVM heap)")
+    ap.add_argument("--warm-runs", type=int, default=4, help="Parquet reads after the cold one; the best is reported")
     ap.add_argument(
         "--reader",
         choices=["auto", "confluent"],
@@ -170,7 +172,7 @@ def main() -> None:
 
         from epochlog.spark.pipeline import JVM_THROUGHPUT, local_session
 
-        spark = local_session("epochlog-spark-bench", jvm_options=JVM_THROUGHPUT)
+        spark = local_session("epochlog-spark-bench", driver_memory=args.driver_memory, jvm_options=JVM_THROUGHPUT)
         results: dict[str, Any] = {
             "records": n,
             "value_size": args.value_size,
@@ -178,6 +180,7 @@ def main() -> None:
             "produce_rows_per_s": round(produce_rate),
             "master": "local[2]",
             "reader": args.reader,
+            "driver_memory": args.driver_memory,
             "cpus": os.cpu_count(),
         }
 
@@ -195,7 +198,7 @@ def main() -> None:
         out = work / "batch.parquet"
         broker_pid = proc.pid if proc is not None else None
         runs = []
-        for _ in range(3):
+        for _ in range(1 + args.warm_runs):
             runs.append(cpu_timed(lambda: source().write.mode("overwrite").parquet(str(out)), broker_pid))
         count = spark.read.parquet(str(out)).count()
         assert count == n, f"batch read {count} rows, expected {n}"
@@ -203,6 +206,7 @@ def main() -> None:
         results["batch_read_to_parquet_cold_s"] = round(runs[0][0], 2)
         results["batch_read_to_parquet_s"] = round(t, 2)
         results["batch_read_rows_per_s"] = round(n / t)
+        results["batch_read_rows_per_s_warm_runs"] = [round(n / r[0]) for r in runs[1:]]
         # CPU per record of the best warm run, by process (local broker only): robust to other load.
         for role, secs in cpu.items():
             results[f"batch_read_to_parquet_cpu_us_per_record_{role}"] = round(secs / n * 1e6, 2)
