@@ -316,3 +316,19 @@ async def test_a_join_while_a_group_deletion_waits_starts_a_new_group() -> None:
     assert joined.done() and joined.result().error_code == Err.NONE
     g = c.groups["s"]
     assert g.state != "Dead" and list(g.members) == [joined.result().member_id] and not g.offsets
+
+
+@aio
+async def test_a_commit_that_waits_across_a_group_deletion_does_not_bring_the_dead_group_back() -> None:
+    store = HeldStore(4)
+    c, _, _ = await make(store=store)
+    await c.commit_offsets("s", -1, "", None, [OffsetCommit("t", 0, 1)])
+    release = store.hold = asyncio.Event()
+    commit = asyncio.ensure_future(c.commit_offsets("s", -1, "", None, [OffsetCommit("t", 0, 2)]))
+    await settle()
+    assert await c.delete_groups(["s"]) == [("s", Err.NONE)]
+    release.set()
+    await commit  # its record precedes the tombstones in the log: the deletion wins
+    assert "s" not in c.groups
+    assert await c.commit_offsets("s", -1, "", None, [OffsetCommit("t", 0, 3)]) == {("t", 0): Err.NONE}
+    assert [(o.partition, o.offset) for o in c.fetch_offsets("s", None)[1]] == [(0, 3)]

@@ -696,6 +696,10 @@ class GroupCoordinator:
             return result
         if err := self._unavailable(group_id):  # the partition moved to another broker meanwhile
             return {tp: err for tp in result} | {tp: err for tp, _ in accepted}
+        if g.state == DEAD and self.groups.get(group_id) is not g:
+            # Deleted while this write waited: its tombstones follow our record in the log, so the
+            # deletion wins; the write itself did happen.
+            return result | {tp: Err.NONE for tp, _ in accepted}
         g = self.groups.setdefault(group_id, g)  # the group may have been deleted meanwhile
         for tp, v in accepted:
             if g.offset_write_seq.get(tp, 0) < seq:
