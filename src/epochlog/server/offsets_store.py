@@ -35,18 +35,12 @@ class LogOffsetsStore:
 
         part = self._partition(partition)
         replica = part.replica
-        if replica is None:
-            part.log.append_as_leader(batch, part.leader_epoch, now_ms())
-            part.log.high_watermark = part.log.log_end_offset
-            part.notify()
-            return
-        code = replica.check_produce(-1, -1)
-        if code:
+        if replica is not None and (code := replica.check_produce(-1, -1)):
             raise RuntimeError(f"{part.topic}-{part.partition} refuses the write: {Err(code).name}")
         result = part.log.append_as_leader(batch, part.leader_epoch, now_ms())
-        replica.on_append()
-        part.sync()
-        part.notify()
+        part.appended_as_leader()
+        if replica is None:
+            return
         timeout = self.broker.config.offsets_commit_timeout_ms / 1000
         try:
             code = await asyncio.wait_for(part.wait_committed(result.last_offset), timeout)

@@ -87,6 +87,16 @@ class Partition:
         if moved:
             self.notify()
 
+    def appended_as_leader(self) -> None:
+        """After a leader append: on a single node the write is committed at once (this broker is the
+        whole ISR); in a cluster the core learns the new log end. Then fetches waiting for data wake."""
+        if self.replica is None:
+            self.log.high_watermark = self.log.log_end_offset
+        else:
+            self.replica.on_append()
+            self.sync()
+        self.notify()
+
     def wait_committed(self, last_offset: int) -> asyncio.Future[int]:
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self.acks_waiters.append((last_offset, fut))

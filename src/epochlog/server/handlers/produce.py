@@ -69,13 +69,7 @@ def _append(
         broker.metrics.failed_produce.labels(part.topic).inc()
         out["log_start_offset"] = plog.log_start_offset
         return out, -1
-    if replica is None:
-        # Single node: the ISR is this broker, so the write is committed once it is in the log.
-        plog.high_watermark = plog.log_end_offset
-    else:
-        replica.on_append()
-        part.sync()
-    part.notify()
+    part.appended_as_leader()
     if not result.duplicate:
         broker.metrics.messages_in.labels(part.topic).inc(result.record_count)
         broker.metrics.bytes_in.labels(part.topic).inc(len(records))
