@@ -58,9 +58,8 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.loaded = False
         # Cluster mode: the __consumer_offsets partitions this broker leads and has read (None: all of
-        # them, the single-node case), and those it is reading now.
+        # them, the single-node case). Reading one is synchronous, so no request sees it half-read.
         self.owned: set[int] | None = None
-        self.loading: set[int] = set()
         self._task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Future[Any]] = set()
         self._write_seq = 0
@@ -112,13 +111,9 @@ class GroupCoordinator:
         """This broker now leads __consumer_offsets-p: take over its groups from the replicated log."""
         if self.owned is None or p in self.owned:
             return
-        self.loading.add(p)
-        try:
-            self._drop_groups(p)  # anything left from an earlier term here is stale
-            self._read_partition(p)
-            self.owned.add(p)
-        finally:
-            self.loading.discard(p)
+        self._drop_groups(p)  # anything left from an earlier term here is stale
+        self._read_partition(p)
+        self.owned.add(p)
         log.info("__consumer_offsets-%d: loaded, coordinating its groups", p)
 
     def unload_partition(self, p: int) -> None:
@@ -144,10 +139,7 @@ class GroupCoordinator:
             return Err.COORDINATOR_LOAD_IN_PROGRESS
         if self.owned is None:
             return Err.NONE
-        p = self.partition_for(group_id)
-        if p in self.loading:
-            return Err.COORDINATOR_LOAD_IN_PROGRESS
-        return Err.NONE if p in self.owned else Err.NOT_COORDINATOR
+        return Err.NONE if self.partition_for(group_id) in self.owned else Err.NOT_COORDINATOR
 
     def _replay(self, r: Record) -> None:
         if r.key is None:
