@@ -13,11 +13,10 @@ import struct
 from typing import Any
 
 from epochlog.client.wire import decode_response, encode_request
+from epochlog.server.connection import BIG_FRAME  # the same threshold for responses as for requests
 
 log = logging.getLogger("epochlog.peer")
 _I32 = struct.Struct(">i")
-# A response at least this large that arrives in pieces gets a buffer of its own.
-BIG_FRAME = 64 * 1024
 
 
 class PeerError(Exception):
