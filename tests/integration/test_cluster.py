@@ -9,7 +9,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from epochlog.server.cluster.local import LocalCluster
 from tests.integration.cluster_helpers import (
@@ -227,6 +228,13 @@ def test_controller_bounce_keeps_the_cluster_serving(cluster: LocalCluster) -> N
         n = len(prod.acked)
         # Leaders keep leading and the ISR keeps acknowledging without the controller.
         wait_until(lambda: len(prod.acked) > n + 500, 20, "writes while the controller is down")
+        # An admin request the broker cannot forward is answered REQUEST_TIMED_OUT, as Kafka answers it,
+        # and the client's connection stays usable.
+        admin = AdminClient({"bootstrap.servers": bs})
+        with pytest.raises(KafkaException) as failed:
+            admin.create_topics([NewTopic("during-outage", 1, 3)], request_timeout=20)["during-outage"].result(30)
+        assert failed.value.args[0].code() == KafkaError.REQUEST_TIMED_OUT, failed.value
+        assert topic in admin.list_topics(timeout=10).topics
         cluster.start_node("controller")
         wait_until(lambda: partition_info(bs, topic)[2] == [1, 2, 3], 30, "the brokers to re-register")
         # And the restarted controller still elects: kill the leader.

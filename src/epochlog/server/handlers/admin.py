@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
@@ -11,6 +12,8 @@ from epochlog.server.topic_configs import effective_topic_configs, unknown_confi
 
 if TYPE_CHECKING:
     from epochlog.server.broker import Broker
+
+log = logging.getLogger("epochlog.admin")
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -154,17 +157,55 @@ def handle_describe_configs(broker: Broker, header: RequestHeader, frame: memory
 # -- cluster mode: the controller decides; the broker forwards and waits for the metadata -----
 
 
-async def _forward(broker: Any, req: Any, names: list[str] | None, present: bool) -> Any:
+async def _forward(broker: Any, header: RequestHeader, req: Any, names: list[str] | None, present: bool) -> Any:
     from epochlog.server.cluster.peer import PeerError
 
     try:
         resp = await broker.forward(req)
     except PeerError as e:
-        raise RuntimeError(f"the controller is not reachable: {e}") from None
+        # As Kafka's forwarding does when the controller does not answer: the client gets
+        # REQUEST_TIMED_OUT on every item (retriable), not a dropped connection.
+        log.warning("api %d forwarded to the controller failed: %s", header.api_key, e)
+        return unanswered(header, req, Err.REQUEST_TIMED_OUT, f"the controller is not reachable: {e}")
     if names:
         # Answer once this broker's metadata shows the change, so the client's next request works.
         await broker.wait_for_topics(names, present)
     return resp
+
+
+def unanswered(header: RequestHeader, req: Any, code: Err, message: str) -> dict[str, Any]:
+    """The answer to a forwarded admin request that the controller never decided: `code` on every item."""
+    key = header.api_key
+    if key == 19:
+        rows = []
+        for t in req.topics:
+            _configs, row = creatable_topic(t)
+            row.update(error_code=code, error_message=message)
+            rows.append(row)
+        return {"throttle_time": 0, "topics": rows}
+    if key == 20:
+        items = (
+            [(t.name, t.topic_id) for t in req.topics]
+            if header.api_version >= 6
+            else [(n, None) for n in req.topic_names]
+        )
+        rows = [{"name": n, "topic_id": tid, "error_code": code, "error_message": message} for n, tid in items]
+        return {"throttle_time": 0, "responses": rows}
+    if key == 37:
+        rows = [{"name": t.name, "error_code": code, "error_message": message} for t in req.topics]
+        return {"throttle_time": 0, "results": rows}
+    if key == 43:
+        results = [
+            {
+                "topic": tp.topic,
+                "partition_result": [
+                    {"partition_id": p, "error_code": code, "error_message": message} for p in tp.partitions
+                ],
+            }
+            for tp in req.topic_partitions or []
+        ]
+        return {"throttle_time": 0, "error_code": code, "replica_election_results": results}
+    raise ValueError(f"api {key} is not forwarded")
 
 
 def forwarded(handler: Any) -> Any:
@@ -181,7 +222,7 @@ def forwarded(handler: Any) -> Any:
         elif header.api_key == 20:
             names = [t.name for t in req.topics if t.name] if header.api_version >= 6 else list(req.topic_names)
             present = False
-        return _forward(broker, req, names, present)
+        return _forward(broker, header, req, names, present)
 
     wrapper.__name__ = handler.__name__
     return wrapper
@@ -190,7 +231,7 @@ def forwarded(handler: Any) -> Any:
 def handle_elect_leaders(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = decode_body(frame, header)
     if getattr(broker, "image", None) is not None:
-        return _forward(broker, req, None, True)
+        return _forward(broker, header, req, None, True)
     # One broker leads everything: no election is ever needed.
     results = []
     for tp in req.topic_partitions or []:

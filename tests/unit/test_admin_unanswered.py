@@ -1,0 +1,43 @@
+"""The answer a broker gives to a forwarded admin request when the controller cannot be reached."""
+
+from __future__ import annotations
+
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+from epochlog.protocol.api_versions import supported_range
+from epochlog.protocol.codec import RequestHeader, encode_response
+from epochlog.protocol.errors import Err
+from epochlog.server.handlers.admin import unanswered
+
+TOPIC = SimpleNamespace(name="t", topic_id=uuid.UUID(int=7), configs=[], count=4)
+REQUESTS = {
+    19: SimpleNamespace(topics=[TOPIC]),
+    20: SimpleNamespace(topics=[TOPIC], topic_names=["t"]),
+    37: SimpleNamespace(topics=[TOPIC]),
+    43: SimpleNamespace(topic_partitions=[SimpleNamespace(topic="t", partitions=[0, 1])]),
+}
+
+
+def _header(key: int, version: int) -> RequestHeader:
+    return RequestHeader(api_key=key, api_version=version, correlation_id=1, client_id="c", size=0)
+
+
+@pytest.mark.parametrize("key", sorted(REQUESTS))
+def test_every_item_carries_the_error_and_every_version_encodes(key: int) -> None:
+    low, high = supported_range(key)  # type: ignore[misc]
+    for version in range(low, high + 1):
+        body = unanswered(_header(key, version), REQUESTS[key], Err.REQUEST_TIMED_OUT, "no controller")
+        rows = body.get("topics") or body.get("responses") or body.get("results")
+        if key == 43:
+            rows = [r for t in body["replica_election_results"] for r in t["partition_result"]]
+            assert len(rows) == 2
+        assert rows and all(r["error_code"] == Err.REQUEST_TIMED_OUT for r in rows)
+        assert encode_response(key, version, 1, body)
+
+
+def test_other_apis_are_refused() -> None:
+    with pytest.raises(ValueError):
+        unanswered(_header(3, 12), SimpleNamespace(), Err.REQUEST_TIMED_OUT, "x")
