@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from epochlog.protocol.record_batch import iter_batches, read_header
-from epochlog.protocol.records import build_batch
+from epochlog.protocol.records import GZIP, ZSTD, Record, build_batch
 from epochlog.storage.config import ConfigError, LogConfig
 from epochlog.storage.errors import CorruptRecordError, LogDirError, OffsetOutOfRangeError, RecordTooLargeError
 from epochlog.storage.log_manager import LogManager
@@ -59,6 +59,28 @@ def test_roll_and_reopen_keeps_reads_and_indexes(tmp_path: Path) -> None:
         assert first.base_offset == o
     assert log.offset_for_timestamp(1000 + 25) == (25, 1025, 0)
     assert log.offset_for_timestamp(999_999) is None
+
+
+@pytest.mark.parametrize("codec", [0, GZIP, ZSTD])
+def test_offset_for_timestamp_answers_the_record_not_the_batch(tmp_path: Path, codec: int) -> None:
+    """Kafka's rule: the first record (by offset) whose timestamp is >= ts, looked up inside the batch;
+    timestamps within a batch need not be in order."""
+    log = open_log(tmp_path)
+    stamps = [[100, 105, 103, 110], [120, 115, 130]]
+    for batch_stamps in stamps:
+        records = [Record(0, t, None, b"v%d" % t) for t in batch_stamps]
+        log.append_as_leader(build_batch(records, compression=codec), 3, 0)
+    # offsets 0-3 carry 100, 105, 103, 110; offsets 4-6 carry 120, 115, 130
+    assert log.offset_for_timestamp(100) == (0, 100, 3)
+    assert log.offset_for_timestamp(101) == (1, 105, 3)
+    assert log.offset_for_timestamp(106) == (3, 110, 3)
+    assert log.offset_for_timestamp(111) == (4, 120, 3)
+    assert log.offset_for_timestamp(121) == (6, 130, 3)
+    assert log.offset_for_timestamp(131) is None
+    log.high_watermark = log.log_end_offset
+    log.increment_log_start_offset(2)  # the log now starts inside the first batch
+    assert log.offset_for_timestamp(100) == (2, 103, 3)
+    assert log.offset_for_timestamp(104) == (3, 110, 3)
 
 
 def test_recovery_cuts_a_torn_tail_and_epoch_entries_past_it(tmp_path: Path) -> None:

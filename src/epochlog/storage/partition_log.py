@@ -25,6 +25,7 @@ from epochlog.protocol.record_batch import (
     set_max_timestamp_log_append,
     set_partition_leader_epoch,
 )
+from epochlog.protocol.records import decode_batch
 from epochlog.storage import checkpoints
 from epochlog.storage.config import LogConfig
 from epochlog.storage.epoch_cache import EpochEntry, LeaderEpochCache
@@ -383,12 +384,10 @@ class PartitionLog:
                 pos += h.size
 
     def offset_for_timestamp(self, ts: int) -> tuple[int, int, int] | None:
-        """(offset, timestamp, epoch) of the first batch whose max timestamp is >= ts.
-
-        Answered at batch granularity: the batch's base offset and max timestamp (records inside
-        a compressed batch are not decoded on this path), which is where a consumer must start
-        reading to see the first record at or after ``ts``.
-        """
+        """(offset, timestamp, epoch) of the first record, at or after the log start, whose timestamp is
+        >= ts; None when there is none. As Kafka does: find the first batch whose max timestamp reaches
+        ts, then look at its records (decompressing them if need be), since timestamps inside a batch
+        need not be ordered."""
         for seg in self.segments:
             if seg.max_timestamp < ts or seg.size == 0:
                 continue
@@ -396,9 +395,25 @@ class PartitionLog:
             while pos < seg.size:
                 h = seg.header_at(pos)
                 if h.max_timestamp >= ts and h.last_offset >= self.log_start_offset:
-                    offset = max(h.base_offset, self.log_start_offset)
-                    return offset, h.max_timestamp, self.epoch_cache.epoch_for_offset(offset)
+                    found = self._first_record_at_or_after(seg, pos, h, ts)
+                    if found is not None:
+                        return found[0], found[1], self.epoch_cache.epoch_for_offset(found[0])
                 pos += h.size
+        return None
+
+    def _first_record_at_or_after(self, seg: Segment, pos: int, h: BatchHeader, ts: int) -> tuple[int, int] | None:
+        try:
+            _h, records = decode_batch(seg.read(pos, h.size), verify_crc=False)
+        except CorruptBatchError as e:
+            # The batch passed its checks on append; if it cannot be read now, answer for the batch as
+            # a whole (where a consumer must start to see the record) rather than fail the request.
+            log.warning(
+                "%s-%d: reading batch at offset %d for a timestamp: %s", self.topic, self.partition, h.base_offset, e
+            )
+            return max(h.base_offset, self.log_start_offset), h.max_timestamp
+        for r in records:
+            if r.timestamp >= ts and r.offset >= self.log_start_offset:
+                return r.offset, r.timestamp
         return None
 
     def max_timestamp_and_offset(self) -> tuple[int, int] | None:
