@@ -64,7 +64,7 @@ def test_roll_and_reopen_keeps_reads_and_indexes(tmp_path: Path) -> None:
 @pytest.mark.parametrize("codec", [0, GZIP, ZSTD])
 def test_offset_for_timestamp_answers_the_record_not_the_batch(tmp_path: Path, codec: int) -> None:
     """Kafka's rule: the first record (by offset) whose timestamp is >= ts, looked up inside the batch;
-    timestamps within a batch need not be in order."""
+    timestamps within a batch need not be in order. Likewise the record with the largest timestamp."""
     log = open_log(tmp_path)
     stamps = [[100, 105, 103, 110], [120, 115, 130]]
     for batch_stamps in stamps:
@@ -81,6 +81,10 @@ def test_offset_for_timestamp_answers_the_record_not_the_batch(tmp_path: Path, c
     log.increment_log_start_offset(2)  # the log now starts inside the first batch
     assert log.offset_for_timestamp(100) == (2, 103, 3)
     assert log.offset_for_timestamp(104) == (3, 110, 3)
+    # MAX_TIMESTAMP: the record holding the largest timestamp, not the last offset of its batch
+    assert log.max_timestamp_and_offset() == (130, 6)
+    log.append_as_leader(build_batch([Record(0, t, None, b"x") for t in (125, 140, 135)], compression=codec), 3, 0)
+    assert log.max_timestamp_and_offset() == (140, 8)
 
 
 def test_recovery_cuts_a_torn_tail_and_epoch_entries_past_it(tmp_path: Path) -> None:

@@ -417,11 +417,22 @@ class PartitionLog:
         return None
 
     def max_timestamp_and_offset(self) -> tuple[int, int] | None:
-        best: tuple[int, int] | None = None
+        """(timestamp, offset) of the record with the largest timestamp, the first such by offset
+        (ListOffsets MAX_TIMESTAMP; Kafka answers the record's offset since KAFKA-16310)."""
+        best: Segment | None = None
         for seg in self.segments:
-            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[0]):
-                best = (seg.max_timestamp, seg.offset_of_max_timestamp)
-        return best
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return None
+        ts, offset = best.max_timestamp, best.offset_of_max_timestamp
+        found = best.find_position(offset)
+        if found is not None:
+            pos, h = found
+            hit = self._first_record_at_or_after(best, pos, h, ts)
+            if hit is not None:
+                offset = hit[0]
+        return ts, offset
 
     # -- truncation, retention -----------------------------------------------------------------
     def truncate_to(self, offset: int) -> None:
