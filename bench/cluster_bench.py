@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import shutil
 import signal
@@ -36,6 +35,7 @@ import produce_consume
 from brokers import start as start_single
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from results_file import write_results
 from rich.console import Console
 from rich.table import Table
 from tests.integration.cluster_helpers import leader_epoch, partition_info, wait_until
@@ -200,11 +200,7 @@ def main() -> None:
         lc.stop()
         shutil.rmtree(work, ignore_errors=True)  # a run writes gigabytes
     show(results)
-    out = Path(__file__).resolve().parent / "results"
-    out.mkdir(exist_ok=True)
-    path = out / f"cluster-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(results, indent=1))
-    print(f"wrote {path}")
+    write_results("cluster", results)
 
 
 def show(results: dict[str, Any]) -> None:

@@ -12,7 +12,6 @@ one reused 1 MiB buffer, as a follower does. Prints a table and writes JSON to b
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import socket
@@ -20,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from results_file import write_results
 from rich.console import Console
 from rich.table import Table
 
@@ -115,11 +115,7 @@ def main() -> None:
         s, r = row["sender_cpu_ms_per_mib"], row["receiver_cpu_ms_per_mib"]
         t.add_row(row["how"], f"{s:.3f}", f"{r:.3f}", f"{s + r:.3f}", f"{row['wall_ms_per_mib']:.3f}")
     Console(width=120).print(t)
-    out = Path(__file__).resolve().parent / "results"
-    out.mkdir(exist_ok=True)
-    path = out / f"loopback-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps({"mib": args.mib, "rounds": rows}, indent=1))
-    print(f"wrote {path}")
+    write_results("loopback", {"mib": args.mib, "rounds": rows})
 
 
 if __name__ == "__main__":

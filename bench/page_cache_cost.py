@@ -12,13 +12,13 @@ Prints a table and writes JSON to bench/results/.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import tempfile
 import time
 from pathlib import Path
 
+from results_file import write_results
 from rich.console import Console
 from rich.table import Table
 
@@ -54,11 +54,7 @@ def main() -> None:
         kind = "fresh (first touch)" if i == 0 else "reused (freed just before)"
         t.add_row(str(i + 1), kind, f"{p['cpu_ms_per_mib']:.3f}", f"{p['wall_ms_per_mib']:.3f}")
     Console(width=120).print(t)
-    out = Path(__file__).resolve().parent / "results"
-    out.mkdir(exist_ok=True)
-    path = out / f"page-cache-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps({"mib": args.mib, "passes": passes}, indent=1))
-    print(f"wrote {path}")
+    write_results("page-cache", {"mib": args.mib, "passes": passes})
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ because this 2-core machine is shared and absolute numbers drift.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -23,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from brokers import available, start
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from results_file import write_results
 from rich.console import Console
 from rich.table import Table
 
@@ -211,11 +211,7 @@ def main() -> None:
             b.stop()
         results["brokers"][name] = r
     show(results)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"produce_consume-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(results, indent=1))
-    print(f"wrote {path}")
+    write_results("produce_consume", results, Path(args.out))
 
 
 def show(results: dict[str, Any]) -> None:

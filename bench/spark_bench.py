@@ -23,6 +23,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results_file import write_results
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -276,11 +280,8 @@ def main() -> None:
         print()
         for k, v in results.items():
             print(f"{k:<{width}}  {v:>14,}" if isinstance(v, int) else f"{k:<{width}}  {v!s:>14}")
-        res_dir = ROOT / "bench" / "results"
-        res_dir.mkdir(parents=True, exist_ok=True)
-        path = res_dir / f"spark-{time.strftime('%Y%m%d-%H%M%S')}.json"
-        path.write_text(json.dumps(results, indent=2))
-        print(f"\nwrote {path}")
+        print()
+        write_results("spark", results)
     finally:
         if spark is not None:
             spark.stop()
