@@ -87,6 +87,23 @@ def test_offset_for_timestamp_answers_the_record_not_the_batch(tmp_path: Path, c
     assert log.max_timestamp_and_offset() == (140, 8)
 
 
+def test_time_index_keeps_the_largest_timestamp_so_far(tmp_path: Path) -> None:
+    """A batch with a late timestamp between two index points must still be found, before and after a
+    reopen (the time index holds the running maximum, as Kafka's does)."""
+    stamps = [100, 500, 150, 200, 210, 220]
+    log = open_log(tmp_path, index_interval_bytes=300)
+    for t in stamps:
+        log.append_as_leader(build_batch([Record(0, t, None, b"v" * 100)]), 0, 0)
+    assert log.offset_for_timestamp(300) == (1, 500, 0)
+    assert log.offset_for_timestamp(205) == (1, 500, 0)
+    assert log.max_timestamp_and_offset() == (500, 1)
+    log.close()
+    log = open_log(tmp_path, index_interval_bytes=300)
+    assert log.max_timestamp_and_offset() == (500, 1)
+    assert log.offset_for_timestamp(300) == (1, 500, 0)
+    assert log.offset_for_timestamp(501) is None
+
+
 def test_recovery_cuts_a_torn_tail_and_epoch_entries_past_it(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     log.append_as_leader(batch(0), 1, 0)

@@ -106,19 +106,25 @@ class Segment:
 
     # -- building the in-memory state ------------------------------------------------
     def _track(self, pos: int, h: BatchHeader) -> None:
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp = h.max_timestamp
+            self.offset_of_max_timestamp = h.last_offset
         if self.bytes_since_index >= self.index_interval or not self.idx_pos:
             self.idx_rel.append(h.last_offset - self.base_offset)
             self.idx_pos.append(pos)
             self.bytes_since_index = 0
-            if h.max_timestamp > (self.tidx_ts[-1] if self.tidx_ts else NO_TIMESTAMP):
-                self.tidx_ts.append(h.max_timestamp)
-                self.tidx_rel.append(h.last_offset - self.base_offset)
+            self._index_max_timestamp()
         self.bytes_since_index += h.size
-        if h.max_timestamp > self.max_timestamp:
-            self.max_timestamp = h.max_timestamp
-            self.offset_of_max_timestamp = h.last_offset
         self.next_offset = h.next_offset
         self.indexes_dirty = True
+
+    def _index_max_timestamp(self) -> None:
+        """A time index entry is the largest timestamp so far and its offset, as in Kafka: no record
+        before that offset is later, so a lookup may start there. A batch's own max timestamp would not
+        do: a later timestamp in a batch between two index points would be skipped."""
+        if self.max_timestamp > (self.tidx_ts[-1] if self.tidx_ts else NO_TIMESTAMP):
+            self.tidx_ts.append(self.max_timestamp)
+            self.tidx_rel.append(self.offset_of_max_timestamp - self.base_offset)
 
     def scan(self, validate_crc: bool, from_position: int = 0) -> ScanResult:
         """Walk every batch, rebuilding indexes; stop at the first torn or corrupt one."""
@@ -223,6 +229,9 @@ class Segment:
     def write_indexes(self) -> None:
         if not self.indexes_dirty:
             return
+        # The last entry carries the segment's largest timestamp (Kafka adds it when a segment rolls),
+        # which is what a reopened segment takes as its max timestamp.
+        self._index_max_timestamp()
         idx = b"".join(_IDX.pack(r, p) for r, p in zip(self.idx_rel, self.idx_pos, strict=True))
         tidx = b"".join(_TIDX.pack(t, r) for t, r in zip(self.tidx_ts, self.tidx_rel, strict=True))
         for path, data in ((self.index_path, idx), (self.time_index_path, tidx)):
