@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
@@ -14,6 +16,8 @@ if TYPE_CHECKING:
     from epochlog.server.broker import Broker
 
 log = logging.getLogger("epochlog.admin")
+
+FORWARD_RETRY_S = 0.25
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -160,13 +164,18 @@ def handle_describe_configs(broker: Broker, header: RequestHeader, frame: memory
 async def _forward(broker: Any, header: RequestHeader, req: Any, names: list[str] | None, present: bool) -> Any:
     from epochlog.server.cluster.peer import PeerError
 
-    try:
-        resp = await broker.forward(req)
-    except PeerError as e:
-        # As Kafka's forwarding does when the controller does not answer: the client gets
-        # REQUEST_TIMED_OUT on every item (retriable), not a dropped connection.
-        log.warning("api %d forwarded to the controller failed: %s", header.api_key, e)
-        return unanswered(header, req, Err.REQUEST_TIMED_OUT, f"the controller is not reachable: {e}")
+    # As Kafka's forwarding does: keep trying the controller for request.timeout.ms (a controller
+    # restart takes a moment), then answer REQUEST_TIMED_OUT on every item rather than drop the client.
+    deadline = time.monotonic() + broker.config.request_timeout_ms / 1000
+    while True:
+        try:
+            resp = await broker.forward(req, timeout=max(deadline - time.monotonic(), 0.001))
+            break
+        except PeerError as e:
+            if time.monotonic() + FORWARD_RETRY_S >= deadline:
+                log.warning("api %d forwarded to the controller failed: %s", header.api_key, e)
+                return unanswered(header, req, Err.REQUEST_TIMED_OUT, f"the controller is not reachable: {e}")
+            await asyncio.sleep(FORWARD_RETRY_S)
     if names:
         # Answer once this broker's metadata shows the change, so the client's next request works.
         await broker.wait_for_topics(names, present)
