@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from epochlog.protocol.record_batch import iter_batches, read_header
-from epochlog.protocol.records import GZIP, ZSTD, Record, build_batch
+from epochlog.protocol.records import GZIP, LOG_APPEND_TIME, ZSTD, Record, build_batch
 from epochlog.storage.config import ConfigError, LogConfig
 from epochlog.storage.errors import CorruptRecordError, LogDirError, OffsetOutOfRangeError, RecordTooLargeError
 from epochlog.storage.log_manager import LogManager
@@ -85,6 +85,16 @@ def test_offset_for_timestamp_answers_the_record_not_the_batch(tmp_path: Path, c
     assert log.max_timestamp_and_offset() == (130, 6)
     log.append_as_leader(build_batch([Record(0, t, None, b"x") for t in (125, 140, 135)], compression=codec), 3, 0)
     assert log.max_timestamp_and_offset() == (140, 8)
+
+
+def test_offset_for_timestamp_in_a_log_append_time_batch(tmp_path: Path) -> None:
+    """Every record of a LogAppendTime batch carries the batch's max timestamp."""
+    log = open_log(tmp_path)
+    records = [Record(0, t, None, b"x") for t in (10, 20, 30)]
+    log.append_as_leader(build_batch(records, timestamp_type=LOG_APPEND_TIME), 0, 0)
+    assert log.offset_for_timestamp(5) == (0, 30, 0)
+    assert log.offset_for_timestamp(30) == (0, 30, 0)
+    assert log.max_timestamp_and_offset() == (30, 0)
 
 
 def test_time_index_keeps_the_largest_timestamp_so_far(tmp_path: Path) -> None:

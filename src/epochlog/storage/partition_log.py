@@ -402,6 +402,10 @@ class PartitionLog:
         return None
 
     def _first_record_at_or_after(self, seg: Segment, pos: int, h: BatchHeader, ts: int) -> tuple[int, int] | None:
+        if h.last_offset < self.log_start_offset:
+            return None
+        if h.is_log_append_time:  # every record carries the batch's max timestamp: nothing to decode
+            return max(h.base_offset, self.log_start_offset), h.max_timestamp
         try:
             _h, records = decode_batch(seg.read(pos, h.size), verify_crc=False)
         except CorruptBatchError as e:
