@@ -241,7 +241,16 @@ class LeaderEpochClient:
                 try:
                     answers = self._ask_leader(leader, queries)
                 except WireError as e:
-                    log.warning("OffsetsForLeaderEpoch to broker %s failed: %s", leader, e)
+                    # A leader that just died is the usual cause, and the next metadata names its
+                    # successor: only the last attempt's failure is worth a warning.
+                    last = attempt == self.retries
+                    log.log(
+                        logging.WARNING if last else logging.INFO,
+                        "OffsetsForLeaderEpoch to broker %s failed%s: %s",
+                        leader,
+                        "" if last else ", retrying",
+                        e,
+                    )
                     retry.update({tp: epochs[tp] for tp in queries})
                     continue
                 for tp in queries:
