@@ -133,7 +133,7 @@ class FetcherManager:
         from kio.schema.fetch.v12.request import FetchPartition, FetchTopic
 
         cfg = self.broker.config
-        sent: dict[tuple[str, int], tuple[int, int]] = {}
+        sent: dict[tuple[str, int], tuple[Partition, int, int]] = {}
         by_topic: dict[str, list[FetchPartition]] = {}
         for part in parts:
             r = part.replica
@@ -141,7 +141,7 @@ class FetcherManager:
             fr = r.next_fetch()
             if fr is None:
                 continue
-            sent[(part.topic, part.partition)] = (r.leader_epoch, fr.fetch_offset)
+            sent[(part.topic, part.partition)] = (part, r.leader_epoch, fr.fetch_offset)
             by_topic.setdefault(part.topic, []).append(
                 FetchPartition(
                     partition=part.partition,
@@ -171,9 +171,13 @@ class FetcherManager:
                 if part is None or part.replica is None:
                     continue
                 r = part.replica
-                epoch, offset = sent.get((part.topic, part.partition), (-2, -1))
-                if r.role is not Role.FOLLOWER or r.leader_epoch != epoch or r.log.log_end_offset != offset:
-                    continue  # the answer belongs to a term (or a position) that is over
+                asked, epoch, offset = sent.get((part.topic, part.partition), (None, -2, -1))
+                # The answer must be for this very partition object (a topic deleted and created again
+                # under the same name gets a new one), this term and this position.
+                if asked is not part or r.role is not Role.FOLLOWER or r.leader_epoch != epoch:
+                    continue
+                if r.log.log_end_offset != offset:
+                    continue  # the answer belongs to a position that is over
                 div = p.diverging_epoch
                 diverging = None
                 if (div is not None and int(div.epoch) >= 0) or (div is not None and int(div.end_offset) >= 0):
