@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 from results_file import write_results
 
 from epochlog.client.admin import admin_client, create_topic, wait_for_partitions
-from epochlog.spark.pipeline import local_session
+from epochlog.spark.pipeline import local_session, read_stream, stream_to_parquet
 
 N = 20_000
 T0 = 1_800_000_000_000
@@ -38,19 +38,8 @@ def _read(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
 
 
 def _stream_once(spark: Any, bootstrap: str, topic: str, out: Path, ckpt: Path) -> int:
-    q = (
-        spark.readStream.format("epochlog")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .load()
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(ckpt))
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination(120)
+    df = read_stream(spark, bootstrap, topic, startingOffsets="earliest")
+    stream_to_parquet(df, str(out), str(ckpt), available_now=True).awaitTermination(120)
     return spark.read.parquet(str(out)).count()
 
 

@@ -177,7 +177,7 @@ def main() -> None:
         print(f"producing {n:,} records of {args.value_size} B into {topic} ({args.partitions} partitions)...")
         produce_rate = produce(bootstrap, topic, args.partitions, n, args.value_size)
 
-        from epochlog.spark.pipeline import JVM_THROUGHPUT, local_session
+        from epochlog.spark.pipeline import JVM_THROUGHPUT, local_session, read_stream, stream_to_parquet
 
         spark = local_session("epochlog-spark-bench", driver_memory=args.driver_memory, jvm_options=JVM_THROUGHPUT)
         results: dict[str, Any] = {
@@ -235,20 +235,8 @@ def main() -> None:
             sout, ckpt = work / "stream.parquet", work / "ckpt"
 
             def stream() -> None:
-                q = (
-                    spark.readStream.format("epochlog")
-                    .option("kafka.bootstrap.servers", bootstrap)
-                    .option("subscribe", topic)
-                    .option("reader", args.reader)
-                    .option("startingOffsets", "earliest")
-                    .load()
-                    .writeStream.format("parquet")
-                    .option("path", str(sout))
-                    .option("checkpointLocation", str(ckpt))
-                    .trigger(availableNow=True)
-                    .start()
-                )
-                q.awaitTermination(600)
+                df = read_stream(spark, bootstrap, topic, reader=args.reader, startingOffsets="earliest")
+                stream_to_parquet(df, str(sout), str(ckpt), available_now=True).awaitTermination(600)
 
             t = timed(stream)
             count = spark.read.parquet(str(sout)).count()
