@@ -1,9 +1,10 @@
 """Replica fetchers: one task per leader broker, fetching every partition this broker follows there.
 
 Each round asks the core for its next fetch (offset, LastFetchedEpoch, CurrentLeaderEpoch), sends
-them in one Fetch v12 request, and hands each partition's answer back to the core, which appends,
-truncates on a DivergingEpoch, or waits for newer metadata when fenced. An answer that arrives after
-the partition moved to another leader or epoch is dropped: it describes a term that is over.
+them in one Fetch v12 request (its answer read by the zero-copy parser of protocol/fetch_response.py),
+and hands each partition's answer back to the core, which appends, truncates on a DivergingEpoch, or
+waits for newer metadata when fenced. An answer that arrives after the partition moved to another
+leader or epoch is dropped: it describes a term that is over.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING
 from kio.index import load_request_schema
 
 from epochlog.protocol.errors import Err
+from epochlog.protocol.fetch_response import VERSION as FETCH_VERSION
+from epochlog.protocol.fetch_response import parse_fetch_response_v12
 from epochlog.replication.types import DivergingEpoch, FetchResponse, Role
 from epochlog.server.cluster.peer import PeerConnection, PeerError
 
@@ -24,7 +27,7 @@ if TYPE_CHECKING:
     from epochlog.server.partition import Partition
 
 log = logging.getLogger("epochlog.fetcher")
-_FETCH = load_request_schema(1, 12)
+_FETCH = load_request_schema(1, FETCH_VERSION)
 
 
 class FetcherManager:
@@ -163,7 +166,9 @@ class FetcherManager:
             topics=tuple(FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
             forgotten_topics_data=(),
         )
-        resp = await conn.request(req, timeout=cfg.replica_fetch_wait_max_ms / 1000 + 10)
+        resp = await conn.request(
+            req, timeout=cfg.replica_fetch_wait_max_ms / 1000 + 10, parse=parse_fetch_response_v12
+        )
         backoff = False
         for t in resp.responses:
             for p in t.partitions:
@@ -187,7 +192,7 @@ class FetcherManager:
                     self._out_of_range(part, int(p.log_start_offset), int(p.high_watermark))
                     continue
                 outcome = r.handle_fetch_response(
-                    FetchResponse(code, int(p.high_watermark), diverging, bytes(p.records) if p.records else None)
+                    FetchResponse(code, p.high_watermark, diverging, p.records if p.records else None)
                 )
                 if outcome == "truncated":
                     log.info(
