@@ -40,7 +40,7 @@ def test_read_limits(tmp_path: Path) -> None:
     assert [h.base_offset for _, h in iter_batches(one.chunks[0])] == [3]
     assert log.read(3, 10, min_one_batch=False).chunks == []
     capped = log.read(0, 1 << 20, max_offset=4)
-    assert [h.base_offset for _, h in iter_batches(capped.chunks[0])] == [0, 1, 2, 3]
+    assert [h.base_offset for _, h in iter_batches(b"".join(capped.chunks))] == [0, 1, 2, 3]
     assert log.read(10, 100).chunks == []
     with pytest.raises(OffsetOutOfRangeError):
         log.read(11, 100)
@@ -266,3 +266,16 @@ def test_a_deleted_log_gives_its_tail_back_to_the_budget(tmp_path: Path, monkeyp
     assert budget.total > 0
     log.delete()
     assert budget.total == 0 and not budget.recent
+
+
+def test_a_read_across_appends_hands_out_the_tail_views_uncopied(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    appended = [batch(i, 300) for i in range(3)]
+    for b in appended:
+        log.append_as_leader(b, 0, 0)
+    chunks = log.read(0, 1 << 20).chunks
+    assert len(chunks) == 3 and all(isinstance(c, memoryview) for c in chunks)
+    assert [h.base_offset for _, h in iter_batches(b"".join(chunks))] == [0, 1, 2]
+    # a limit inside the third batch keeps the whole batches before it only
+    cut = log.read(0, len(chunks[0]) + len(chunks[1]) + 10).chunks
+    assert [h.base_offset for _, h in iter_batches(b"".join(cut))] == [0, 1]

@@ -60,7 +60,7 @@ class AppendResult:
 
 @dataclass(slots=True)
 class ReadResult:
-    chunks: list[bytes] = field(default_factory=list)
+    chunks: list[bytes | memoryview] = field(default_factory=list)
     first_offset: int = -1
 
     @property
@@ -81,6 +81,13 @@ def _encode_topic_id(topic_id: uuid.UUID) -> str:
 
 def _decode_topic_id(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def _owns_frame(records: bytes | bytearray | memoryview) -> bool:
+    """A writable view that is (nearly) the whole buffer a frame was read into: ours to patch and to keep
+    in the segment's tail. A view that is only part of a larger frame is not kept, so it cannot pin a
+    request or answer that also carried other partitions' data."""
+    return isinstance(records, memoryview) and not records.readonly and records.nbytes + 4096 >= len(records.obj)
 
 
 class PartitionLog:
@@ -272,12 +279,9 @@ class PartitionLog:
                 dup = self.producer_state.check(h)
                 if dup is not None:
                     return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset, 0, True)
-        # The request's own buffer when it is ours to change (the connection hands over a frame that
-        # arrived in pieces): patching offsets in place saves a copy of the whole request.
-        # Only when the records are (nearly) the whole frame: the segment's tail keeps a reference, and a
-        # view must not pin a large request that carried other partitions' data.
-        owned = isinstance(records, memoryview) and not records.readonly and records.nbytes + 4096 >= len(records.obj)
-        buf = records if owned else bytearray(records)
+        # The request's own buffer when it is ours to change (framing.py hands over a large frame in a
+        # buffer of its own): patching offsets in place saves a copy of the whole request.
+        buf = records if _owns_frame(records) else bytearray(records)
         offset = self.log_end_offset
         first = offset
         append_time = now_ms if self.config.log_append_time else -1
@@ -308,10 +312,13 @@ class PartitionLog:
             expected = h.next_offset
             if h.partition_leader_epoch > self.epoch_cache.latest_epoch():
                 self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)  # KIP-101 step 4.7.1
-        self._write(bytes(records) if not isinstance(records, bytes) else records, batches, now_ms or _now_ms())
+        # The segment's tail keeps what is written: a view of the fetch answer's own buffer may stay,
+        # anything else (bytes of the caller's that could change) is copied.
+        kept = records if isinstance(records, bytes) or _owns_frame(records) else bytes(records)
+        self._write(kept, batches, now_ms or _now_ms())
         return self.log_end_offset
 
-    def _write(self, buf: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+    def _write(self, buf: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
         seg = self._maybe_roll(len(buf), now_ms)
         if batches[0][1].base_offset > seg.next_offset and seg.size == 0:
             # A follower starting mid-log: begin the segment where the data begins.
@@ -359,18 +366,24 @@ class PartitionLog:
             if not min_one_batch:
                 return ReadResult()
             want = first.size
-        data = seg.read(pos, want)
-        # Keep whole batches below the limit only.
-        end = 0
-        n = len(data)
-        while end + 61 <= n:
-            h = read_header(data, end)
-            if h.base_offset >= limit or end + h.size > n:
+        # Keep whole batches below the limit only. The parts are handed on as they are (a follower's
+        # fetch spans two appends more often than not): joining them would copy a megabyte per fetch.
+        chunks: list[bytes | memoryview] = []
+        for data in seg.read_parts(pos, want):
+            end = 0
+            n = len(data)
+            while end + 61 <= n:
+                h = read_header(data, end)
+                if h.base_offset >= limit or end + h.size > n:
+                    break
+                end += h.size
+            if end:
+                chunks.append(data[:end] if end < n else data)
+            if end < n:
                 break
-            end += h.size
-        if end == 0:
+        if not chunks:
             return ReadResult()
-        return ReadResult([data[:end] if end < n else data], first.base_offset)
+        return ReadResult(chunks, first.base_offset)
 
     def read_headers(self, from_offset: int) -> Iterator[BatchHeader]:
         for seg in list(self.segments):

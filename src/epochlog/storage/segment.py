@@ -262,20 +262,25 @@ class Segment:
         return None
 
     def read(self, position: int, size: int) -> bytes | memoryview:
+        parts = self.read_parts(position, size)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def read_parts(self, position: int, size: int) -> list[bytes | memoryview]:
+        """Up to ``size`` bytes from ``position``: views of the in-memory tail when it holds them (one per
+        append, so every part starts on a batch boundary), else one read from the file."""
         end = min(position + size, self.size)
         tail = self._tail
         if tail and position >= tail[0][0]:
-            parts = []
+            parts: list[bytes | memoryview] = []
             for start, buf in tail:
                 stop = start + len(buf)
                 if stop <= position or start >= end:
                     continue
                 parts.append(memoryview(buf)[max(position - start, 0) : min(end, stop) - start])
-            if len(parts) == 1:
-                return parts[0]
             if parts:
-                return b"".join(parts)
-        return os.pread(self.fd, end - position, position)
+                return parts
+        # A view: the caller trims a partial last batch off, which on bytes would copy all the rest.
+        return [memoryview(os.pread(self.fd, end - position, position))]
 
     def find_timestamp(self, ts: int) -> int:
         """A position from which to look for the first batch with max timestamp >= ts."""
