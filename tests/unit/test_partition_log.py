@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -279,3 +280,18 @@ def test_a_read_across_appends_hands_out_the_tail_views_uncopied(tmp_path: Path)
     # a limit inside the third batch keeps the whole batches before it only
     cut = log.read(0, len(chunks[0]) + len(chunks[1]) + 10).chunks
     assert [h.base_offset for _, h in iter_batches(b"".join(cut))] == [0, 1]
+
+
+def test_headers_read_from_the_tail_match_the_file(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for i in range(5):
+        log.append_as_leader(batch(i, 200 + i), 3, 0)
+    seg = log.segments[-1]
+    pos = 0
+    while pos < seg.size:
+        from_tail = seg.header_at(pos)
+        assert from_tail == read_header(os.pread(seg.fd, 61, pos))
+        assert from_tail.partition_leader_epoch == 3  # the patched bytes, as written
+        pos += from_tail.size
+    seg.drop_tail_cache()
+    assert seg.header_at(0).base_offset == 0

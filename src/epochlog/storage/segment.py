@@ -246,6 +246,14 @@ class Segment:
 
     # -- reading -------------------------------------------------------------------------
     def header_at(self, pos: int) -> BatchHeader:
+        # Fetches near the log end (followers, tailing consumers) find their batch in the tail: no syscall.
+        tail = self._tail
+        if tail and pos >= tail[0][0]:
+            for start, buf in reversed(tail):
+                if start <= pos:
+                    if pos - start + HEADER_SIZE <= len(buf):
+                        return read_header(buf, pos - start)
+                    break
         return read_header(os.pread(self.fd, HEADER_SIZE, pos))
 
     def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
