@@ -1,10 +1,12 @@
 """Replication benchmarks: RF=3 acks=all throughput next to a single broker, and write unavailability
 after kill -9 of a partition leader and after its controlled shutdown.
 
-  .venv/bin/python bench/cluster_bench.py [--scale 1.0] [--rounds 3]
+  .venv/bin/python bench/cluster_bench.py [--scale 1.0] [--rounds 3] [--pairs 3]
 
 Prints a table and writes JSON to bench/results/. The RF=3 figure is reported as a ratio to the
-single-broker figure from the same run (this 2-core machine is shared and absolute numbers drift).
+single-broker figure, measured in pairs: each RF=3 run right after a single-broker run of the same case,
+both servers up throughout (this 2-core machine is shared and absolute numbers drift); the table gives
+the median ratio and every pair's.
 Two producer configurations: librdkafka's default (idempotence off, requests pipelined) and the
 idempotent producer (one request in flight per partition). Each row also gives the CPU time every
 process spent per MB written, read from /proc, which drifts far less than throughput does.
@@ -76,14 +78,24 @@ def produce_throughput(
     return out
 
 
-def throughput_cases(bootstrap: str, rf: int, n_1k: int, n_100: int, pids: dict[str, int]) -> dict[str, Any]:
-    return {
-        producer: {
-            case: produce_throughput(bootstrap, rf, size, n_1k if size == 1024 else n_100, parts, idem, pids)
-            for case, size, parts in CASES
-        }
-        for producer, idem in PRODUCERS.items()
-    }
+def throughput_pairs(
+    single: tuple[str, dict[str, int]], rf3: tuple[str, dict[str, int]], n_1k: int, n_100: int, pairs: int
+) -> dict[str, Any]:
+    """Every case runs ``pairs`` times against the single broker and then the cluster, back to back, so
+    that each RF=3 run has a single-broker run taken moments before it: the machine's state (what other
+    tenants do, how much memory the host has taken back) drifts over minutes, and a ratio of two runs
+    taken far apart measured that drift as much as replication."""
+    out: dict[str, Any] = {}
+    for producer, idem in PRODUCERS.items():
+        for case, size, parts in CASES:
+            count = n_1k if size == 1024 else n_100
+            runs = []
+            for _ in range(pairs):
+                s = produce_throughput(single[0], 1, size, count, parts, idem, single[1])
+                r = produce_throughput(rf3[0], 3, size, count, parts, idem, rf3[1])
+                runs.append({"single": s, "rf3": r, "ratio": r["msgs_per_s"] / s["msgs_per_s"]})
+            out.setdefault(producer, {})[case] = runs
+    return out
 
 
 def unavailability(lc: LocalCluster, how: str, seconds: float = 8.0) -> dict[str, Any]:
@@ -169,21 +181,17 @@ def unavailability(lc: LocalCluster, how: str, seconds: float = 8.0) -> dict[str
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", type=float, default=1.0)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3, help="failover rounds of each kind")
+    ap.add_argument("--pairs", type=int, default=3, help="single-broker/RF=3 run pairs per throughput case")
     args = ap.parse_args()
     n_1k = int(200_000 * args.scale)
     n_100 = int(1_000_000 * args.scale)
     results: dict[str, Any] = {"throughput": {}, "failover": []}
 
-    single = start_single("epochlog")
-    try:
-        results["throughput"]["single"] = throughput_cases(single.bootstrap, 1, n_1k, n_100, {"broker": single.pid()})
-    finally:
-        single.stop()
-
     work = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
     lc = LocalCluster(work, 3, free_base_port(3))
     lc.start()
+    single = start_single("epochlog")
     try:
         wait_until(
             lambda: len(AdminClient({"bootstrap.servers": lc.bootstrap}).list_topics(timeout=5).brokers) == 3,
@@ -192,11 +200,16 @@ def main() -> None:
         )
         # one partition: led by one broker; three partitions: leaders on all three brokers
         pids = {name: node.proc.pid for name, node in lc.nodes.items() if node.proc is not None}
-        results["throughput"]["rf3"] = throughput_cases(lc.bootstrap, 3, n_1k, n_100, pids)
+        results["pairs"] = args.pairs
+        results["throughput"] = throughput_pairs(
+            (single.bootstrap, {"broker": single.pid()}), (lc.bootstrap, pids), n_1k, n_100, args.pairs
+        )
+        single.stop()
         for _ in range(args.rounds):
             results["failover"].append(unavailability(lc, "kill -9"))
             results["failover"].append(unavailability(lc, "controlled shutdown"))
     finally:
+        single.stop()
         lc.stop()
         shutil.rmtree(work, ignore_errors=True)  # a run writes gigabytes
     show(results)
@@ -205,24 +218,24 @@ def main() -> None:
 
 def show(results: dict[str, Any]) -> None:
     c = Console(width=200)
-    t = Table(title="acks=all produce throughput: RF=3 cluster vs single broker (same run)")
-    cols = ("producer", "case", "single msgs/s", "single MB/s", "RF=3 msgs/s", "RF=3 MB/s", "RF=3 / single")
+    t = Table(title=f"acks=all produce throughput: RF=3 cluster vs single broker ({results['pairs']} run pairs each)")
+    cols = ("producer", "case", "single MB/s", "RF=3 MB/s", "RF=3 / single: median", "every pair")
     for col in (*cols, "CPU ms/MB single", "CPU ms/MB RF=3"):
         t.add_column(col)
     for producer in PRODUCERS:
         for case, _size, _parts in CASES:
-            s = results["throughput"]["single"][producer][case]
-            r = results["throughput"]["rf3"][producer][case]
+            runs = results["throughput"][producer][case]
+            ratios = [r["ratio"] for r in runs]
+            mid = runs[ratios.index(statistics.median_low(ratios))]  # the pair the median comes from
             t.add_row(
                 producer,
                 case,
-                f"{s['msgs_per_s']:,.0f}",
-                f"{s['mb_per_s']:.1f}",
-                f"{r['msgs_per_s']:,.0f}",
-                f"{r['mb_per_s']:.1f}",
-                f"{r['msgs_per_s'] / s['msgs_per_s']:.2f}x",
-                " ".join(f"{k}={v}" for k, v in s["cpu_ms_per_mb"].items()),
-                " ".join(f"{k.replace('broker-', 'b')}={v}" for k, v in r["cpu_ms_per_mb"].items()),
+                f"{statistics.median(r['single']['mb_per_s'] for r in runs):.1f}",
+                f"{statistics.median(r['rf3']['mb_per_s'] for r in runs):.1f}",
+                f"{statistics.median(ratios):.2f}x",
+                " ".join(f"{x:.2f}" for x in ratios),
+                " ".join(f"{k}={v}" for k, v in mid["single"]["cpu_ms_per_mb"].items()),
+                " ".join(f"{k.replace('broker-', 'b')}={v}" for k, v in mid["rf3"]["cpu_ms_per_mb"].items()),
             )
     c.print(t)
     f = Table(title="write unavailability when the partition leader stops (acks=all, 1 msg/ms)")
