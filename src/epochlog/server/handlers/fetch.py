@@ -6,9 +6,9 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from epochlog.protocol.codec import RequestHeader, decode_body, encode_response
+from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
-from epochlog.protocol.records_splice import marker, splice
+from epochlog.protocol.fetch_response_writer import encode_fetch_response
 from epochlog.replication.types import FetchRequest
 from epochlog.server.broker import now_ms
 
@@ -35,10 +35,10 @@ def _replica_id(req: Any, version: int) -> int:
 
 
 def _attach(out: dict[str, Any], chunks: list[Any], spliced: list[list[Any]]) -> int:
-    """Put a marker where the records go; the bytes travel beside the encoded response (records_splice)."""
+    """Name the chunks the records are (their index in ``spliced``): the encoder sends them as they are."""
     size = sum(len(c) for c in chunks)
     if size:
-        out["records"] = marker(len(spliced))
+        out["records"] = len(spliced)
         spliced.append(chunks)
     return size
 
@@ -216,9 +216,7 @@ async def _fetch_with_wait(broker: Broker, header: RequestHeader, req: Any, vers
 
 
 def _response(header: RequestHeader, topics_out: list[dict[str, Any]], spliced: list[list[Any]]) -> list[Any]:
-    body = {"throttle_time": 0, "error_code": Err.NONE, "session_id": 0, "responses": topics_out}
-    frame = encode_response(1, header.api_version, header.correlation_id, body)
-    return splice(frame, spliced, compact=header.api_version >= 12)
+    return encode_fetch_response(header.api_version, header.correlation_id, topics_out, spliced)
 
 
 def handle_fetch(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
