@@ -41,3 +41,41 @@ def test_every_item_carries_the_error_and_every_version_encodes(key: int) -> Non
 def test_other_apis_are_refused() -> None:
     with pytest.raises(ValueError):
         unanswered(_header(3, 12), SimpleNamespace(), Err.REQUEST_TIMED_OUT, "x")
+
+
+class _Broker:
+    """Just what _forward uses: the config and a forward() that fails the way it is told."""
+
+    def __init__(self, errors: list[Exception], timeout_ms: int = 2000) -> None:
+        self.config = SimpleNamespace(request_timeout_ms=timeout_ms)
+        self.errors = errors
+        self.calls = 0
+
+    async def forward(self, req: object, timeout: float) -> object:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return {"ok": True}
+
+
+def test_an_unreachable_controller_is_retried_then_answered() -> None:
+    import asyncio
+
+    from epochlog.server.cluster.peer import PeerError
+    from epochlog.server.handlers.admin import _forward
+
+    broker = _Broker([PeerError("refused"), PeerError("refused")])
+    assert asyncio.run(_forward(broker, _header(19, 7), REQUESTS[19], None, True)) == {"ok": True}
+    assert broker.calls == 3
+
+
+def test_an_unreadable_answer_is_not_retried_and_is_an_unknown_server_error() -> None:
+    import asyncio
+
+    from epochlog.server.cluster.peer import PeerBadResponse
+    from epochlog.server.handlers.admin import _forward
+
+    broker = _Broker([PeerBadResponse("garbage")])
+    body = asyncio.run(_forward(broker, _header(19, 7), REQUESTS[19], None, True))
+    assert broker.calls == 1
+    assert [r["error_code"] for r in body["topics"]] == [Err.UNKNOWN_SERVER_ERROR]

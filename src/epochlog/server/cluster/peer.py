@@ -24,6 +24,10 @@ class PeerError(Exception):
     """The peer could not be reached, went away, or did not answer in time."""
 
 
+class PeerBadResponse(PeerError):
+    """The peer answered, with bytes that cannot be read as the response asked for."""
+
+
 class PeerConnection:
     def __init__(self, host: str, port: int, client_id: str) -> None:
         self.host, self.port, self.client_id = host, port, client_id
@@ -65,7 +69,7 @@ class PeerConnection:
             else:
                 fut.set_result(decode_response(key, version, frame, cid))
         except Exception as e:  # a response we cannot read fails that request only
-            fut.set_exception(PeerError(f"bad response from {self.host}:{self.port}: {e}"))
+            fut.set_exception(PeerBadResponse(f"bad response from {self.host}:{self.port}: {e}"))
 
     def _fail_all(self, err: Exception) -> None:
         pending, self._pending = self._pending, {}

@@ -162,15 +162,20 @@ def handle_describe_configs(broker: Broker, header: RequestHeader, frame: memory
 
 
 async def _forward(broker: Any, header: RequestHeader, req: Any, names: list[str] | None, present: bool) -> Any:
-    from epochlog.server.cluster.peer import PeerError
+    from epochlog.server.cluster.peer import PeerBadResponse, PeerError
 
     # As Kafka's forwarding does: keep trying the controller for request.timeout.ms (a controller
     # restart takes a moment), then answer REQUEST_TIMED_OUT on every item rather than drop the client.
+    # An answer that cannot be read is not retried (the controller may have acted on the request):
+    # UNKNOWN_SERVER_ERROR, as Kafka answers when it cannot parse the controller's response.
     deadline = time.monotonic() + broker.config.request_timeout_ms / 1000
     while True:
         try:
             resp = await broker.forward(req, timeout=max(deadline - time.monotonic(), 0.001))
             break
+        except PeerBadResponse as e:
+            log.warning("api %d forwarded to the controller: unreadable answer: %s", header.api_key, e)
+            return unanswered(header, req, Err.UNKNOWN_SERVER_ERROR, f"unreadable answer from the controller: {e}")
         except PeerError as e:
             if time.monotonic() + FORWARD_RETRY_S >= deadline:
                 log.warning("api %d forwarded to the controller failed: %s", header.api_key, e)
