@@ -499,3 +499,49 @@ def test_create_topics_defaults_and_unknown_configs_in_a_cluster(tmp_path: Path)
         assert len(md.topics["plain"].partitions) == 3
     finally:
         lc.stop()
+
+
+def test_a_follower_behind_the_leaders_log_start_starts_over_there_and_rejoins(tmp_path: Path) -> None:
+    """A follower that was down while retention deleted what it lacked gets OFFSET_OUT_OF_RANGE, empties
+    its log and starts at the leader's log start offset (Kafka's truncateFullyAndStartAt), catches up
+    and rejoins the ISR, holding the leader's batches from there on."""
+    from tests.integration.helpers import produce
+
+    lc = new_cluster(tmp_path, 3, log_retention_check_interval_ms="300").start()
+    try:
+        bs = lc.bootstrap
+        topic = "behind"
+        cfg = {"segment.bytes": "20000", "retention.bytes": "40000", "min.insync.replicas": "1"}
+        create_topic(bs, topic, 1, 3, cfg)
+        leader, replicas, _ = wait_until(lambda: partition_info(bs, topic), 10, "metadata")
+        lagger = next(r for r in replicas if r != leader)
+        produce(bs, topic, [b"early-%d" % i for i in range(5)], {"acks": "all"})
+        wait_until(lambda: sorted(partition_info(bs, topic)[2]) == [1, 2, 3], 20, "a full ISR")
+        lc.kill9(f"broker-{lagger}")
+        wait_until(lambda: lagger not in partition_info(bs, topic)[2], 20, "the dead follower out of the ISR")
+        for i in range(30):
+            produce(bs, topic, [b"x" * 1000 + b"%d-%d" % (i, j) for j in range(5)], {"acks": "all", "linger.ms": 0})
+        c = Consumer({"bootstrap.servers": bs, "group.id": "behind"})
+        try:
+            low = wait_until(
+                lambda: (lambda lo: lo if lo > 5 else None)(c.get_watermark_offsets(TopicPartition(topic, 0))[0]),
+                20,
+                "retention to pass the lagging follower's log end",
+            )
+        finally:
+            c.close()
+        lc.start_node(f"broker-{lagger}")
+        wait_until(lambda: sorted(partition_info(bs, topic)[2]) == [1, 2, 3], 40, "the follower back in the ISR")
+        log_text = lc.nodes[f"broker-{lagger}"].log.read_text()
+        assert "behind the leader's log start" in log_text
+        mine = dump_batches(lc.data_dir / f"broker-{lagger}" / f"{topic}-0")
+        theirs = dump_batches(lc.data_dir / f"broker-{leader}" / f"{topic}-0")
+        assert mine and mine[0]["base_offset"] >= low
+        keys = ("base_offset", "last_offset", "partition_leader_epoch", "crc")
+        start = mine[0]["base_offset"]
+        assert [tuple(r[k] for k in keys) for r in mine] == [
+            tuple(r[k] for k in keys) for r in theirs if r["base_offset"] >= start
+        ][: len(mine)]
+        assert mine[-1]["last_offset"] == 154
+    finally:
+        lc.stop()

@@ -302,6 +302,12 @@ class PartitionReplica:
         self.hw_epoch = self.leader_epoch
         return "appended"
 
+    def log_restarted(self) -> None:
+        """The follower's log was emptied and now starts at its log end (the leader's log start had passed
+        it): everything below is the leader's committed history, so the HW is that offset, as Kafka sets
+        it in truncateFullyAndStartAt."""
+        self.high_watermark = max(self.high_watermark, self.log.log_end_offset)
+
     def _truncate_for(self, div: DivergingEpoch) -> None:
         if div.epoch == UNDEFINED_EPOCH:
             target = self.high_watermark  # the leader knows nothing older: fall back (KIP-101 4.3 note)

@@ -93,3 +93,13 @@ def test_an_epoch_led_without_appending_does_not_trap_the_follower(tmp_path: Pat
     outcomes = [fetch(b, a) for _ in range(4)]
     assert outcomes[0] == "truncated" and "appended" in outcomes[1:]
     assert b.log.log_end_offset == a.log.log_end_offset == 2
+
+
+def test_a_follower_restarted_past_the_leaders_log_start_takes_that_offset_as_its_hw(tmp_path: Path) -> None:
+    f = replica(tmp_path, 2)
+    f.become_follower(state(1, 0))
+    plog = f.log.log  # type: ignore[attr-defined]
+    plog.truncate_fully_and_start_at(500)
+    assert f.high_watermark == 0  # the core has not heard of it yet
+    f.log_restarted()
+    assert f.high_watermark == 500 == f.log.log_end_offset

@@ -216,6 +216,9 @@ class FetcherManager:
                 "%s-%d: behind the leader's log start %d; starting over there", part.topic, part.partition, leader_start
             )
             plog.truncate_fully_and_start_at(leader_start)
+            if part.replica is not None:
+                part.replica.log_restarted()
+                part.sync()
         else:
             # Only reachable without epochs (the legacy rule): fall back to the leader's HW.
             target = min(leader_hw, plog.log_end_offset)
