@@ -48,7 +48,7 @@ def test_frames_split_anywhere_arrive_whole_and_in_order(cut: int) -> None:
     for i in range(0, len(stream), cut):
         feed(conn, stream[i : i + cut])
     assert [bytes(f) for f in frames] == [big, small1, small2, big[:5000]]
-    assert not conn._fr_partial and conn._fr_big is None
+    assert not conn._fr_partial and conn._fr_big_view is None
 
 
 def test_a_large_frame_that_arrived_in_pieces_is_a_writable_buffer_of_its_own() -> None:
@@ -75,7 +75,7 @@ def test_peer_responses_split_anywhere_arrive_whole_and_in_order(cut: int) -> No
     for i in range(0, len(stream), cut):
         feed(framer, stream[i : i + cut])
     assert got == bodies
-    assert not framer._fr_partial and framer._fr_big is None
+    assert not framer._fr_partial and framer._fr_big_view is None
 
 
 def test_a_large_frame_is_read_into_its_own_buffer_without_passing_through_scratch() -> None:
@@ -113,3 +113,20 @@ def test_frame_buffer_is_a_writable_bytearray_of_the_size_asked() -> None:
     assert isinstance(buf, bytearray) and len(buf) == 3 << 20
     buf[-1:] = b"z"
     assert buf[-1:] == b"z"
+
+
+def test_connections_on_different_threads_do_not_share_a_scratch_buffer() -> None:
+    import threading
+
+    seen: list[object] = []
+
+    def grab() -> None:
+        seen.append(_conn([]).get_buffer(-1).obj)  # kept alive, so no id is reused
+
+    threads = [threading.Thread(target=grab) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    here = _conn([]).get_buffer(-1).obj
+    assert len({id(o) for o in (*seen, here)}) == 3

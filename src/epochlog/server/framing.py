@@ -8,7 +8,7 @@ pass over a megabyte costs 0.1-0.2 ms: a quarter of an RF=3 follower's CPU (perf
 ``asyncio.BufferedProtocol`` the kernel writes a large frame straight into the buffer the frame will
 live in, and that buffer is not zero-filled first.
 
-Small frames are read into one scratch buffer shared by every connection of the process (the event loop
+Small frames are read into one scratch buffer shared by every connection of the thread (an event loop
 fills it and reports it within one callback, so no two connections can use it at once) and copied out,
 one copy each, as before.
 """
@@ -18,14 +18,21 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import struct
+import threading
 
 # A frame at least this large that arrives in pieces gets a buffer of its own, read into directly.
 BIG_FRAME = 64 * 1024
 SCRATCH_BYTES = 128 * 1024
 
 _SIZE = struct.Struct(">i")
-_scratch = bytearray(SCRATCH_BYTES)
-_scratch_view = memoryview(_scratch)
+_per_thread = threading.local()  # one scratch buffer per thread, so per event loop
+
+
+def _scratch() -> memoryview:
+    view: memoryview | None = getattr(_per_thread, "scratch", None)
+    if view is None:
+        view = _per_thread.scratch = memoryview(bytearray(SCRATCH_BYTES))
+    return view
 
 
 def _uninitialized_allocator() -> object:
@@ -55,10 +62,10 @@ class FramedProtocol(asyncio.BufferedProtocol):
 
     def __init__(self) -> None:
         self._fr_partial = bytearray()  # the start of a small frame (or of a size prefix) that is not whole yet
-        self._fr_big: bytearray | None = None
-        self._fr_big_view: memoryview | None = None
+        self._fr_big_view: memoryview | None = None  # the buffer of the large frame being read, if any
         self._fr_fill = 0
         self._fr_stopped = False
+        self._fr_scratch = _scratch()
 
     # -- hooks for subclasses -------------------------------------------------------------
     def frame_size_limit(self) -> int:
@@ -79,7 +86,8 @@ class FramedProtocol(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._fr_big_view is not None:
             return self._fr_big_view[self._fr_fill :]
-        return _scratch_view
+        self._fr_scratch = _scratch()
+        return self._fr_scratch
 
     def buffer_updated(self, nbytes: int) -> None:
         if self._fr_big_view is not None:
@@ -87,17 +95,18 @@ class FramedProtocol(asyncio.BufferedProtocol):
             if self._fr_fill < len(self._fr_big_view):
                 return
             frame = self._fr_big_view
-            self._fr_big = self._fr_big_view = None
+            self._fr_big_view = None
             if not self._fr_stopped:
                 self.frame_received(frame)
             return
+        scratch = self._fr_scratch
         if self._fr_partial:
-            self._fr_partial += _scratch_view[:nbytes]
+            self._fr_partial += scratch[:nbytes]
             self._cut(self._fr_partial, len(self._fr_partial), own=True)
         else:
-            self._cut(_scratch, nbytes, own=False)
+            self._cut(scratch, nbytes, own=False)
 
-    def _cut(self, src: bytearray, n: int, own: bool) -> None:
+    def _cut(self, src: bytearray | memoryview, n: int, own: bool) -> None:
         view = memoryview(src)
         pos = 0
         limit = self.frame_size_limit()
@@ -113,7 +122,7 @@ class FramedProtocol(asyncio.BufferedProtocol):
                     if size >= BIG_FRAME:
                         big = frame_buffer(size)
                         big[:have] = view[pos + 4 : n]
-                        self._fr_big, self._fr_big_view, self._fr_fill = big, memoryview(big), have
+                        self._fr_big_view, self._fr_fill = memoryview(big), have
                         pos = n
                     break
                 frame = bytes(view[pos + 4 : pos + 4 + size])  # the source is reused: copy the frame out
@@ -124,6 +133,6 @@ class FramedProtocol(asyncio.BufferedProtocol):
         if self._fr_stopped:
             self._fr_partial = bytearray()
         elif own:
-            del src[:pos]
+            del src[:pos]  # type: ignore[union-attr]
         elif pos < n:
-            self._fr_partial = bytearray(_scratch_view[pos:n])
+            self._fr_partial = bytearray(src[pos:n])
