@@ -7,6 +7,7 @@ import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -140,6 +141,39 @@ def _fetch(port: int, topic: str, current_epoch: int, last_fetched_epoch: int = 
     return resp.responses[0].partitions[0]
 
 
+def _fetch_v16_hints(port: int, topic: str, current_epoch: int) -> tuple[Any, Any]:
+    """A Fetch v16 (by topic id): the partition's answer and the response's node endpoints."""
+    meta = schema_module(3, 12)
+    c = WireClient(port)
+    try:
+        md = c.request(
+            3,
+            12,
+            topics=(meta.MetadataRequestTopic(topic_id=None, name=topic),),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        mod = schema_module(1, 16)
+        part = mod.FetchPartition(
+            partition=0,
+            current_leader_epoch=current_epoch,
+            fetch_offset=0,
+            last_fetched_epoch=-1,
+            partition_max_bytes=1 << 20,
+        )
+        resp = c.request(
+            1,
+            16,
+            max_wait=timedelta(milliseconds=0),
+            min_bytes=0,
+            topics=(mod.FetchTopic(topic_id=md.topics[0].topic_id, partitions=(part,)),),
+            forgotten_topics_data=(),
+        )
+    finally:
+        c.close()
+    return resp.responses[0].partitions[0], resp.node_endpoints
+
+
 def test_stale_epoch_is_fenced_and_followers_are_refused(cluster: LocalCluster) -> None:
     bs = cluster.bootstrap
     topic = "fenced"
@@ -162,6 +196,11 @@ def test_stale_epoch_is_fenced_and_followers_are_refused(cluster: LocalCluster) 
     # A follower answers clients with NOT_LEADER_OR_FOLLOWER.
     follower = next(b for b in cluster.broker_ids() if b not in (leader0, leader1))
     assert int(_fetch(cluster.broker(follower).port, topic, epoch1).error_code) == 6
+    # From v16 the refusal names the leader and its endpoint (KIP-951).
+    refused, nodes = _fetch_v16_hints(cluster.broker(follower).port, topic, epoch1)
+    assert int(refused.error_code) == 6
+    assert (int(refused.current_leader.leader_id), int(refused.current_leader.leader_epoch)) == (leader1, epoch1)
+    assert [(int(n.node_id), int(n.port)) for n in nodes] == [(leader1, port)]
     # A fetcher whose last fetched epoch ends before its position is told where to truncate.
     div = _fetch(port, topic, epoch1, last_fetched_epoch=epoch0, offset=10**9)
     assert int(div.error_code) == 0 and int(div.diverging_epoch.epoch) == epoch0

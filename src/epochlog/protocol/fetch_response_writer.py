@@ -55,15 +55,34 @@ def _partition_tags(row: dict[str, Any]) -> bytes:
     return _uvarint(len(tags)) + b"".join(tags)
 
 
+def _compact_string(s: str | None) -> bytes:
+    if s is None:
+        return b"\x00"
+    b = s.encode()
+    return _uvarint(len(b) + 1) + b
+
+
+def _top_level_tags(version: int, node_endpoints: Sequence[dict[str, Any]]) -> bytes:
+    if version < 16 or not node_endpoints:
+        return b"\x00"
+    body = bytearray(_uvarint(len(node_endpoints) + 1))
+    for n in node_endpoints:
+        body += _I32.pack(n["node_id"]) + _compact_string(n["host"]) + _I32.pack(n["port"])
+        body += _compact_string(n.get("rack")) + b"\x00"
+    return b"\x01" + _tag(0, bytes(body))
+
+
 def encode_fetch_response(
     version: int,
     correlation_id: int,
     topics: Sequence[dict[str, Any]],
     records: Sequence[Sequence[bytes | memoryview]],
     error_code: int = 0,
+    node_endpoints: Sequence[dict[str, Any]] = (),
 ) -> list[bytes | memoryview]:
     """The whole frame (size prefix first) as buffers. ``topics`` are the handler's rows; a partition's
-    ``records`` entry is either bytes or an int: the index of its chunks in ``records``."""
+    ``records`` entry is either bytes or an int: the index of its chunks in ``records``.
+    ``node_endpoints`` (v16+, KIP-951) name the brokers that rows' ``current_leader`` point to."""
     flexible = version >= 12
     out: list[bytes | memoryview] = []
     head = bytearray(b"\x00\x00\x00\x00")
@@ -119,7 +138,7 @@ def encode_fetch_response(
         if flexible:
             head += b"\x00"
     if flexible:
-        head += b"\x00"
+        head += _top_level_tags(version, node_endpoints)
     out.append(bytes(head))
     first = bytearray(out[0])
     _I32.pack_into(first, 0, sum(len(b) for b in out) - 4)

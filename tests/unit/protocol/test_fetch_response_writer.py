@@ -87,3 +87,20 @@ def test_a_default_diverging_epoch_is_not_written() -> None:
     rows[0]["diverging_epoch"] = {"epoch": -1, "end_offset": -1}
     got = b"".join(bytes(b) for b in encode_fetch_response(12, 77, _topics(rows), []))
     assert got == _kio(12, _topics(rows))
+
+
+@pytest.mark.parametrize("version", [v for v in VERSIONS if v >= 12])
+def test_kip951_current_leader_and_node_endpoints_match_kio(version: int) -> None:
+    rows = _rows([b"", b""])
+    rows[0]["error_code"] = 6
+    rows[0]["current_leader"] = {"leader_id": 2, "leader_epoch": 7}
+    nodes = [{"node_id": 2, "host": "127.0.0.1", "port": 19092, "rack": None}]
+    got = b"".join(bytes(b) for b in encode_fetch_response(version, 77, _topics(rows), [], node_endpoints=nodes))
+    body: dict[str, Any] = {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": _topics(rows)}
+    if version >= 16:
+        body["node_endpoints"] = nodes
+    assert got == codec.encode_response(1, version, 77, body)
+    if version >= 16:
+        resp = decode_response(1, version, got[4:], 77)
+        assert [(int(n.node_id), n.host, int(n.port)) for n in resp.node_endpoints] == [(2, "127.0.0.1", 19092)]
+        assert int(resp.responses[0].partitions[0].current_leader.leader_id) == 2

@@ -11,6 +11,7 @@ from epochlog.protocol.errors import Err
 from epochlog.protocol.fetch_response_writer import encode_fetch_response
 from epochlog.replication.types import FetchRequest
 from epochlog.server.broker import now_ms
+from epochlog.server.handlers.leader_hints import add_hint
 
 if TYPE_CHECKING:
     from epochlog.server.broker import Broker
@@ -206,7 +207,7 @@ async def _fetch_with_wait(broker: Broker, header: RequestHeader, req: Any, vers
             topics_out, total, errors, spliced = _fetch_once(broker, req, version)
             remaining = deadline - time.monotonic()
             if total >= req.min_bytes or errors or remaining <= 0:
-                return _response(header, topics_out, spliced)
+                return _response(broker, header, topics_out, spliced)
             try:
                 await asyncio.wait_for(fut, remaining)
             except TimeoutError:
@@ -215,8 +216,17 @@ async def _fetch_with_wait(broker: Broker, header: RequestHeader, req: Any, vers
             _unregister(fut, parts)
 
 
-def _response(header: RequestHeader, topics_out: list[dict[str, Any]], spliced: list[list[Any]]) -> list[Any]:
-    return encode_fetch_response(header.api_version, header.correlation_id, topics_out, spliced)
+def _response(
+    broker: Broker, header: RequestHeader, topics_out: list[dict[str, Any]], spliced: list[list[Any]]
+) -> list[Any]:
+    nodes: dict[int, dict[str, Any]] = {}
+    if header.api_version >= 16:  # KIP-951: CurrentLeader and NodeEndpoints, as Kafka fills them from v16
+        for topic in topics_out:
+            for row in topic["partitions"]:
+                add_hint(broker, topic["topic"], row["partition_index"], row, nodes)
+    return encode_fetch_response(
+        header.api_version, header.correlation_id, topics_out, spliced, node_endpoints=list(nodes.values())
+    )
 
 
 def handle_fetch(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
@@ -225,6 +235,6 @@ def handle_fetch(broker: Broker, header: RequestHeader, frame: memoryview) -> An
     topics_out, total, errors, spliced = _fetch_once(broker, req, version)
     max_wait_ms = req.max_wait.total_seconds() * 1000
     if total >= req.min_bytes or errors or max_wait_ms <= 0 or not req.topics:
-        return _response(header, topics_out, spliced)
+        return _response(broker, header, topics_out, spliced)
     deadline = time.monotonic() + max_wait_ms / 1000
     return _fetch_with_wait(broker, header, req, version, deadline)

@@ -11,6 +11,7 @@ from epochlog.protocol.errors import Err
 from epochlog.protocol.produce_request import parse_produce
 from epochlog.server.broker import now_ms
 from epochlog.server.dispatch import NO_RESPONSE
+from epochlog.server.handlers.leader_hints import add_hint
 from epochlog.server.partition import Partition
 
 if TYPE_CHECKING:
@@ -82,23 +83,10 @@ def _append(
 
 
 def _add_leader_hints(broker: Broker, response: dict[str, Any]) -> dict[str, Any]:
-    """KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the current leader and its endpoint, so the client
-    can move on without a metadata round trip (librdkafka 2.4+ and Kafka 3.7+ clients use it)."""
-    image = getattr(broker, "image", None)
-    if image is None:
-        return response
     nodes: dict[int, dict[str, Any]] = {}
     for topic in response["responses"]:
         for row in topic["partition_responses"]:
-            if row.get("error_code") not in (Err.NOT_LEADER_OR_FOLLOWER, Err.FENCED_LEADER_EPOCH):
-                continue
-            st = image.states.get((topic["name"], row["index"]))
-            if st is None or st.leader < 0:
-                continue
-            row["current_leader"] = {"leader_id": st.leader, "leader_epoch": st.leader_epoch}
-            ep = image.brokers.get(st.leader)
-            if ep is not None:
-                nodes[ep.broker_id] = {"node_id": ep.broker_id, "host": ep.host, "port": ep.port, "rack": None}
+            add_hint(broker, topic["name"], row["index"], row, nodes)
     if nodes:
         response["node_endpoints"] = list(nodes.values())
     return response
