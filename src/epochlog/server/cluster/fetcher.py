@@ -1,23 +1,21 @@
 """Replica fetchers: one task per leader broker, fetching every partition this broker follows there.
 
 Each round asks the core for its next fetch (offset, LastFetchedEpoch, CurrentLeaderEpoch), sends
-them in one Fetch v12 request (its answer read by the zero-copy parser of protocol/fetch_response.py),
-and hands each partition's answer back to the core, which appends, truncates on a DivergingEpoch, or
-waits for newer metadata when fenced. An answer that arrives after the partition moved to another
-leader or epoch is dropped: it describes a term that is over.
+them in one Fetch v12 request (packed by protocol/fetch_request_writer.py, its answer read by the
+zero-copy parser of protocol/fetch_response.py), and hands each partition's answer back to the core,
+which appends, truncates on a DivergingEpoch, or waits for newer metadata when fenced. An answer that
+arrives after the partition moved to another leader or epoch is dropped: it describes a term that is over.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from kio.index import load_request_schema
-
 from epochlog.protocol.errors import Err
-from epochlog.protocol.fetch_response import VERSION as FETCH_VERSION
+from epochlog.protocol.fetch_request_writer import VERSION as FETCH_VERSION
+from epochlog.protocol.fetch_request_writer import ReplicaFetchPartition, encode_replica_fetch
 from epochlog.protocol.fetch_response import parse_fetch_response_v12
 from epochlog.replication.types import DivergingEpoch, FetchResponse, Role
 from epochlog.server.cluster.peer import PeerConnection, PeerError
@@ -27,7 +25,6 @@ if TYPE_CHECKING:
     from epochlog.server.partition import Partition
 
 log = logging.getLogger("epochlog.fetcher")
-_FETCH = load_request_schema(1, FETCH_VERSION)
 
 
 class FetcherManager:
@@ -133,11 +130,9 @@ class FetcherManager:
         self.inflight.pop(leader, None)
 
     async def _fetch_round(self, conn: PeerConnection, parts: list[Partition]) -> None:
-        from kio.schema.fetch.v12.request import FetchPartition, FetchTopic
-
         cfg = self.broker.config
         sent: dict[tuple[str, int], tuple[Partition, int, int]] = {}
-        by_topic: dict[str, list[FetchPartition]] = {}
+        by_topic: dict[str, list[ReplicaFetchPartition]] = {}
         for part in parts:
             r = part.replica
             assert r is not None
@@ -146,28 +141,33 @@ class FetcherManager:
                 continue
             sent[(part.topic, part.partition)] = (part, r.leader_epoch, fr.fetch_offset)
             by_topic.setdefault(part.topic, []).append(
-                FetchPartition(
-                    partition=part.partition,
-                    current_leader_epoch=fr.current_leader_epoch,
-                    fetch_offset=fr.fetch_offset,
-                    last_fetched_epoch=fr.last_fetched_epoch,
-                    log_start_offset=part.log.log_start_offset,
-                    partition_max_bytes=cfg.replica_fetch_max_bytes,
+                ReplicaFetchPartition(
+                    part.partition,
+                    fr.current_leader_epoch,
+                    fr.fetch_offset,
+                    fr.last_fetched_epoch,
+                    part.log.log_start_offset,
+                    cfg.replica_fetch_max_bytes,
                 )
             )
         if not by_topic:
             await asyncio.sleep(0.05)
             return
-        req = _FETCH(
-            replica_id=cfg.node_id,
-            max_wait=timedelta(milliseconds=cfg.replica_fetch_wait_max_ms),
-            min_bytes=1,
-            max_bytes=cfg.replica_fetch_response_max_bytes,
-            topics=tuple(FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-            forgotten_topics_data=(),
-        )
-        resp = await conn.request(
-            req, timeout=cfg.replica_fetch_wait_max_ms / 1000 + 10, parse=parse_fetch_response_v12
+        topics = list(by_topic.items())
+
+        def frame(cid: int) -> bytes:
+            return encode_replica_fetch(
+                cid,
+                conn.client_id,
+                cfg.node_id,
+                cfg.replica_fetch_wait_max_ms,
+                1,
+                cfg.replica_fetch_response_max_bytes,
+                topics,
+            )
+
+        resp = await conn.request_frame(
+            1, FETCH_VERSION, frame, timeout=cfg.replica_fetch_wait_max_ms / 1000 + 10, parse=parse_fetch_response_v12
         )
         backoff = False
         for t in resp.responses:

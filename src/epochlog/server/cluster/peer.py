@@ -84,14 +84,32 @@ class PeerConnection:
     async def request(self, body: Any, timeout: float = 10.0, parse: Callable[[memoryview], Any] | None = None) -> Any:
         """Send ``body`` and await its answer: decoded by kio, or by ``parse`` (given the frame after its
         correlation id) where a hand-written parser saves copying the records."""
+        return await self.request_frame(
+            int(type(body).__api_key__),
+            int(type(body).__version__),
+            lambda cid: encode_request(body, cid, self.client_id),
+            timeout,
+            parse,
+        )
+
+    async def request_frame(
+        self,
+        api_key: int,
+        version: int,
+        frame: Callable[[int], bytes],
+        timeout: float = 10.0,
+        parse: Callable[[memoryview], Any] | None = None,
+    ) -> Any:
+        """As ``request``, for a request the caller encodes itself: ``frame(correlation_id)`` returns it
+        whole, size prefix included."""
         if not self.connected:
             await self.connect()
         assert self._transport is not None
         cid = next(self._ids) & 0x7FFFFFFF
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[cid] = (fut, int(type(body).__api_key__), int(type(body).__version__), parse)
+        self._pending[cid] = (fut, api_key, version, parse)
         try:
-            self._transport.write(encode_request(body, cid, self.client_id))
+            self._transport.write(frame(cid))
         except (OSError, RuntimeError) as e:
             self._pending.pop(cid, None)
             raise PeerError(str(e)) from None
