@@ -65,6 +65,18 @@ def _writer(cls: type) -> Any:
     return entity_writer(cls)
 
 
+def uvarint(n: int) -> bytes:
+    """An unsigned varint (compact lengths and tag counts of flexible versions)."""
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def read_varint(buf: Any, pos: int) -> tuple[int, int]:
     """Unsigned varint at ``pos``: (value, new position)."""
     result = 0

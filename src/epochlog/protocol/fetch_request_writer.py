@@ -11,6 +11,8 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from epochlog.protocol.codec import uvarint
+
 VERSION = 12
 _HEADER = struct.Struct(">ihhi")  # size, api key, api version, correlation id
 _BODY_HEAD = struct.Struct(">iiiibii")  # replica, max wait, min bytes, max bytes, isolation, session, epoch
@@ -27,15 +29,6 @@ class ReplicaFetchPartition:
     partition_max_bytes: int
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def encode_replica_fetch(
     correlation_id: int,
     client_id: str,
@@ -50,10 +43,10 @@ def encode_replica_fetch(
     out = bytearray(_HEADER.pack(0, 1, VERSION, correlation_id))
     out += struct.pack(">h", len(cid)) + cid + b"\x00"  # header v2: a legacy client id, then tags
     out += _BODY_HEAD.pack(replica_id, max_wait_ms, min_bytes, max_bytes, 0, 0, -1)
-    out += _uvarint(len(topics) + 1)
+    out += uvarint(len(topics) + 1)
     for name, parts in topics:
         raw = name.encode()
-        out += _uvarint(len(raw) + 1) + raw + _uvarint(len(parts) + 1)
+        out += uvarint(len(raw) + 1) + raw + uvarint(len(parts) + 1)
         for p in parts:
             out += _PARTITION.pack(
                 p.partition,

@@ -14,6 +14,8 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+from epochlog.protocol.codec import uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -25,19 +27,8 @@ _ABORTED = struct.Struct(">qq")
 _ZERO_UUID = bytes(16)
 
 
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _tag(tag: int, payload: bytes) -> bytes:
-    return _uvarint(tag) + _uvarint(len(payload)) + payload
+    return uvarint(tag) + uvarint(len(payload)) + payload
 
 
 def _partition_tags(row: dict[str, Any]) -> bytes:
@@ -52,20 +43,20 @@ def _partition_tags(row: dict[str, Any]) -> bytes:
     snap = row.get("snapshot_id")
     if snap is not None and (snap["end_offset"] != -1 or snap["epoch"] != -1):
         tags.append(_tag(2, _SNAPSHOT.pack(snap["end_offset"], snap["epoch"]) + b"\x00"))
-    return _uvarint(len(tags)) + b"".join(tags)
+    return uvarint(len(tags)) + b"".join(tags)
 
 
 def _compact_string(s: str | None) -> bytes:
     if s is None:
         return b"\x00"
     b = s.encode()
-    return _uvarint(len(b) + 1) + b
+    return uvarint(len(b) + 1) + b
 
 
 def _top_level_tags(version: int, node_endpoints: Sequence[dict[str, Any]]) -> bytes:
     if version < 16 or not node_endpoints:
         return b"\x00"
-    body = bytearray(_uvarint(len(node_endpoints) + 1))
+    body = bytearray(uvarint(len(node_endpoints) + 1))
     for n in node_endpoints:
         body += _I32.pack(n["node_id"]) + _compact_string(n["host"]) + _I32.pack(n["port"])
         body += _compact_string(n.get("rack")) + b"\x00"
@@ -93,17 +84,17 @@ def encode_fetch_response(
     if version >= 7:
         head += _I16.pack(error_code)
         head += _I32.pack(0)  # session id: fetch sessions are not kept
-    head += _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    head += uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
     for topic in topics:
         if version >= 13:
             tid = topic.get("topic_id")
             head += tid.bytes if tid is not None else _ZERO_UUID
         else:
             name = (topic.get("topic") or "").encode()
-            head += _uvarint(len(name) + 1) if flexible else _I16.pack(len(name))
+            head += uvarint(len(name) + 1) if flexible else _I16.pack(len(name))
             head += name
         parts = topic["partitions"]
-        head += _uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts))
+        head += uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts))
         for row in parts:
             head += _PARTITION_HEAD.pack(row["partition_index"], row["error_code"], row["high_watermark"])
             head += _I64.pack(row.get("last_stable_offset", -1))
@@ -113,7 +104,7 @@ def encode_fetch_response(
             if aborted is None:
                 head += b"\x00" if flexible else _I32.pack(-1)
             else:
-                head += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                head += uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
                 for a in aborted:
                     head += _ABORTED.pack(a["producer_id"], a["first_offset"])
                     if flexible:
@@ -124,14 +115,14 @@ def encode_fetch_response(
             if isinstance(rec, int):
                 chunks = [c for c in records[rec] if len(c)]
                 size = sum(len(c) for c in chunks)
-                head += _uvarint(size + 1) if flexible else _I32.pack(size)
+                head += uvarint(size + 1) if flexible else _I32.pack(size)
                 out.append(bytes(head))
                 out.extend(chunks)
                 head = bytearray()
             elif rec is None:
                 head += b"\x00" if flexible else _I32.pack(-1)
             else:
-                head += _uvarint(len(rec) + 1) if flexible else _I32.pack(len(rec))
+                head += uvarint(len(rec) + 1) if flexible else _I32.pack(len(rec))
                 head += rec
             if flexible:
                 head += _partition_tags(row)
