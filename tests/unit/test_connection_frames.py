@@ -130,3 +130,17 @@ def test_connections_on_different_threads_do_not_share_a_scratch_buffer() -> Non
         t.join()
     here = _conn([]).get_buffer(-1).obj
     assert len({id(o) for o in (*seen, here)}) == 3
+
+
+def test_a_peer_answer_with_a_negative_size_fails_the_connection_not_the_process() -> None:
+    from epochlog.server.cluster.peer import PeerConnection, PeerError, _Framer
+
+    failed: list[Exception] = []
+    conn = PeerConnection("127.0.0.1", 1, "t")
+    conn._fail_all = failed.append  # type: ignore[method-assign]
+    framer = _Framer(conn)
+    got: list[bytes] = []
+    conn._on_frame = lambda f: got.append(bytes(f))  # type: ignore[method-assign]
+    feed(framer, _frame(b"\x00\x00\x00\x01ok") + struct.pack(">i", -5) + _frame(b"\x00\x00\x00\x02no"))
+    assert got == [b"\x00\x00\x00\x01ok"]
+    assert len(failed) == 1 and isinstance(failed[0], PeerError)
