@@ -86,8 +86,7 @@ class FramedProtocol(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._fr_big_view is not None:
             return self._fr_big_view[self._fr_fill :]
-        self._fr_scratch = _scratch()
-        return self._fr_scratch
+        return self._fr_scratch  # this thread's, taken when the connection was made on it
 
     def buffer_updated(self, nbytes: int) -> None:
         if self._fr_big_view is not None:
