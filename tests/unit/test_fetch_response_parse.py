@@ -69,3 +69,10 @@ def test_a_truncated_answer_is_an_error_not_a_crash(cut: int) -> None:
     frame = _frame_after_correlation_id(body)
     with pytest.raises(InvalidRequest):
         parse_fetch_response_v12(frame[: len(frame) - 60 + cut] if cut else frame[:0])
+
+
+def test_a_topic_name_that_is_not_utf8_is_an_error_not_a_crash() -> None:
+    # header tags, throttle, error, session, one topic named b"\xff"
+    frame = memoryview(b"\x00" + b"\x00" * 4 + b"\x00\x00" + b"\x00" * 4 + b"\x02" + b"\x02\xff")
+    with pytest.raises(InvalidRequest, match="not UTF-8"):
+        parse_fetch_response_v12(frame)

@@ -69,7 +69,10 @@ class Cursor:
         if n < 0:
             return None
         self.need(n)
-        s = bytes(self.buf[self.pos : self.pos + n]).decode("utf-8")
+        try:
+            s = bytes(self.buf[self.pos : self.pos + n]).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InvalidRequest(f"{self.what}: string at byte {self.pos} is not UTF-8") from e
         self.pos += n
         return s
 
