@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from epochlog.protocol.codec import uvarint
+from epochlog.protocol.fetch_response import VERSION
 
-VERSION = 12
 _HEADER = struct.Struct(">ihhi")  # size, api key, api version, correlation id
 _BODY_HEAD = struct.Struct(">iiiibii")  # replica, max wait, min bytes, max bytes, isolation, session, epoch
 _PARTITION = struct.Struct(">iiqiqi")

@@ -2,7 +2,8 @@
 
 kio would copy each partition's records (a megabyte per replica fetch) into a new ``bytes``; here they
 stay a slice of the frame the response was read into, and the follower appends them from there.
-Version 12 is the one the fetcher sends (the first with DivergingEpoch, KIP-320).
+Version 12 is the one the replica fetcher and the Spark reader send: the first with DivergingEpoch
+(KIP-320) and the last that names topics (v13+ use topic ids).
 """
 
 from __future__ import annotations

@@ -23,14 +23,16 @@ from typing import Any
 import pyarrow as pa
 
 from epochlog.client.epochs import parse_bootstrap
-from epochlog.client.wire import Connection, WireError, decode_response, encode_request
+from epochlog.client.wire import Connection, WireError, encode_request
 from epochlog.protocol.codec import request_class
+from epochlog.protocol.errors import InvalidRequest
+from epochlog.protocol.fetch_response import VERSION as FETCH_VERSION
+from epochlog.protocol.fetch_response import parse_fetch_response_v12
 from epochlog.protocol.record_batch import CorruptBatchError
 from epochlog.spark.batch_decode import decode_fetch
 
 log = logging.getLogger("epochlog.spark.fetch_reader")
 
-FETCH_VERSION = 12  # the last version that names topics (v13+ use topic ids); flexible
 METADATA_VERSION = 9
 PARTITION_MAX_BYTES = 8 << 20
 MAX_WAIT_MS = 500
@@ -165,18 +167,20 @@ class _FetchConnection:
             self._recv_into(memoryview(frame))
         except OSError as e:
             raise FetchFailed(f"reading the Fetch answer: {e}") from e
+        if len(frame) < 4 or _I32.unpack_from(frame, 0)[0] != corr:
+            raise FetchFailed("the Fetch answer does not carry the request's correlation id")
         try:
-            resp = decode_response(1, FETCH_VERSION, frame, corr)
-        except Exception as e:  # kio raises several kinds on bytes it cannot read
+            resp = parse_fetch_response_v12(memoryview(frame)[4:])
+        except InvalidRequest as e:
             raise FetchFailed(f"cannot read the Fetch answer: {e}") from e
-        if resp.error_code.value != 0:
-            raise FetchFailed(f"Fetch answered error {resp.error_code.value}")
+        if resp.error_code != 0:
+            raise FetchFailed(f"Fetch answered error {resp.error_code}")
         for t in resp.responses:
             for p in t.partitions:
                 if t.topic == self.topic and p.partition_index == self.partition:
-                    if p.error_code.value != 0:
-                        raise FetchFailed(f"Fetch answered error {p.error_code.value} at offset {offset}")
-                    if p.diverging_epoch.end_offset >= 0:
+                    if p.error_code != 0:
+                        raise FetchFailed(f"Fetch answered error {p.error_code} at offset {offset}")
+                    if p.diverging_epoch is not None and p.diverging_epoch.end_offset >= 0:
                         raise FetchFailed(f"Fetch answered a diverging epoch at offset {offset}")
                     return offset, bytes(p.records or b"")
         raise FetchFailed("the Fetch answer does not name the partition")

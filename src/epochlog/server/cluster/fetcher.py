@@ -14,8 +14,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from epochlog.protocol.errors import Err
-from epochlog.protocol.fetch_request_writer import VERSION as FETCH_VERSION
 from epochlog.protocol.fetch_request_writer import ReplicaFetchPartition, encode_replica_fetch
+from epochlog.protocol.fetch_response import VERSION as FETCH_VERSION
 from epochlog.protocol.fetch_response import parse_fetch_response_v12
 from epochlog.replication.types import DivergingEpoch, FetchResponse, Role
 from epochlog.server.cluster.peer import PeerConnection, PeerError
