@@ -9,12 +9,17 @@ its HW into the log (for checkpoints and reads) and wakes whoever waits on it.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import uuid
 from typing import Any
 
 from epochlog.protocol.errors import Err
 from epochlog.replication.partition import PartitionReplica, check_epoch
 from epochlog.replication.types import Role
+
+
+def _offset(waiter: tuple[int, Any]) -> int:
+    return waiter[0]
 
 
 class Partition:
@@ -36,7 +41,7 @@ class Partition:
         self._epoch = leader_epoch
         self.replica = replica
         self.waiters: list[asyncio.Future[None]] = []
-        # acks=all produces: (last offset, future answered with an error code)
+        # acks=all produces, by last offset: (last offset, future answered with an error code)
         self.acks_waiters: list[tuple[int, asyncio.Future[int]]] = []
 
     @property
@@ -71,19 +76,27 @@ class Partition:
         hw = min(r.high_watermark, self.log.log_end_offset)
         moved = hw != self.log.high_watermark
         self.log.high_watermark = hw
-        if self.acks_waiters:
-            keep = []
-            for last, fut in self.acks_waiters:
-                if fut.done():
-                    continue
-                if r.role is not Role.LEADER:
-                    fut.set_result(Err.NOT_LEADER_OR_FOLLOWER)
-                elif hw > last:
-                    ok = len(r.isr) >= r.min_isr
-                    fut.set_result(Err.NONE if ok else Err.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-                else:
-                    keep.append((last, fut))
-            self.acks_waiters = keep
+        waiting = self.acks_waiters
+        if waiting:
+            if r.role is not Role.LEADER:
+                for _last, fut in waiting:
+                    if not fut.done():
+                        fut.set_result(Err.NOT_LEADER_OR_FOLLOWER)
+                waiting.clear()
+            elif hw > waiting[0][0] or waiting[0][1].done():
+                # Sorted by offset: the answerable ones are a prefix, and the scan stops at the first
+                # that is not (with 64 requests in flight a full pass per fetch showed in profiles).
+                code = Err.NONE if len(r.isr) >= r.min_isr else Err.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                i = 0
+                for last, fut in waiting:
+                    if fut.done():
+                        i += 1
+                    elif hw > last:
+                        fut.set_result(code)
+                        i += 1
+                    else:
+                        break
+                del waiting[:i]
         if moved:
             self.notify()
 
@@ -99,7 +112,7 @@ class Partition:
 
     def wait_committed(self, last_offset: int) -> asyncio.Future[int]:
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self.acks_waiters.append((last_offset, fut))
+        bisect.insort(self.acks_waiters, (last_offset, fut), key=_offset)  # at the end, but for a race
         self.sync()
         return fut
 
