@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from epochlog.protocol.codec import RequestHeader
 from epochlog.protocol.errors import Err
 from epochlog.protocol.produce_request import parse_produce
+from epochlog.protocol.produce_response_writer import encode_produce_response
 from epochlog.server.broker import now_ms
 from epochlog.server.dispatch import NO_RESPONSE
 from epochlog.server.handlers.leader_hints import add_hint
@@ -82,19 +83,22 @@ def _append(
     return out, wait
 
 
-def _add_leader_hints(broker: Broker, response: dict[str, Any]) -> dict[str, Any]:
+def _answer(broker: Broker, header: RequestHeader, responses: list[dict[str, Any]]) -> bytes:
+    """The response frame, with KIP-951 leader hints on rows whose error calls for them."""
     nodes: dict[int, dict[str, Any]] = {}
-    for topic in response["responses"]:
+    for topic in responses:
         for row in topic["partition_responses"]:
             add_hint(broker, topic["name"], row["index"], row, nodes)
-    if nodes:
-        response["node_endpoints"] = list(nodes.values())
-    return response
+    return encode_produce_response(header.api_version, header.correlation_id, responses, list(nodes.values()))
 
 
 async def _await_acks(
-    broker: Broker, response: dict[str, Any], waits: list[tuple[dict[str, Any], Partition, int]], timeout_ms: int
-) -> dict[str, Any]:
+    broker: Broker,
+    header: RequestHeader,
+    responses: list[dict[str, Any]],
+    waits: list[tuple[dict[str, Any], Partition, int]],
+    timeout_ms: int,
+) -> bytes:
     """acks=all: answer once the HW passes each append, or REQUEST_TIMED_OUT after timeout_ms."""
     futs = [part.wait_committed(last) for _row, part, last in waits]
     done, _ = await asyncio.wait(futs, timeout=max(timeout_ms, 0) / 1000)
@@ -107,7 +111,7 @@ async def _await_acks(
             row["error_message"] = f"the ISR did not replicate offset {last} within {timeout_ms} ms"
         if row["error_code"]:
             row["base_offset"] = -1
-    return _add_leader_hints(broker, response)
+    return _answer(broker, header, responses)
 
 
 def handle_produce(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
@@ -151,7 +155,6 @@ def handle_produce(broker: Broker, header: RequestHeader, frame: memoryview) -> 
         responses.append({"name": name or "", "topic_id": topic.topic_id, "partition_responses": parts_out})
     if req.acks == 0:
         return NO_RESPONSE
-    response = {"responses": responses, "throttle_time": 0}
     if waits:
-        return _await_acks(broker, response, waits, req.timeout_ms)
-    return _add_leader_hints(broker, response)
+        return _await_acks(broker, header, responses, waits, req.timeout_ms)
+    return _answer(broker, header, responses)
