@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from epochlog.protocol.codec import uvarint
+from epochlog.protocol.tagged_fields import tag, top_level_tags
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -27,40 +28,19 @@ _ABORTED = struct.Struct(">qq")
 _ZERO_UUID = bytes(16)
 
 
-def _tag(tag: int, payload: bytes) -> bytes:
-    return uvarint(tag) + uvarint(len(payload)) + payload
-
-
 def _partition_tags(row: dict[str, Any]) -> bytes:
     """Tagged fields of a flexible partition: only those that differ from their defaults, as kio writes them."""
     tags = []
     div = row.get("diverging_epoch")
     if div is not None and (div["epoch"] != -1 or div["end_offset"] != -1):
-        tags.append(_tag(0, _EPOCH_END.pack(div["epoch"], div["end_offset"]) + b"\x00"))
+        tags.append(tag(0, _EPOCH_END.pack(div["epoch"], div["end_offset"]) + b"\x00"))
     leader = row.get("current_leader")
     if leader is not None and (leader["leader_id"] != -1 or leader["leader_epoch"] != -1):
-        tags.append(_tag(1, _LEADER.pack(leader["leader_id"], leader["leader_epoch"]) + b"\x00"))
+        tags.append(tag(1, _LEADER.pack(leader["leader_id"], leader["leader_epoch"]) + b"\x00"))
     snap = row.get("snapshot_id")
     if snap is not None and (snap["end_offset"] != -1 or snap["epoch"] != -1):
-        tags.append(_tag(2, _SNAPSHOT.pack(snap["end_offset"], snap["epoch"]) + b"\x00"))
+        tags.append(tag(2, _SNAPSHOT.pack(snap["end_offset"], snap["epoch"]) + b"\x00"))
     return uvarint(len(tags)) + b"".join(tags)
-
-
-def _compact_string(s: str | None) -> bytes:
-    if s is None:
-        return b"\x00"
-    b = s.encode()
-    return uvarint(len(b) + 1) + b
-
-
-def _top_level_tags(version: int, node_endpoints: Sequence[dict[str, Any]]) -> bytes:
-    if version < 16 or not node_endpoints:
-        return b"\x00"
-    body = bytearray(uvarint(len(node_endpoints) + 1))
-    for n in node_endpoints:
-        body += _I32.pack(n["node_id"]) + _compact_string(n["host"]) + _I32.pack(n["port"])
-        body += _compact_string(n.get("rack")) + b"\x00"
-    return b"\x01" + _tag(0, bytes(body))
 
 
 def encode_fetch_response(
@@ -129,7 +109,7 @@ def encode_fetch_response(
         if flexible:
             head += b"\x00"
     if flexible:
-        head += _top_level_tags(version, node_endpoints)
+        head += top_level_tags(node_endpoints if version >= 16 else ())
     out.append(bytes(head))
     first = bytearray(out[0])
     _I32.pack_into(first, 0, sum(len(b) for b in out) - 4)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from epochlog.protocol.codec import uvarint
+from epochlog.protocol.tagged_fields import compact_string, tag, top_level_tags
 
 _I32 = struct.Struct(">i")
 _ROW = struct.Struct(">ihq")  # index, error_code, base_offset
@@ -23,18 +24,16 @@ _ZERO_UUID = bytes(16)
 
 
 def _string(s: str | None, flexible: bool) -> bytes:
+    if flexible:
+        return compact_string(s)
     if s is None:
-        return b"\x00" if flexible else b"\xff\xff"
+        return b"\xff\xff"
     b = s.encode()
-    return (uvarint(len(b) + 1) if flexible else len(b).to_bytes(2, "big")) + b
+    return len(b).to_bytes(2, "big") + b
 
 
 def _count(n: int, flexible: bool) -> bytes:
     return uvarint(n + 1) if flexible else _I32.pack(n)
-
-
-def _tag(tag: int, payload: bytes) -> bytes:
-    return uvarint(tag) + uvarint(len(payload)) + payload
 
 
 def _append_time(value: Any) -> int:
@@ -80,20 +79,13 @@ def encode_produce_response(
             if flexible:
                 leader = row.get("current_leader")
                 if version >= 10 and leader is not None and (leader["leader_id"], leader["leader_epoch"]) != (-1, -1):
-                    out += b"\x01" + _tag(0, _LEADER.pack(leader["leader_id"], leader["leader_epoch"]) + b"\x00")
+                    out += b"\x01" + tag(0, _LEADER.pack(leader["leader_id"], leader["leader_epoch"]) + b"\x00")
                 else:
                     out += b"\x00"
         if flexible:
             out += b"\x00"
     out += _I32.pack(0)  # throttle time
     if flexible:
-        if version >= 10 and node_endpoints:
-            body = bytearray(uvarint(len(node_endpoints) + 1))
-            for n in node_endpoints:
-                body += _I32.pack(n["node_id"]) + _string(n["host"], True) + _I32.pack(n["port"])
-                body += _string(n.get("rack"), True) + b"\x00"
-            out += b"\x01" + _tag(0, bytes(body))
-        else:
-            out += b"\x00"
+        out += top_level_tags(node_endpoints if version >= 10 else ())
     _I32.pack_into(out, 0, len(out) - 4)
     return bytes(out)
