@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
-from epochlog.server.cluster.local import wait_for_port
+from epochlog.server.cluster.local import free_base_port, wait_for_port
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port outside the kernel's ephemeral range (see free_base_port)."""
+    return free_base_port(1)
 
 
 class BrokerProcess:

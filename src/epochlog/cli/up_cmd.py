@@ -1,4 +1,5 @@
-"""`epochlog up`: a single-node cluster (controller and broker in one process)."""
+"""`epochlog up`: a single-node cluster, combined mode (process.roles=broker,controller: the controller
+and the cluster's broker in one process, a quorum of one)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from epochlog.cli.logging_setup import setup_logging
 
 
 def _build_config(config: Path | None, data_dir: Path | None, port: int | None, host: str | None, overrides: list[str]):
-    from epochlog.server.config import BrokerConfig, ConfigError, load_properties
+    from epochlog.server.combined import combined_configs
+    from epochlog.server.config import ConfigError, load_properties
 
     props = load_properties(config) if config else {}
     for item in overrides:
@@ -23,11 +25,17 @@ def _build_config(config: Path | None, data_dir: Path | None, port: int | None, 
     if data_dir is not None:
         props["log.dirs"] = str(data_dir)
     if port is not None or host is not None:
-        props["listeners"] = f"PLAINTEXT://{host or '127.0.0.1'}:{port if port is not None else 9092}"
+        ctrl = [x for x in props.get("listeners", "").split(",") if x.strip().upper().startswith("CONTROLLER://")]
+        props["listeners"] = ",".join(
+            [f"PLAINTEXT://{host or '127.0.0.1'}:{port if port is not None else 9092}", *ctrl]
+        )
         props.pop("advertised.listeners", None)
     props.setdefault("log.dirs", "epochlog-data")
     props.setdefault("listeners", "PLAINTEXT://127.0.0.1:9092")
-    return BrokerConfig.from_properties(props)
+    # One node can hold one copy: the single-node defaults of Kafka's shipped KRaft server.properties.
+    props.setdefault("offsets.topic.replication.factor", "1")
+    props.setdefault("transaction.state.log.replication.factor", "1")
+    return combined_configs(props)
 
 
 def register(app: typer.Typer) -> None:
@@ -44,13 +52,13 @@ def register(app: typer.Typer) -> None:
         log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
     ) -> None:
         """Run a single-node epochlog cluster in the foreground until Ctrl-C or SIGTERM."""
-        from epochlog.server.broker import run_forever
+        from epochlog.server.combined import run_combined
         from epochlog.server.config import ConfigError
         from epochlog.storage.errors import StorageError
 
         setup_logging(log_level)
         try:
-            cfg = _build_config(config, data_dir, port, host, set_)
+            cfg, controller_cfg = _build_config(config, data_dir, port, host, set_)
         except ConfigError as e:
             typer.echo(f"epochlog up: bad configuration: {e}", err=True)
             raise typer.Exit(2) from None
@@ -64,7 +72,7 @@ def register(app: typer.Typer) -> None:
                 threading.Thread(target=run_roundtrip, args=(bootstrap,), daemon=True).start()
 
         try:
-            run_forever(cfg, on_ready)
+            run_combined(cfg, controller_cfg, on_ready)
         except (ConfigError, RuntimeError, OSError, StorageError) as e:
             typer.echo(f"epochlog up: {e}", err=True)
             raise typer.Exit(1) from None

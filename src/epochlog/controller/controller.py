@@ -259,6 +259,18 @@ class Controller:
             replicas = tuple(live[(p + i) % len(live)] for i in range(rf))
             self._set(name, p, PartitionState(replicas[0], 0, frozenset(replicas), replicas, 0))
 
+    def import_topic(
+        self, name: str, topic_id: str, configs: dict[str, str], leader_epochs: list[int], replica: int
+    ) -> None:
+        """Adopt a topic that one node already holds on disk (a data dir from before combined mode):
+        every partition is led by ``replica`` at the epoch it reached, so the node's epoch caches stay
+        valid; when the node registers it is a returning leader and gets the next epoch."""
+        unclean = configs.get("unclean.leader.election.enable", "false").lower() == "true"
+        self.topics[name] = TopicInfo(name, unclean_leader_election=unclean, topic_id=topic_id, configs=dict(configs))
+        self._record("Topic", name=name, partitions=len(leader_epochs), unclean=unclean, id=topic_id, configs=configs)
+        for p, epoch in enumerate(leader_epochs):
+            self._set(name, p, PartitionState(replica, epoch, frozenset({replica}), (replica,), 0))
+
     def delete_topic(self, name: str) -> None:
         if self.topics.pop(name, None) is not None:
             self._record("TopicDeleted", name=name)

@@ -154,9 +154,12 @@ class PartitionReplica:
             for r in state.replicas
             if r != self.broker_id
         }
-        # The HW stays where this replica knew it; it catches up as followers fetch.
+        # The HW stays where this replica knew it; it catches up as followers fetch. When the ISR is this
+        # replica alone its log end is already the ISR's minimum (Kafka's makeLeader also tries to move
+        # the HW at once): without that, a restarted sole replica hid its log until the next write.
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         self.hw_epoch = state.leader_epoch
+        self._maybe_advance_hw()
 
     def become_follower(self, state: PartitionState) -> None:
         self._take_term(Role.FOLLOWER, state)

@@ -82,6 +82,29 @@ def parse_listener(value: str, key: str = "listeners") -> tuple[str, int]:
     return host or "0.0.0.0", p
 
 
+def split_listeners(value: str, key: str = "listeners") -> list[tuple[str, str, int]]:
+    """'PLAINTEXT://h:9092,CONTROLLER://h:9093' -> [(name, host, port), ...], names upper-cased."""
+    out: list[tuple[str, str, int]] = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, rest = item.partition("://")
+        if not sep:
+            name, rest = "PLAINTEXT", item
+        host, sep, port = rest.rpartition(":")
+        if not sep:
+            raise ConfigError(f"{key}={value!r}: {item!r} has no port")
+        try:
+            p = int(port)
+        except ValueError:
+            raise ConfigError(f"{key}={value!r}: port {port!r} is not a number") from None
+        if not 0 <= p <= 65535:
+            raise ConfigError(f"{key}={value!r}: port out of range")
+        out.append((name.upper(), host or "0.0.0.0", p))
+    return out
+
+
 @dataclass
 class BrokerConfig:
     node_id: int = 1

@@ -22,6 +22,7 @@ RECOVERY_POINTS = "recovery-point-offset-checkpoint"
 HIGH_WATERMARKS = "replication-offset-checkpoint"
 LOG_STARTS = "log-start-offset-checkpoint"
 DELETE_SUFFIX = "-delete"
+METADATA_TOPIC = "__cluster_metadata"
 CHECKPOINT_INTERVAL_MS = 60_000
 RETENTION_INTERVAL_MS = 300_000
 
@@ -88,7 +89,9 @@ class LogManager:
                 shutil.rmtree(d, ignore_errors=True)
                 continue
             parsed = parse_dir_name(d.name)
-            if parsed is None:
+            # The metadata log of a combined node shares the dir (Kafka's metadata.log.dir default); it
+            # belongs to the controller, never to the broker's partitions.
+            if parsed is None or parsed[0] == METADATA_TOPIC:
                 continue
             cfg = (configs or {}).get(parsed[0], self.default_config)
             t0 = time.monotonic()

@@ -129,3 +129,19 @@ def test_a_follower_without_the_leaders_epoch_steps_back_to_its_own_earlier_epoc
     assert outcomes[0] == "truncated" and f_log.truncations[0] == 40
     assert [(e.epoch, e.value) for e in f_log.entries] == [(e.epoch, e.value) for e in c_log.entries]
     assert f_log.end_offset_for(3) == c_log.end_offset_for(3)
+
+
+def test_sole_isr_member_taking_leadership_commits_its_log_at_once() -> None:
+    """A restarted RF=1 leader (or one whose ISR shrank to itself before it took over) holds the whole ISR:
+    its log end is the HW, without waiting for a write. With followers in the ISR it must wait."""
+    log = SimLog()
+    r = PartitionReplica(1, "t", 0, log)
+    r.apply_state(PartitionState(1, 0, frozenset({1}), (1,), 0), 0)
+    r.append(["a"], 0)
+    r.append(["b"], 0)
+    restarted = PartitionReplica(1, "t", 0, log)  # same log, HW forgotten (checkpoint lag)
+    restarted.apply_state(PartitionState(1, 1, frozenset({1}), (1,), 1), 0)
+    assert restarted.high_watermark == 2
+    shared = PartitionReplica(1, "t", 0, log)
+    shared.apply_state(PartitionState(1, 2, frozenset({1, 2}), (1, 2), 2), 0)
+    assert shared.high_watermark == 0

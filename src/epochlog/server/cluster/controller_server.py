@@ -129,11 +129,16 @@ class ControllerServer:
             "controller %d serving on %s:%d, metadata log %s (%d records, %d topics)",
             self.config.node_id,
             self.config.host,
-            self.config.port,
+            self.bound_port(),
             self.config.log_dir,
             len(records),
             len(self.core.topics),
         )
+
+    def bound_port(self) -> int:
+        """The port the listener got (the configured one, or the kernel's pick for port 0)."""
+        assert self.server is not None and self.server.sockets
+        return int(self.server.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
         if self.server is not None:

@@ -41,14 +41,23 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def free_base_port(brokers: int = 3, attempts: int = 50) -> int:
+def _listen_port_range() -> tuple[int, int]:
+    """Ports below the kernel's ephemeral range: a port the kernel may hand to an outgoing connection
+    (say a broker dialling the controller) between our check and a node's bind would make it fail."""
+    try:
+        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return (10000, max(low - CONTROLLER_PORT_OFFSET - 20, 10001))
+
+
+def free_base_port(brokers: int = 3, attempts: int = 200) -> int:
     """A base port p such that p..p+brokers-1 and the controller's p+100 are free on 127.0.0.1 right now."""
+    import random
+
+    lo, hi = _listen_port_range()
     for _ in range(attempts):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + CONTROLLER_PORT_OFFSET >= 65535:
-            continue
+        base = random.randrange(lo, hi)
         if all(_port_free(p) for p in [*range(base, base + brokers), base + CONTROLLER_PORT_OFFSET]):
             return base
     raise RuntimeError("no free range of ports found on 127.0.0.1")
