@@ -179,3 +179,20 @@ def test_delete_topic_and_create_partitions(broker: BrokerProcess) -> None:
     assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 4
     admin.delete_topics([topic])[topic].result(10)
     assert topic not in admin.list_topics(timeout=10).topics
+
+
+def test_delete_topic_disabled(broker_factory) -> None:
+    """delete.topic.enable=false is the controller's to enforce: TOPIC_DELETION_DISABLED, topic kept."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    b = broker_factory({"delete.topic.enable": "false"})
+    topic = topic_name("keep")
+    create_topic(b.bootstrap, topic)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    try:
+        admin.delete_topics([topic])[topic].result(10)
+    except KafkaException as e:
+        assert e.args[0].code() == KafkaError.TOPIC_DELETION_DISABLED
+    else:
+        raise AssertionError("a topic was deleted with delete.topic.enable=false")
+    assert topic in admin.list_topics(timeout=10).topics

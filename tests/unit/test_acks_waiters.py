@@ -21,7 +21,7 @@ def _leader(tmp: Path, min_isr: int = 2) -> Partition:
     plog = PartitionLog.open(tmp / "t-0", "t", 0, LogConfig(), recover=False)
     core = PartitionReplica(1, "t", 0, PartitionReplicaLog(plog), min_insync_replicas=min_isr)
     core.apply_state(PartitionState(1, 0, frozenset({1, 2}), (1, 2), 0), 0)
-    return Partition("t", 0, uuid.uuid4(), plog, 0, core)
+    return Partition("t", 0, uuid.uuid4(), plog, core)
 
 
 def _append(part: Partition, n: int) -> int:

@@ -207,18 +207,18 @@ class PartitionReplica:
                 ), None
         if req.fetch_offset > leo or req.fetch_offset < self.log.log_start_offset:
             return FetchDecision(OFFSET_OUT_OF_RANGE, self.high_watermark, self.log.log_start_offset), None
+        if req.replica_id < 0:
+            # A consumer reads only what the ISR holds. Between a new leader's lagging HW and its log end
+            # the records exist but are not known committed yet: retry (OFFSET_NOT_AVAILABLE, seed 002).
+            if self.high_watermark < req.fetch_offset:
+                return FetchDecision(OFFSET_NOT_AVAILABLE, self.high_watermark, self.log.log_start_offset), None
+            return FetchDecision(
+                NONE, self.high_watermark, self.log.log_start_offset, None, req.fetch_offset, self.high_watermark
+            ), None
         proposal = None
         if req.replica_id >= 0 and req.replica_id in self.followers:
             proposal = self._update_follower(req.replica_id, req.fetch_offset, now_ms)
         return FetchDecision(NONE, self.high_watermark, self.log.log_start_offset, None, req.fetch_offset), proposal
-
-    def consumer_fetch_error(self, fetch_offset: int) -> int:
-        """OFFSET_NOT_AVAILABLE between a new leader's lagging HW and the log end (seed 002)."""
-        if self.role is not Role.LEADER:
-            return NOT_LEADER_OR_FOLLOWER
-        if self.high_watermark < fetch_offset <= self.log.log_end_offset:
-            return OFFSET_NOT_AVAILABLE
-        return NONE
 
     def _update_follower(self, replica: int, fetch_offset: int, now_ms: int) -> AlterIsr | None:
         f = self.followers[replica]

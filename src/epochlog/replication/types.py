@@ -53,7 +53,8 @@ class FetchDecision:
     high_watermark: int = -1
     log_start_offset: int = -1
     diverging: DivergingEpoch | None = None
-    read_from: int = -1  # the server reads batches from this offset up to the leader's log end
+    read_from: int = -1  # the server reads batches from this offset...
+    read_to: int | None = None  # ...up to here (a consumer: the HW), or to the log end (None: a follower)
 
 
 @dataclass

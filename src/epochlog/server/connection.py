@@ -20,7 +20,7 @@ from epochlog.server.dispatch import NO_RESPONSE, dispatch
 from epochlog.server.framing import BIG_FRAME, FramedProtocol
 
 if TYPE_CHECKING:
-    from epochlog.server.broker import Broker
+    from epochlog.server.broker_api import BrokerApi as Broker
 
 log = logging.getLogger("epochlog.connection")
 

@@ -14,7 +14,7 @@ from epochlog.protocol.codec import RequestHeader
 from epochlog.protocol.errors import UnsupportedVersion
 
 if TYPE_CHECKING:
-    from epochlog.server.broker import Broker
+    from epochlog.server.broker_api import BrokerApi as Broker
 
 NO_RESPONSE = object()
 
@@ -41,12 +41,12 @@ def _load() -> None:
             15: groups.handle_describe_groups,
             16: groups.handle_list_groups,
             18: metadata.handle_api_versions,
-            19: admin.forwarded(admin.handle_create_topics),
-            20: admin.forwarded(admin.handle_delete_topics),
+            19: admin.handle_create_topics,
+            20: admin.handle_delete_topics,
             22: producer_id.handle_init_producer_id,
             23: offsets.handle_offset_for_leader_epoch,
             32: admin.handle_describe_configs,
-            37: admin.forwarded(admin.handle_create_partitions),
+            37: admin.handle_create_partitions,
             43: admin.handle_elect_leaders,
             42: groups.handle_delete_groups,
             60: metadata.handle_describe_cluster,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 if TYPE_CHECKING:
-    from epochlog.server.broker import Broker
+    from epochlog.server.broker_api import BrokerApi as Broker
 
 
 class BrokerMetrics:

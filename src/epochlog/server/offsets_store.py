@@ -10,7 +10,7 @@ from epochlog.protocol.errors import Err
 from epochlog.protocol.record_batch import iter_batches
 
 if TYPE_CHECKING:
-    from epochlog.server.broker import Broker
+    from epochlog.server.broker_api import BrokerApi as Broker
 
 READ_CHUNK = 4 * 1024 * 1024
 
@@ -29,18 +29,16 @@ class LogOffsetsStore:
         return part
 
     async def append(self, partition: int, batch: bytes) -> None:
-        """Durable when it returns: on a single node once in the log, in a cluster once the ISR has it
-        (Kafka writes offsets with acks=all); raises otherwise."""
+        """Durable when it returns: once the ISR has it (Kafka writes offsets with acks=all); raises
+        otherwise."""
         from epochlog.server.broker import now_ms
 
         part = self._partition(partition)
         replica = part.replica
-        if replica is not None and (code := replica.check_produce(-1, -1)):
+        if code := replica.check_produce(-1, -1):
             raise RuntimeError(f"{part.topic}-{part.partition} refuses the write: {Err(code).name}")
         result = part.log.append_as_leader(batch, part.leader_epoch, now_ms())
         part.appended_as_leader()
-        if replica is None:
-            return
         timeout = self.broker.config.offsets_commit_timeout_ms / 1000
         try:
             code = await asyncio.wait_for(part.wait_committed(result.last_offset), timeout)

@@ -1,9 +1,8 @@
 """A partition as a broker serves it: its log, leader epoch, waiting fetches and acks=all produces.
 
-Single-node mode (``replica`` is None): this broker leads every partition, the ISR is itself and
-the high watermark is the log end offset once an append is in the log. Cluster mode: the sans-IO
-core in replication/ (``replica``) decides roles, epochs, the ISR and the HW; this object mirrors
-its HW into the log (for checkpoints and reads) and wakes whoever waits on it.
+The sans-IO core in replication/ (``replica``) decides roles, epochs, the ISR and the HW, on a single
+node as in a cluster (a single node is a cluster of one); this object mirrors the core's HW into the
+log (for checkpoints and reads) and wakes whoever waits on it.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ def _offset(waiter: tuple[int, Any]) -> int:
 
 
 class Partition:
-    __slots__ = ("_epoch", "acks_waiters", "log", "partition", "replica", "topic", "topic_id", "waiters")
+    __slots__ = ("acks_waiters", "log", "partition", "replica", "topic", "topic_id", "waiters")
 
     def __init__(
         self,
@@ -31,14 +30,12 @@ class Partition:
         partition: int,
         topic_id: uuid.UUID,
         log: Any,
-        leader_epoch: int,
-        replica: PartitionReplica | None = None,
+        replica: PartitionReplica,
     ) -> None:
         self.topic = topic
         self.partition = partition
         self.topic_id = topic_id
         self.log = log
-        self._epoch = leader_epoch
         self.replica = replica
         self.waiters: list[asyncio.Future[None]] = []
         # acks=all produces, by last offset: (last offset, future answered with an error code)
@@ -46,16 +43,11 @@ class Partition:
 
     @property
     def leader_epoch(self) -> int:
-        return self.replica.leader_epoch if self.replica is not None else self._epoch
+        return self.replica.leader_epoch
 
     @property
     def is_leader(self) -> bool:
-        return self.replica is None or self.replica.role is Role.LEADER
-
-    def become_leader(self) -> None:
-        """Single-node mode. KIP-101 step 3: record (epoch, LEO) and flush it before taking writes."""
-        self.log.epoch_cache.assign(self._epoch, self.log.log_end_offset)
-        self.log.high_watermark = self.log.log_end_offset
+        return self.replica.role is Role.LEADER
 
     @property
     def high_watermark(self) -> int:
@@ -71,8 +63,6 @@ class Partition:
     def sync(self) -> None:
         """After the core moved: mirror its HW into the log, answer acks=all waiters, wake fetches."""
         r = self.replica
-        if r is None:
-            return
         hw = min(r.high_watermark, self.log.log_end_offset)
         moved = hw != self.log.high_watermark
         self.log.high_watermark = hw
@@ -101,13 +91,10 @@ class Partition:
             self.notify()
 
     def appended_as_leader(self) -> None:
-        """After a leader append: on a single node the write is committed at once (this broker is the
-        whole ISR); in a cluster the core learns the new log end. Then fetches waiting for data wake."""
-        if self.replica is None:
-            self.log.high_watermark = self.log.log_end_offset
-        else:
-            self.replica.on_append()
-            self.sync()
+        """After a leader append the core learns the new log end (the HW moves at once when the ISR is
+        this replica alone); then fetches waiting for data wake."""
+        self.replica.on_append()
+        self.sync()
         self.notify()
 
     def wait_committed(self, last_offset: int) -> asyncio.Future[int]:

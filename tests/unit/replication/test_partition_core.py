@@ -9,6 +9,7 @@ from epochlog.replication.types import (
     NOT_ENOUGH_REPLICAS,
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_NOT_AVAILABLE,
+    OFFSET_OUT_OF_RANGE,
     UNKNOWN_LEADER_EPOCH,
     FetchRequest,
     PartitionState,
@@ -46,10 +47,11 @@ def test_hw_waits_for_isr_and_new_leader_answers_offset_not_available() -> None:
     r.append(["a"], 0)
     r.append(["b"], 0)
     assert r.high_watermark == 0
-    assert r.consumer_fetch_error(1) == OFFSET_NOT_AVAILABLE
+    assert r.handle_fetch(FetchRequest(-1, 1, -1, -1), 0)[0].error == OFFSET_NOT_AVAILABLE
     decision, _ = r.handle_fetch(FetchRequest(2, 2, 0, 0), 10)
     assert decision.error == NONE and r.high_watermark == 2
-    assert r.consumer_fetch_error(1) == NONE
+    consumer = r.handle_fetch(FetchRequest(-1, 1, 0, -1), 10)[0]
+    assert consumer.error == NONE and consumer.read_to == 2  # a consumer reads to the HW, not the log end
 
 
 def test_isr_shrinks_after_lag_and_rejoins_when_caught_up() -> None:
@@ -145,3 +147,19 @@ def test_sole_isr_member_taking_leadership_commits_its_log_at_once() -> None:
     shared = PartitionReplica(1, "t", 0, log)
     shared.apply_state(PartitionState(1, 2, frozenset({1, 2}), (1, 2), 2), 0)
     assert shared.high_watermark == 0
+
+
+def test_consumer_fetch_decisions_are_the_cores() -> None:
+    """Fencing, divergence (KIP-320 consumers send their last fetched epoch too), range and the HW bound."""
+    r = leader(isr=frozenset({1}), epoch=0)
+    r.append(["a"], 0)
+    r.append(["b"], 0)
+    r.apply_state(PartitionState(1, 2, frozenset({1}), (1, 2), 1), 0)  # a new term starts at offset 2
+    r.append(["c"], 0)
+    assert r.handle_fetch(FetchRequest(-1, 0, -1, 1), 0)[0].error == FENCED_LEADER_EPOCH
+    assert r.handle_fetch(FetchRequest(-1, 0, -1, 3), 0)[0].error == UNKNOWN_LEADER_EPOCH
+    d = r.handle_fetch(FetchRequest(-1, 3, 1, 2), 0)[0]  # epoch 1 never had records; epoch 0 ended at 2
+    assert d.diverging is not None and (d.diverging.epoch, d.diverging.end_offset) == (0, 2)
+    assert r.handle_fetch(FetchRequest(-1, 4, -1, -1), 0)[0].error == OFFSET_OUT_OF_RANGE
+    ok = r.handle_fetch(FetchRequest(-1, 1, 0, 2), 0)[0]
+    assert ok.error == NONE and (ok.read_from, ok.read_to) == (1, 3)

@@ -22,7 +22,7 @@ from epochlog.protocol.errors import Err
 from epochlog.protocol.records import iter_records
 from epochlog.replication.partition import PartitionReplica
 from epochlog.replication.types import AlterIsr, PartitionState, Role, TruncationMode
-from epochlog.server.broker import OFFSETS_TOPIC, Broker, TopicError, now_ms
+from epochlog.server.broker import OFFSETS_TOPIC, Broker, now_ms
 from epochlog.server.cluster.fetcher import FetcherManager
 from epochlog.server.cluster.image import MetadataImage
 from epochlog.server.cluster.peer import PeerConnection, PeerError
@@ -45,10 +45,8 @@ class ClusterBroker(Broker):
     def __init__(self, config: BrokerConfig) -> None:
         super().__init__(config)
         self.image = MetadataImage()
-        self.registry = self.image  # type: ignore[assignment]  # handlers read topics/by_id from it
         # __consumer_offsets is a replicated topic like any other; each broker coordinates the groups of
         # the partitions it leads, loading them as it gains leadership (docs/operations.md).
-        self.image_driven_groups = True
         self._creating_offsets_topic = False
         self._offsets_topic_warned = float("-inf")
         self._leaving = False  # a controlled shutdown has begun: heartbeats say so, and never re-register
@@ -63,7 +61,7 @@ class ClusterBroker(Broker):
         self.shutting_down = False
         self.metadata_changed = asyncio.Event()
         self.mode = TruncationMode(config.replication_truncation_mode)
-        self.producer_ids = ControllerProducerIds(self)  # type: ignore[assignment]
+        self.producer_ids = ControllerProducerIds(self)
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
@@ -93,7 +91,7 @@ class ClusterBroker(Broker):
         self.metrics.bind(self)
         if self.config.metrics_port:
             self.metrics.serve(self.config.host, self.config.metrics_port)
-        leaders = sum(1 for p in self.partitions.values() if p.replica is not None and p.is_leader)
+        leaders = sum(1 for p in self.partitions.values() if p.is_leader)
         log.info(
             "broker %d (epoch %d) serving on %s:%d; metadata at offset %d; leads %d of %d replicas",
             self.config.node_id,
@@ -102,7 +100,7 @@ class ClusterBroker(Broker):
             self.config.port,
             self.image.offset,
             leaders,
-            sum(1 for p in self.partitions.values() if p.replica is not None),
+            len(self.partitions),
         )
 
     async def stop(self) -> None:
@@ -128,7 +126,7 @@ class ClusterBroker(Broker):
             except PeerError:
                 await asyncio.sleep(0.1)
         while time.monotonic() < deadline and any(
-            p.replica is not None and p.is_leader for p in self.partitions.values()
+            p.is_leader for p in self.partitions.values()
         ):
             await asyncio.sleep(0.01)
         log.info("broker %d: controlled shutdown took %.0f ms", self.config.node_id, (time.monotonic() - t0) * 1000)
@@ -283,7 +281,7 @@ class ClusterBroker(Broker):
         if st is None or info is None or self.config.node_id not in st.replicas:
             return
         part = self.partitions.get((topic, p))
-        if part is None or part.replica is None:
+        if part is None:
             cfg = self.topic_log_config(info)
             plog = self.log_manager.get(topic, p)
             if plog is not None and plog.topic_id not in (None, info.topic_id):
@@ -304,9 +302,8 @@ class ClusterBroker(Broker):
                 truncation_mode=self.mode,
             )
             replica.high_watermark = min(plog.high_watermark, plog.log_end_offset)
-            part = Partition(topic, p, info.topic_id, plog, st.leader_epoch, replica)
+            part = Partition(topic, p, info.topic_id, plog, replica)
             self.partitions[(topic, p)] = part
-        assert part.replica is not None
         before = (part.replica.role, part.replica.leader_epoch)
         part.replica.apply_state(st, now_ms())
         after = (part.replica.role, part.replica.leader_epoch)
@@ -332,7 +329,7 @@ class ClusterBroker(Broker):
         if self.groups is None:
             return  # start() loads them once the coordinator exists
         part = self.partitions.get((OFFSETS_TOPIC, p))
-        if part is not None and part.replica is not None and part.replica.role is Role.LEADER:
+        if part is not None and part.replica.role is Role.LEADER:
             self.groups.load_partition(p)
         else:
             self.groups.unload_partition(p)
@@ -340,7 +337,7 @@ class ClusterBroker(Broker):
     def _update_ineligible(self) -> None:
         fenced = frozenset(b.broker_id for b in self.image.brokers.values() if b.fenced)
         for part in self.partitions.values():
-            if part.replica is not None and part.replica.ineligible != fenced:
+            if part.replica.ineligible != fenced:
                 part.replica.ineligible = fenced
 
     def _drop_topic(self, info: TopicInfo) -> None:
@@ -453,8 +450,9 @@ class ClusterBroker(Broker):
             except TimeoutError:
                 pass
 
-    def create_topic(self, *a: Any, **k: Any) -> TopicInfo:  # pragma: no cover - handlers forward instead
-        raise TopicError(Err.NOT_CONTROLLER, "topics are created by the controller")
+    def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
+        info = self.image.by_id.get(topic_id)
+        return info.name if info else None
 
     def maybe_auto_create(self, name: str) -> TopicInfo | None:
         """Kafka's behaviour: ask the controller to create it and answer LEADER_NOT_AVAILABLE meanwhile."""

@@ -66,6 +66,7 @@ class ControllerConfig:
     leader_imbalance_per_broker_percentage: int = 10
     unclean_leader_election_enable: bool = False
     num_partitions: int = 1
+    delete_topic_enable: bool = True
     socket_request_max_bytes: int = 104_857_600
     cluster_id: str = ""
 
@@ -87,6 +88,7 @@ class ControllerConfig:
         c.leader_imbalance_per_broker_percentage = _int(props, "leader.imbalance.per.broker.percentage", 10, minimum=0)
         c.unclean_leader_election_enable = _bool(props, "unclean.leader.election.enable", False)
         c.num_partitions = _int(props, "num.partitions", 1, minimum=1)
+        c.delete_topic_enable = _bool(props, "delete.topic.enable", True)
         return c
 
 
@@ -348,7 +350,11 @@ class ControllerServer:
         for name, topic_id in items:
             row: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_message": None}
             t = self.core.topics.get(name) if name else None
-            if t is None:
+            if not self.config.delete_topic_enable:
+                # As Kafka's controller: TOPIC_DELETION_DISABLED from v3, INVALID_REQUEST before.
+                code = Err.TOPIC_DELETION_DISABLED if version >= 3 else Err.INVALID_REQUEST
+                row.update(error_code=code, error_message="topic deletion is disabled (delete.topic.enable=false)")
+            elif t is None:
                 row["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION if topic_id is None else Err.UNKNOWN_TOPIC_ID
             else:
                 row.update(error_code=Err.NONE, topic_id=uuid.UUID(t.topic_id) if t.topic_id else None)

@@ -68,7 +68,7 @@ class FetcherManager:
         return [
             p
             for p in self.broker.partitions.values()
-            if p.replica is not None and p.replica.role is Role.FOLLOWER and p.replica.leader_id == leader
+            if p.replica.role is Role.FOLLOWER and p.replica.leader_id == leader
         ]
 
     async def _supervise(self) -> None:
@@ -76,7 +76,7 @@ class FetcherManager:
             leaders = {
                 p.replica.leader_id
                 for p in self.broker.partitions.values()
-                if p.replica is not None and p.replica.role is Role.FOLLOWER and p.replica.leader_id >= 0
+                if p.replica.role is Role.FOLLOWER and p.replica.leader_id >= 0
             }
             for leader in leaders:
                 t = self.tasks.get(leader)
@@ -173,7 +173,7 @@ class FetcherManager:
         for t in resp.responses:
             for p in t.partitions:
                 part = self.broker.partitions.get((t.topic, int(p.partition_index)))
-                if part is None or part.replica is None:
+                if part is None:
                     continue
                 r = part.replica
                 asked, epoch, offset = sent.get((part.topic, part.partition), (None, -2, -1))
@@ -216,9 +216,8 @@ class FetcherManager:
                 "%s-%d: behind the leader's log start %d; starting over there", part.topic, part.partition, leader_start
             )
             plog.truncate_fully_and_start_at(leader_start)
-            if part.replica is not None:
-                part.replica.log_restarted()
-                part.sync()
+            part.replica.log_restarted()
+            part.sync()
         else:
             # Only reachable without epochs (the legacy rule): fall back to the leader's HW.
             target = min(leader_hw, plog.log_end_offset)

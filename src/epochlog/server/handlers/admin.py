@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
-from epochlog.server.broker import TopicError
-from epochlog.server.topic_configs import effective_topic_configs, unknown_configs
+from epochlog.server.topic_configs import effective_topic_configs
 
 if TYPE_CHECKING:
-    from epochlog.server.broker import Broker
+    from epochlog.server.broker_api import BrokerApi as Broker
 
 log = logging.getLogger("epochlog.admin")
 
@@ -36,68 +35,28 @@ def creatable_topic(t: Any) -> tuple[dict[str, str], dict[str, Any]]:
     return configs, row
 
 
-def handle_create_topics(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
+# Topic changes are the controller's: a broker forwards them and answers once its own metadata shows the
+# outcome, so the client's next request sees it (Kafka's forwarding, KIP-590).
+
+
+def handle_create_topics(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = decode_body(frame, header)
-    validate_only = bool(getattr(req, "validate_only", False))
-    out = []
-    for t in req.topics:
-        configs, row = creatable_topic(t)
-        bad = unknown_configs(configs)
-        try:
-            if t.assignments:
-                raise TopicError(Err.INVALID_REQUEST, "manual replica assignments are not supported yet")
-            if bad:
-                raise TopicError(Err.INVALID_CONFIG, f"unknown topic config(s): {', '.join(sorted(bad))}")
-            info = broker.create_topic(
-                t.name, t.num_partitions, t.replication_factor, configs, validate_only=validate_only
-            )
-            row.update(
-                error_code=Err.NONE, topic_id=info.topic_id, num_partitions=info.partitions, replication_factor=1
-            )
-        except TopicError as e:
-            row.update(error_code=e.code, error_message=str(e))
-        out.append(row)
-    return {"throttle_time": 0, "topics": out}
+    names = None if getattr(req, "validate_only", False) else [t.name for t in req.topics]
+    return _forward(broker, header, req, names, True)
 
 
-def handle_delete_topics(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
+def handle_delete_topics(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = decode_body(frame, header)
-    out = []
-    if header.api_version >= 6:
-        items = [(t.name or broker.topic_name_for_id(t.topic_id), t.topic_id) for t in req.topics]
-    else:
-        items = [(n, None) for n in req.topic_names]
-    for name, topic_id in items:
-        row: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_message": None}
-        if name is None:
-            row["error_code"] = Err.UNKNOWN_TOPIC_ID
-        elif not broker.config.delete_topic_enable:
-            row.update(error_code=Err.POLICY_VIOLATION, error_message="delete.topic.enable is false")
-        else:
-            info = broker.registry.topics.get(name)
-            try:
-                broker.delete_topic(name)
-                row.update(error_code=Err.NONE, topic_id=info.topic_id if info else topic_id)
-            except TopicError as e:
-                row.update(error_code=e.code, error_message=str(e))
-        out.append(row)
-    return {"throttle_time": 0, "responses": out}
+    names = [t.name for t in req.topics if t.name] if header.api_version >= 6 else list(req.topic_names)
+    return _forward(broker, header, req, names, False)
 
 
-def handle_create_partitions(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
-    req = decode_body(frame, header)
-    out = []
-    for t in req.topics:
-        row: dict[str, Any] = {"name": t.name, "error_message": None}
-        try:
-            if t.assignments:
-                raise TopicError(Err.INVALID_REPLICA_ASSIGNMENT, "manual replica assignments are not supported yet")
-            broker.add_partitions(t.name, t.count, validate_only=req.validate_only)
-            row["error_code"] = Err.NONE
-        except TopicError as e:
-            row.update(error_code=e.code, error_message=str(e))
-        out.append(row)
-    return {"throttle_time": 0, "results": out}
+def handle_create_partitions(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+    return _forward(broker, header, decode_body(frame, header), None, True)
+
+
+def handle_elect_leaders(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+    return _forward(broker, header, decode_body(frame, header), None, True)
 
 
 def handle_describe_configs(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
@@ -112,7 +71,7 @@ def handle_describe_configs(broker: Broker, header: RequestHeader, frame: memory
         }
         keys = set(r.configuration_keys) if r.configuration_keys else None
         if r.resource_type == RESOURCE_TOPIC:
-            info = broker.registry.topics.get(r.resource_name)
+            info = broker.image.topics.get(r.resource_name)
             if info is None:
                 row.update(
                     error_code=Err.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"topic {r.resource_name!r} does not exist"
@@ -158,10 +117,7 @@ def handle_describe_configs(broker: Broker, header: RequestHeader, frame: memory
     return {"throttle_time": 0, "results": results}
 
 
-# -- cluster mode: the controller decides; the broker forwards and waits for the metadata -----
-
-
-async def _forward(broker: Any, header: RequestHeader, req: Any, names: list[str] | None, present: bool) -> Any:
+async def _forward(broker: Broker, header: RequestHeader, req: Any, names: list[str] | None, present: bool) -> Any:
     from epochlog.server.cluster.peer import PeerBadResponse, PeerError
 
     # As Kafka's forwarding does: keep trying the controller for request.timeout.ms (a controller
@@ -220,38 +176,3 @@ def unanswered(header: RequestHeader, req: Any, code: Err, message: str) -> dict
         ]
         return {"throttle_time": 0, "error_code": code, "replica_election_results": results}
     raise ValueError(f"api {key} is not forwarded")
-
-
-def forwarded(handler: Any) -> Any:
-    """Wrap a single-node admin handler: in cluster mode the request goes to the controller."""
-
-    def wrapper(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
-        if getattr(broker, "image", None) is None:
-            return handler(broker, header, frame)
-        req = decode_body(frame, header)
-        names: list[str] | None = None
-        present = True
-        if header.api_key == 19 and not getattr(req, "validate_only", False):
-            names = [t.name for t in req.topics]
-        elif header.api_key == 20:
-            names = [t.name for t in req.topics if t.name] if header.api_version >= 6 else list(req.topic_names)
-            present = False
-        return _forward(broker, header, req, names, present)
-
-    wrapper.__name__ = handler.__name__
-    return wrapper
-
-
-def handle_elect_leaders(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
-    req = decode_body(frame, header)
-    if getattr(broker, "image", None) is not None:
-        return _forward(broker, header, req, None, True)
-    # One broker leads everything: no election is ever needed.
-    results = []
-    for tp in req.topic_partitions or []:
-        rows = [
-            {"partition_id": p, "error_code": Err.ELECTION_NOT_NEEDED, "error_message": "single-node cluster"}
-            for p in tp.partitions
-        ]
-        results.append({"topic": tp.topic, "partition_result": rows})
-    return {"throttle_time": 0, "error_code": Err.NONE, "replica_election_results": results}

@@ -14,18 +14,7 @@ from epochlog.server.broker import now_ms
 from epochlog.server.handlers.leader_hints import add_hint
 
 if TYPE_CHECKING:
-    from epochlog.server.broker import Broker
-    from epochlog.server.partition import Partition
-
-
-def _diverging(part: Partition, fetch_offset: int, last_fetched_epoch: int) -> dict[str, int] | None:
-    """The leader's answer to a fetcher whose last fetched epoch ends before its position."""
-    if last_fetched_epoch < 0:
-        return None
-    epoch, end = part.log.epoch_cache.end_offset_for(last_fetched_epoch, part.log.log_end_offset)
-    if epoch != last_fetched_epoch or end < fetch_offset:
-        return {"epoch": epoch, "end_offset": end}
-    return None
+    from epochlog.server.broker_api import BrokerApi as Broker
 
 
 def _replica_id(req: Any, version: int) -> int:
@@ -44,42 +33,6 @@ def _attach(out: dict[str, Any], chunks: list[Any], spliced: list[list[Any]]) ->
     return size
 
 
-def _read_for_follower(
-    broker: Broker,
-    part: Partition,
-    p: Any,
-    replica_id: int,
-    out: dict[str, Any],
-    budget: int,
-    first: bool,
-    spliced: list[list[Any]],
-) -> tuple[dict[str, Any], int]:
-    """A follower's fetch: the core decides (fencing, divergence, ISR), we read up to the log end."""
-    replica = part.replica
-    assert replica is not None
-    req = FetchRequest(
-        replica_id, p.fetch_offset, getattr(p, "last_fetched_epoch", -1), getattr(p, "current_leader_epoch", -1)
-    )
-    decision, proposal = replica.handle_fetch(req, now_ms())
-    part.sync()
-    if proposal is not None:
-        broker.submit_alter(part, proposal)  # type: ignore[attr-defined]
-    out["high_watermark"] = replica.high_watermark
-    out["last_stable_offset"] = replica.high_watermark
-    out["log_start_offset"] = part.log.log_start_offset
-    out["error_code"] = decision.error
-    if decision.error:
-        return out, 0
-    if decision.diverging is not None:
-        out["diverging_epoch"] = {"epoch": decision.diverging.epoch, "end_offset": decision.diverging.end_offset}
-        return out, 0
-    limit = min(p.partition_max_bytes, budget)
-    if decision.read_from >= part.log.log_end_offset or (limit <= 0 and not first):
-        return out, 0
-    result = part.log.read(decision.read_from, max(limit, 1), max_offset=None, min_one_batch=first)
-    return out, _attach(out, result.chunks, spliced)
-
-
 def _read_partition(
     broker: Broker,
     name: str | None,
@@ -89,6 +42,8 @@ def _read_partition(
     spliced: list[list[Any]],
     replica_id: int = -1,
 ) -> tuple[dict[str, Any], int]:
+    """One partition of a Fetch. The core decides for followers and consumers alike (leadership, KIP-320
+    fencing, divergence, range, how far to read); this reads the bytes it allows."""
     out: dict[str, Any] = {
         "partition_index": p.partition,
         "high_watermark": -1,
@@ -100,44 +55,33 @@ def _read_partition(
     }
     part = broker.partition(name, p.partition) if name else None
     if part is None:
-        image = getattr(broker, "image", None)
-        exists = image is not None and (name, p.partition) in image.states
+        exists = (name, p.partition) in broker.image.states
         out["error_code"] = Err.NOT_LEADER_OR_FOLLOWER if exists else Err.UNKNOWN_TOPIC_OR_PARTITION
         return out, 0
-    if replica_id >= 0 and part.replica is not None:
-        return _read_for_follower(broker, part, p, replica_id, out, budget, first, spliced)
-    plog = part.log
-    hw = plog.high_watermark
-    out["high_watermark"] = hw
-    out["last_stable_offset"] = hw
-    out["log_start_offset"] = plog.log_start_offset
-    code = part.check_epoch(getattr(p, "current_leader_epoch", -1))
-    if code:
-        out["error_code"] = code
+    req = FetchRequest(
+        replica_id, p.fetch_offset, getattr(p, "last_fetched_epoch", -1), getattr(p, "current_leader_epoch", -1)
+    )
+    decision, proposal = part.replica.handle_fetch(req, now_ms())
+    if replica_id >= 0:
+        part.sync()  # a follower's position can move the HW and release acks=all writes
+        if proposal is not None:
+            broker.submit_alter(part, proposal)
+    out["high_watermark"] = decision.high_watermark
+    out["last_stable_offset"] = decision.high_watermark
+    out["log_start_offset"] = decision.log_start_offset
+    out["error_code"] = decision.error
+    if decision.error:
         return out, 0
-    offset = p.fetch_offset
-    # Divergence first, as Kafka does: a fetcher ahead of a truncated log must learn where to go.
-    div = _diverging(part, offset, getattr(p, "last_fetched_epoch", -1))
-    if div is not None:
-        out["error_code"] = Err.NONE
-        out["diverging_epoch"] = div
+    if decision.diverging is not None:
+        out["diverging_epoch"] = {"epoch": decision.diverging.epoch, "end_offset": decision.diverging.end_offset}
         return out, 0
-    if offset < plog.log_start_offset or offset > plog.log_end_offset:
-        out["error_code"] = Err.OFFSET_OUT_OF_RANGE
-        return out, 0
-    if part.replica is not None:
-        not_yet = part.replica.consumer_fetch_error(offset)
-        if not_yet:
-            # A new leader whose HW still lags the old one's (seed 002): ask the client to retry.
-            out["error_code"] = not_yet
-            return out, 0
-    out["error_code"] = Err.NONE
     limit = min(p.partition_max_bytes, budget)
-    if offset >= hw or (limit <= 0 and not first):
+    end = part.log.log_end_offset if decision.read_to is None else min(decision.read_to, part.log.log_end_offset)
+    if decision.read_from >= end or (limit <= 0 and not first):
         return out, 0
-    result = plog.read(offset, max(limit, 1), max_offset=hw, min_one_batch=first)
+    result = part.log.read(decision.read_from, max(limit, 1), max_offset=decision.read_to, min_one_batch=first)
     size = _attach(out, result.chunks, spliced)
-    if size:
+    if size and replica_id < 0:
         broker.metrics.bytes_out.labels(name).inc(size)
     return out, size
 

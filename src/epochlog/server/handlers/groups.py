@@ -8,7 +8,7 @@ from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 
 if TYPE_CHECKING:
-    from epochlog.server.broker import Broker
+    from epochlog.server.broker_api import BrokerApi as Broker
 
 COORDINATOR_KEY_GROUP = 0
 
@@ -19,8 +19,6 @@ def _ms(value: Any) -> int:
 
 def handle_find_coordinator(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
-    c = broker.config
-    image = getattr(broker, "image", None)
     key_type = getattr(req, "key_type", 0)
     keys = list(req.coordinator_keys) if header.api_version >= 4 else [req.key]
     rows = []
@@ -28,12 +26,10 @@ def handle_find_coordinator(broker: Broker, header: RequestHeader, frame: memory
         row: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1}
         if key_type != COORDINATOR_KEY_GROUP:
             row.update(error_code=Err.COORDINATOR_NOT_AVAILABLE, error_message="no transaction coordinator")
-        elif image is None:
-            row.update(node_id=c.node_id, host=c.advertised_host, port=c.advertised_port, error_code=Err.NONE)
         else:
-            # Cluster mode: the leader of the group's __consumer_offsets partition coordinates it.
-            leader = broker.coordinator_for(key)  # type: ignore[attr-defined]
-            ep = image.brokers.get(leader) if leader >= 0 else None
+            # The leader of the group's __consumer_offsets partition coordinates it.
+            leader = broker.coordinator_for(key)
+            ep = broker.image.brokers.get(leader) if leader >= 0 else None
             if ep is None:
                 row.update(error_code=Err.COORDINATOR_NOT_AVAILABLE, error_message="no leader for its partition yet")
             else:
@@ -202,7 +198,7 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any, by_id: bool) -> tup
         )
     out = []
     for name, parts in grouped.items():
-        info = broker.registry.topics.get(name)
+        info = broker.image.topics.get(name)
         topic_id = id_of.get(name) or (info.topic_id if info else None)
         out.append({"name": name, "topic_id": topic_id, "partitions": parts})
     return code, out

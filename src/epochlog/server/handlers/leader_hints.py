@@ -1,21 +1,24 @@
 """KIP-951: an answer that says "not the leader" also names the current leader and its endpoint, so the
 client can move on without a metadata round trip (librdkafka 2.4+ and Kafka 3.7+ clients use it).
-Produce v10+ and Fetch v16+ carry them; a single broker has nothing to hint."""
+Produce v10+ and Fetch v16+ carry them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.errors import Err
+
+if TYPE_CHECKING:
+    from epochlog.server.broker_api import BrokerApi
 
 HINTED_ERRORS = (Err.NOT_LEADER_OR_FOLLOWER, Err.FENCED_LEADER_EPOCH)
 
 
-def add_hint(broker: Any, topic: str | None, partition: int, row: dict[str, Any], nodes: dict[int, Any]) -> None:
+def add_hint(broker: BrokerApi, topic: str | None, partition: int, row: dict[str, Any], nodes: dict[int, Any]) -> None:
     """Set ``row["current_leader"]`` when the row's error calls for it and the leader is known, and add
     the leader's endpoint to ``nodes`` (node id -> NodeEndpoint fields)."""
-    image = getattr(broker, "image", None)
-    if image is None or topic is None or row.get("error_code") not in HINTED_ERRORS:
+    image = broker.image
+    if topic is None or row.get("error_code") not in HINTED_ERRORS:
         return
     st = image.states.get((topic, partition))
     if st is None or st.leader < 0:

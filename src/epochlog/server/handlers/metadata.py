@@ -10,7 +10,7 @@ from epochlog.protocol.errors import Err
 from epochlog.server.topics import validate_topic_name
 
 if TYPE_CHECKING:
-    from epochlog.server.broker import Broker
+    from epochlog.server.broker_api import BrokerApi as Broker
 
 
 def handle_api_versions(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
@@ -28,23 +28,16 @@ def _broker_row(node: int, host: str, port: int) -> dict[str, Any]:
 
 
 def _broker_rows(broker: Broker) -> list[dict[str, Any]]:
-    image = getattr(broker, "image", None)
-    if image is None:
-        c = broker.config
-        return [_broker_row(c.node_id, c.advertised_host, c.advertised_port)]
-    return [_broker_row(b.broker_id, b.host, b.port) for b in image.live_brokers()]
+    return [_broker_row(b.broker_id, b.host, b.port) for b in broker.image.live_brokers()]
 
 
 def _controller_id(broker: Broker) -> int:
-    image = getattr(broker, "image", None)
-    if image is None:
-        return broker.config.node_id
-    live = image.live_brokers()
+    live = broker.image.live_brokers()
     return live[0].broker_id if live else -1
 
 
-def _cluster_topic_row(broker: Broker, name: str) -> dict[str, Any]:
-    image = broker.image  # type: ignore[attr-defined]
+def _topic_row(broker: Broker, name: str) -> dict[str, Any]:
+    image = broker.image
     info = image.topics[name]
     live = {b.broker_id for b in image.live_brokers()}
     parts = []
@@ -77,35 +70,13 @@ def _topic(name: str, info: Any, parts: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _topic_row(broker: Broker, name: str) -> dict[str, Any]:
-    if getattr(broker, "image", None) is not None:
-        return _cluster_topic_row(broker, name)
-    info = broker.registry.topics[name]
-    node = broker.config.node_id
-    parts = []
-    for p in range(info.partitions):
-        part = broker.partition(name, p)
-        parts.append(
-            {
-                "error_code": Err.NONE if part else Err.LEADER_NOT_AVAILABLE,
-                "partition_index": p,
-                "leader_id": node if part else -1,
-                "leader_epoch": part.leader_epoch if part else -1,
-                "replica_nodes": [node],
-                "isr_nodes": [node],
-                "offline_replicas": [],
-            }
-        )
-    return _topic(name, info, parts)
-
-
 def handle_metadata(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
     version = header.api_version
     topics_out = []
     if req.topics is None or (version == 0 and not req.topics):
         # null (v1+) or empty (v0) means every topic
-        names = [n for n in sorted(broker.registry.topics)]
+        names = sorted(broker.image.topics)
         topics_out = [_topic_row(broker, n) for n in names]
     else:
         allow_auto = getattr(req, "allow_auto_topic_creation", True)
@@ -119,27 +90,18 @@ def handle_metadata(broker: Broker, header: RequestHeader, frame: memoryview) ->
                     )
                     continue
             assert name is not None
-            if name not in broker.registry.topics:
+            if name not in broker.image.topics:
                 reason = validate_topic_name(name)
                 if reason:
                     topics_out.append({"error_code": Err.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []})
                     continue
-                if (
-                    allow_auto
-                    and getattr(broker, "image", None) is not None
-                    and broker.config.auto_create_topics_enable
-                ):
+                if allow_auto and broker.config.auto_create_topics_enable:
                     broker.maybe_auto_create(name)
                     # Kafka's answer while the controller creates it: retry shortly.
                     topics_out.append({"error_code": Err.LEADER_NOT_AVAILABLE, "name": name, "partitions": []})
-                    continue
-                if allow_auto and broker.maybe_auto_create(name) is not None:
-                    # Kafka answers LEADER_NOT_AVAILABLE right after auto creation; here the
-                    # leader is ready at once, so the topic is described directly.
-                    pass
                 else:
                     topics_out.append({"error_code": Err.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []})
-                    continue
+                continue
             topics_out.append(_topic_row(broker, name))
     return {
         "throttle_time": 0,

@@ -16,15 +16,9 @@ from epochlog.server.handlers.leader_hints import add_hint
 from epochlog.server.partition import Partition
 
 if TYPE_CHECKING:
-    from epochlog.server.broker import Broker
+    from epochlog.server.broker_api import BrokerApi as Broker
 
 log = logging.getLogger("epochlog.produce")
-
-
-def _min_insync(broker: Broker, topic: str) -> int:
-    info = broker.registry.topics.get(topic)
-    raw = info.configs.get("min.insync.replicas") if info else None
-    return int(raw) if raw else broker.config.min_insync_replicas
 
 
 def _append(
@@ -40,22 +34,14 @@ def _append(
         "log_append_time": -1,
     }
     plog = part.log
-    replica = part.replica
-    if replica is not None:
-        # Cluster mode: the core decides (leadership, KIP-359 epoch, min.insync.replicas for acks=all).
-        code = Err(replica.check_produce(acks, epoch))
-    else:
-        code = part.check_epoch(epoch)
+    # The core decides: leadership, the KIP-359 epoch, min.insync.replicas for acks=all.
+    code = Err(part.replica.check_produce(acks, epoch))
     if code:
         out["error_code"] = code
         return out, -1
     if records is None or len(records) == 0:
         out["error_code"] = Err.INVALID_RECORD
         out["error_message"] = "no record batch in the partition data"
-        return out, -1
-    if replica is None and acks == -1 and _min_insync(broker, part.topic) > 1:
-        # One broker is the whole ISR; min.insync.replicas above it refuses acks=all writes.
-        out["error_code"] = Err.NOT_ENOUGH_REPLICAS
         return out, -1
     try:
         result = plog.append_as_leader(records, part.leader_epoch, now_ms())
@@ -79,7 +65,7 @@ def _append(
     out["base_offset"] = result.first_offset
     out["log_append_time"] = result.log_append_time_ms
     out["log_start_offset"] = plog.log_start_offset
-    wait = result.last_offset if replica is not None and acks == -1 else -1
+    wait = result.last_offset if acks == -1 else -1
     return out, wait
 
 
@@ -143,8 +129,7 @@ def handle_produce(broker: Broker, header: RequestHeader, frame: memoryview) -> 
                     if topic.topic_id is not None and name is None
                     else Err.UNKNOWN_TOPIC_OR_PARTITION
                 )
-                image = getattr(broker, "image", None)
-                if image is not None and (name, pd.index) in image.states:
+                if (name, pd.index) in broker.image.states:
                     code = Err.NOT_LEADER_OR_FOLLOWER  # it exists, just not here
                 parts_out.append({"index": pd.index, "error_code": code, "base_offset": -1})
             else:

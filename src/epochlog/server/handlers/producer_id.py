@@ -8,10 +8,10 @@ from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 
 if TYPE_CHECKING:
-    from epochlog.server.broker import Broker
+    from epochlog.server.broker_api import BrokerApi as Broker
 
 
-def handle_init_producer_id(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
+def handle_init_producer_id(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = decode_body(frame, header)
     if req.transactional_id is not None:
         return {
@@ -22,19 +22,11 @@ def handle_init_producer_id(broker: Broker, header: RequestHeader, frame: memory
         }
     # A producer that asks again with its id (KIP-360, after a fatal sequence error) gets a
     # fresh id: with no transactional state there is nothing to fence.
-    allocate_async = getattr(broker.producer_ids, "allocate_async", None)
-    if allocate_async is not None:
-        return _from_controller(allocate_async)
-    return {
-        "throttle_time": 0,
-        "error_code": Err.NONE,
-        "producer_id": broker.producer_ids.allocate(),
-        "producer_epoch": 0,
-    }
+    return _from_controller(broker.producer_ids.allocate_async)
 
 
 async def _from_controller(allocate_async: Any) -> dict[str, Any]:
-    """Cluster mode: ids come from blocks the controller hands out, so no two brokers repeat one."""
+    """Ids come from blocks the controller hands out, so no two brokers repeat one."""
     try:
         pid = await allocate_async()
     except Exception:

@@ -1,0 +1,48 @@
+"""What request handlers may use of the broker: one narrow, typed surface instead of probing it.
+
+ClusterBroker implements it (on a single node as in a cluster); the handlers, the connection and the
+offsets store are written against this Protocol only."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from epochlog.replication.types import AlterIsr
+    from epochlog.server.cluster.image import MetadataImage
+    from epochlog.server.config import BrokerConfig
+    from epochlog.server.metrics import BrokerMetrics
+    from epochlog.server.partition import Partition
+    from epochlog.server.topics import TopicInfo
+
+
+class ProducerIds(Protocol):
+    async def allocate_async(self) -> int: ...
+
+
+class BrokerApi(Protocol):
+    config: BrokerConfig
+    cluster_id: str
+    image: MetadataImage  # the metadata log as applied here: topics, partition states, live brokers
+    partitions: dict[tuple[str, int], Partition]  # the replicas this broker hosts
+    groups: Any  # the group coordinator (server/groups), set once the broker has started
+    metrics: BrokerMetrics
+    connections: set[Any]
+
+    @property
+    def producer_ids(self) -> ProducerIds: ...
+
+    def partition(self, topic: str, index: int) -> Partition | None: ...
+
+    def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None: ...
+
+    def maybe_auto_create(self, name: str) -> TopicInfo | None: ...
+
+    def coordinator_for(self, group_id: str) -> int: ...
+
+    def submit_alter(self, part: Partition, proposal: AlterIsr) -> None: ...
+
+    async def forward(self, req: Any, timeout: float = 30) -> Any: ...
+
+    async def wait_for_topics(self, names: list[str], present: bool, timeout: float = 5.0) -> None: ...
