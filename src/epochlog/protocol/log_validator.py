@@ -166,7 +166,10 @@ def _decompress_bounded(codec: int, data: bytes, limit: int) -> bytes:
     }.get(codec)
     if into is None:
         raise ValidationError(Err.CORRUPT_MESSAGE, f"unknown compression codec {codec}")
-    size = min(limit, max(8 * len(data), 256 << 10))
+    declared = _declared_size(codec, data)
+    if declared is not None and declared > limit:
+        raise _too_large(limit)  # refused from the frame header alone: no work for a bomb that says so
+    size = min(limit, declared + 64 if declared is not None else max(8 * len(data), 256 << 10))
     while True:
         out = bytearray(size)
         try:
@@ -178,6 +181,34 @@ def _decompress_bounded(codec: int, data: bytes, limit: int) -> bytes:
                     raise _too_large(limit) from None
                 raise
             size = min(limit, size * 4)
+
+
+def _declared_size(codec: int, data: bytes) -> int | None:
+    """The decompressed size the compressed data announces, when its format carries one: a zstd frame's
+    Frame_Content_Size, a gzip member's ISIZE (mod 2^32), a raw snappy block's length preamble. A lie
+    only costs the growing-buffer path below."""
+    try:
+        if codec == ZSTD and data[:4] == b"\x28\xb5\x2f\xfd":
+            fhd = data[4]
+            single = (fhd >> 5) & 1
+            fcs_size = (1 if single else 0, 2, 4, 8)[fhd >> 6]
+            if not fcs_size:
+                return None
+            pos = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
+            value = int.from_bytes(data[pos : pos + fcs_size], "little")
+            return value + 256 if fcs_size == 2 else value
+        if codec == GZIP and len(data) >= 18:
+            return int.from_bytes(data[-4:], "little")
+        if codec == SNAPPY:
+            v = shift = 0
+            for b in data[:5]:
+                v |= (b & 0x7F) << shift
+                if not b & 0x80:
+                    return v
+                shift += 7
+    except IndexError:
+        return None
+    return None
 
 
 def _output_too_small(e: Exception) -> bool:

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from epochlog.server.config import BrokerConfig
+from epochlog.server.limits import ConnectionLimits
 from epochlog.server.metrics import BrokerMetrics
 from epochlog.server.partition import Partition
 from epochlog.server.topics import TopicInfo
@@ -39,6 +40,13 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self.connections: set[Any] = set()
+        self.limits = ConnectionLimits(
+            config.max_connections,
+            config.max_connections_per_ip,
+            dict(config.max_connections_per_ip_overrides),
+            config.queued_max_request_bytes,
+            config.connections_max_idle_ms,
+        )
         self.metrics = BrokerMetrics()
 
     async def stop(self) -> None:
@@ -59,8 +67,16 @@ class Broker:
             await asyncio.sleep(0.2)
             try:
                 self.log_manager.tick(now_ms())
+                self._close_idle_connections()
             except Exception:
                 log.exception("housekeeping failed")
+
+    def _close_idle_connections(self) -> None:
+        """connections.max.idle.ms: a connection with nothing read or written for that long is closed."""
+        deadline = time.monotonic() - self.limits.idle_ms / 1000
+        for conn in [c for c in self.connections if c.last_active < deadline and not c.busy]:
+            log.info("closing %s: idle for connections.max.idle.ms=%d", conn.peer, self.limits.idle_ms)
+            conn.close()
 
     async def _start_groups(self) -> None:
         from epochlog.server.groups import GroupConfig, GroupCoordinator

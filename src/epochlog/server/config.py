@@ -136,6 +136,12 @@ class BrokerConfig:
     controller_address: tuple[str, int] = ("", 0)
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_max_bytes: int = 1_048_576
+    fetch_max_bytes: int = 57_671_680
+    max_connections: int = 2**31 - 1
+    max_connections_per_ip: int = 2**31 - 1
+    max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)
+    queued_max_request_bytes: int = -1
+    connections_max_idle_ms: int = 600_000
     replica_fetch_response_max_bytes: int = 10_485_760
     replica_fetch_wait_max_ms: int = 500
     broker_heartbeat_interval_ms: int = 2000
@@ -188,6 +194,19 @@ class BrokerConfig:
             c.controller_address = parse_listener(first, "controller.quorum.bootstrap.servers")
         c.replica_lag_time_max_ms = _int(props, "replica.lag.time.max.ms", 30_000, minimum=1)
         c.replica_fetch_max_bytes = _int(props, "replica.fetch.max.bytes", 1_048_576, minimum=1)
+        c.fetch_max_bytes = _int(props, "fetch.max.bytes", 57_671_680, minimum=1024)
+        c.max_connections = _int(props, "max.connections", 2**31 - 1, minimum=0)
+        c.max_connections_per_ip = _int(props, "max.connections.per.ip", 2**31 - 1, minimum=0)
+        from epochlog.server.limits import parse_overrides
+
+        try:
+            c.max_connections_per_ip_overrides = parse_overrides(props.get("max.connections.per.ip.overrides", ""))
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        c.queued_max_request_bytes = _int(props, "queued.max.request.bytes", -1, minimum=-1)
+        if c.queued_max_request_bytes == 0:
+            raise ConfigError("queued.max.request.bytes=0: give -1 (no limit) or a positive byte count")
+        c.connections_max_idle_ms = _int(props, "connections.max.idle.ms", 600_000, minimum=1)
         c.replica_fetch_response_max_bytes = _int(props, "replica.fetch.response.max.bytes", 10_485_760, minimum=1)
         c.replica_fetch_wait_max_ms = _int(props, "replica.fetch.wait.max.ms", 500, minimum=0)
         c.broker_heartbeat_interval_ms = _int(props, "broker.heartbeat.interval.ms", 2000, minimum=10)

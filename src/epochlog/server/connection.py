@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from epochlog.server.framing import BIG_FRAME, FramedProtocol
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
+    from epochlog.server.limits import ConnectionLimits
 
 log = logging.getLogger("epochlog.connection")
 
@@ -29,11 +31,12 @@ HIGH_WATER = 8 * 1024 * 1024
 
 
 class _Slot:
-    __slots__ = ("data",)
+    __slots__ = ("data", "size")
 
-    def __init__(self) -> None:
+    def __init__(self, size: int = 0) -> None:
         # ready bytes, or the buffers of one response (a Fetch with records spliced in)
         self.data: bytes | list[Any] | None = None
+        self.size = size  # the request's bytes, held in the memory pool until the answer is written
 
 
 class KafkaConnection(FramedProtocol):
@@ -47,6 +50,11 @@ class KafkaConnection(FramedProtocol):
         self.closed = False
         self._reading_paused = False
         self._writing_paused = False
+        # The owner's connection limits (a broker's; the controller has none).
+        self.limits: ConnectionLimits | None = getattr(broker, "limits", None)
+        self._ip: str | None = None  # counted against max.connections.per.ip while set
+        self._pool_paused = False
+        self.last_active = time.monotonic()
 
     # -- asyncio.Protocol ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -62,10 +70,26 @@ class KafkaConnection(FramedProtocol):
         transport.set_write_buffer_limits(high=HIGH_WATER)
         # uvloop's writelines sends every piece with one writev and copies nothing; asyncio's joins them.
         self._writev = type(transport).__module__.startswith("uvloop")
+        if self.limits is not None and peer:
+            refused = self.limits.admit(peer[0])
+            if refused is not None:
+                log.warning("closing %s: %s", self.peer, refused)
+                self.close()
+                return
+            self._ip = peer[0]
         self.broker.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.limits is not None:
+            if self._ip is not None:
+                self.limits.release(self._ip)
+                self._ip = None
+            self.limits.paused.discard(self)
+            held = sum(s.size for s in self.pending)
+            self.pending.clear()
+            if held:
+                self.limits.give_back(held)
         self.broker.connections.discard(self)
         hook = getattr(self.broker, "on_connection_lost", None)
         if hook is not None:
@@ -96,7 +120,32 @@ class KafkaConnection(FramedProtocol):
         self.close()
 
     def frame_received(self, frame: bytes | memoryview) -> None:
+        self.last_active = time.monotonic()
         self._handle_frame(frame)
+
+    @property
+    def busy(self) -> bool:
+        """Requests still being answered (a long-polling Fetch): not idle, whatever the clock says."""
+        return bool(self.pending)
+
+    def pool_has_room(self) -> None:
+        self._pool_paused = False
+        self._update_reading()
+
+    def _hold(self, size: int) -> None:
+        """queued.max.request.bytes: the request's bytes count until its answer is written."""
+        limits = self.limits
+        if limits is None:
+            return
+        limits.take(size)
+        if limits.pool_full and not self._pool_paused:
+            self._pool_paused = True
+            limits.paused.add(self)
+            self._update_reading()
+
+    def _release(self, size: int) -> None:
+        if self.limits is not None and size:
+            self.limits.give_back(size)
 
     # -- requests -----------------------------------------------------------------------
     def _handle_frame(self, frame: bytes | memoryview) -> None:
@@ -138,7 +187,8 @@ class KafkaConnection(FramedProtocol):
             return
         if result is NO_RESPONSE:
             return
-        slot = _Slot()
+        slot = _Slot(len(mv))
+        self._hold(slot.size)
         self.pending.append(slot)
         if asyncio.iscoroutine(result):
             task = asyncio.ensure_future(result)
@@ -176,8 +226,11 @@ class KafkaConnection(FramedProtocol):
     def _flush(self) -> None:
         pending = self.pending
         out = []
+        freed = 0
         while pending and pending[0].data is not None:
-            data = pending.popleft().data
+            slot = pending.popleft()
+            freed += slot.size
+            data = slot.data
             if isinstance(data, list):
                 out.extend(data)
             else:
@@ -187,6 +240,8 @@ class KafkaConnection(FramedProtocol):
                 self.transport.writelines(out)  # type: ignore[arg-type]
             else:
                 self._write_pieces(out)
+            self.last_active = time.monotonic()
+        self._release(freed)
         self._update_reading()
 
     def _write_pieces(self, out: list[Any]) -> None:
@@ -208,7 +263,7 @@ class KafkaConnection(FramedProtocol):
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
-        should_pause = self._writing_paused or len(self.pending) >= MAX_IN_FLIGHT
+        should_pause = self._writing_paused or self._pool_paused or len(self.pending) >= MAX_IN_FLIGHT
         if should_pause and not self._reading_paused:
             self.transport.pause_reading()
             self._reading_paused = True

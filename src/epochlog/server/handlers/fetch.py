@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
@@ -15,6 +16,7 @@ from epochlog.server.handlers.leader_hints import add_hint
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
+    from epochlog.server.partition import Partition
 
 
 def _replica_id(req: Any, version: int) -> int:
@@ -33,6 +35,43 @@ def _attach(out: dict[str, Any], chunks: list[Any], spliced: list[list[Any]]) ->
     return size
 
 
+BIG_READ = 4 << 20
+
+
+@dataclass
+class _Deferred:
+    """A consumer's large read, decided on the event loop and carried out in a worker thread."""
+
+    row: dict[str, Any]
+    part: Partition
+    topic: str | None
+    offset: int
+    limit: int
+    read_to: int | None
+    first: bool
+
+
+async def _read_deferred(broker: Broker, deferred: list[_Deferred], spliced: list[list[Any]]) -> None:
+    for d in deferred:
+        args = (d.offset, max(d.limit, 1), d.read_to, d.first)
+        try:
+            result = await asyncio.to_thread(d.part.log.read, *args)
+        except (RuntimeError, OSError, ValueError):
+            # The log changed under the worker (an append to the tail it was walking, a segment deleted
+            # by retention): read again here, where nothing else runs.
+            try:
+                result = d.part.log.read(*args)
+            except Exception:
+                result = None
+        chunks = result.chunks if result is not None else []
+        size = sum(len(c) for c in chunks)
+        if size:
+            spliced[d.row["records"]] = chunks
+            broker.metrics.bytes_out.labels(d.topic).inc(size)
+        else:
+            d.row["records"] = b""
+
+
 def _read_partition(
     broker: Broker,
     name: str | None,
@@ -41,6 +80,7 @@ def _read_partition(
     first: bool,
     spliced: list[list[Any]],
     replica_id: int = -1,
+    deferred: list[_Deferred] | None = None,
 ) -> tuple[dict[str, Any], int]:
     """One partition of a Fetch. The core decides for followers and consumers alike (leadership, KIP-320
     fencing, divergence, range, how far to read); this reads the bytes it allows."""
@@ -79,6 +119,13 @@ def _read_partition(
     end = part.log.log_end_offset if decision.read_to is None else min(decision.read_to, part.log.log_end_offset)
     if decision.read_from >= end or (limit <= 0 and not first):
         return out, 0
+    if replica_id < 0 and limit >= BIG_READ and deferred is not None:
+        # A consumer asking for megabytes: the read happens in a worker thread (os.pread lets go of the
+        # GIL), so one greedy fetch does not hold up every other client on this event loop.
+        out["records"] = len(spliced)
+        spliced.append([])
+        deferred.append(_Deferred(out, part, name, decision.read_from, limit, decision.read_to, first))
+        return out, limit
     result = part.log.read(decision.read_from, max(limit, 1), max_offset=decision.read_to, min_one_batch=first)
     size = _attach(out, result.chunks, spliced)
     if size and replica_id < 0:
@@ -100,12 +147,17 @@ def _unregister(fut: asyncio.Future[None], parts: list[Any]) -> None:
             part.waiters.remove(fut)
 
 
-def _fetch_once(broker: Broker, req: Any, version: int) -> tuple[list[dict[str, Any]], int, bool, list[list[Any]]]:
+def _fetch_once(
+    broker: Broker, req: Any, version: int, deferred: list[_Deferred] | None = None
+) -> tuple[list[dict[str, Any]], int, bool, list[list[Any]]]:
     replica_id = _replica_id(req, version)
     spliced: list[list[Any]] = []
     total = 0
     errors = False
-    budget = req.max_bytes if version >= 3 else 2**31 - 1
+    # The broker's cap whatever the client asks (Kafka: fetch.max.bytes for consumers,
+    # replica.fetch.response.max.bytes for followers); the first batch still goes whole (min_one_batch).
+    cap = broker.config.fetch_max_bytes if replica_id < 0 else broker.config.replica_fetch_response_max_bytes
+    budget = min(req.max_bytes, cap) if version >= 3 else cap
     topics_out = []
     for t in req.topics:
         name = getattr(t, "topic", None)
@@ -127,7 +179,14 @@ def _fetch_once(broker: Broker, req: Any, version: int) -> tuple[list[dict[str, 
                 errors = True
                 continue
             row, n = _read_partition(
-                broker, name, p, budget - total, first=total == 0, spliced=spliced, replica_id=replica_id
+                broker,
+                name,
+                p,
+                budget - total,
+                first=total == 0,
+                spliced=spliced,
+                replica_id=replica_id,
+                deferred=deferred,
             )
             if row["error_code"] or "diverging_epoch" in row:
                 errors = True
@@ -148,9 +207,11 @@ async def _fetch_with_wait(broker: Broker, header: RequestHeader, req: Any, vers
         # (or between two looks) would otherwise wake nobody, and the fetch would sleep its whole max_wait.
         fut, parts = _register(broker, keys)
         try:
-            topics_out, total, errors, spliced = _fetch_once(broker, req, version)
+            deferred: list[_Deferred] = []
+            topics_out, total, errors, spliced = _fetch_once(broker, req, version, deferred)
             remaining = deadline - time.monotonic()
             if total >= req.min_bytes or errors or remaining <= 0:
+                await _read_deferred(broker, deferred, spliced)
                 return _response(broker, header, topics_out, spliced)
             try:
                 await asyncio.wait_for(fut, remaining)
@@ -173,12 +234,26 @@ def _response(
     )
 
 
+async def _respond_after_reads(
+    broker: Broker,
+    header: RequestHeader,
+    topics_out: list[dict[str, Any]],
+    spliced: list[list[Any]],
+    deferred: list[_Deferred],
+) -> list[Any]:
+    await _read_deferred(broker, deferred, spliced)
+    return _response(broker, header, topics_out, spliced)
+
+
 def handle_fetch(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = decode_body(frame, header)
     version = header.api_version
-    topics_out, total, errors, spliced = _fetch_once(broker, req, version)
+    deferred: list[_Deferred] = []
+    topics_out, total, errors, spliced = _fetch_once(broker, req, version, deferred)
     max_wait_ms = req.max_wait.total_seconds() * 1000
     if total >= req.min_bytes or errors or max_wait_ms <= 0 or not req.topics:
+        if deferred:
+            return _respond_after_reads(broker, header, topics_out, spliced, deferred)
         return _response(broker, header, topics_out, spliced)
     deadline = time.monotonic() + max_wait_ms / 1000
     return _fetch_with_wait(broker, header, req, version, deadline)

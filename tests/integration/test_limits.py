@@ -1,0 +1,262 @@
+"""Resource limits with Kafka's names, enforced by a real broker: fetch.max.bytes, max.connections(.per.ip),
+connections.max.idle.ms, queued.max.request.bytes; and a normal client's latency while a greedy one
+asks for everything."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+import struct
+import threading
+import time
+
+import cramjam
+import pytest
+from confluent_kafka import Producer
+
+from epochlog.protocol.records import ZSTD, build_batch, write_varint
+from tests.broker_process import BrokerProcess
+from tests.integration.helpers import create_topic, produce, topic_name
+from tests.integration.kafka_wire import WireClient, schema_module
+
+API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, 0)
+
+
+def _alive(sock: socket.socket) -> bool:
+    """Send ApiVersions v0 and see whether an answer comes back or the broker closed us."""
+    try:
+        sock.sendall(API_VERSIONS_V0)
+        sock.settimeout(5)
+        return len(sock.recv(4)) == 4
+    except OSError:
+        return False
+
+
+def _fetch(port: int, topic: str, max_bytes: int) -> int:
+    """A consumer Fetch v12 from offset 0 asking for ``max_bytes``; returns the record bytes answered."""
+    m = schema_module(1, 12)
+    wire = WireClient(port)
+    try:
+        resp = wire.request(
+            1,
+            12,
+            replica_id=-1,
+            max_wait=datetime.timedelta(milliseconds=100),
+            min_bytes=1,
+            max_bytes=max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(
+                m.FetchTopic(
+                    topic=topic,
+                    partitions=(
+                        m.FetchPartition(
+                            partition=0,
+                            current_leader_epoch=-1,
+                            fetch_offset=0,
+                            last_fetched_epoch=-1,
+                            log_start_offset=-1,
+                            partition_max_bytes=max_bytes,
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+    finally:
+        wire.close()
+    return len(resp.responses[0].partitions[0].records or b"")
+
+
+def test_fetch_max_bytes_caps_a_greedy_fetch(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b = broker_factory({"fetch.max.bytes": str(1 << 20)})
+    topic = topic_name("greedy")
+    create_topic(b.bootstrap, topic)
+    produce(b.bootstrap, topic, [b"x" * 10_000] * 600, conf={"batch.size": 100_000})  # ~6 MB
+    got = _fetch(b.port, topic, 2**31 - 1)
+    assert 0 < got <= (1 << 20) + 200_000, f"{got} bytes answered past fetch.max.bytes=1 MiB"
+
+
+def test_max_connections_per_ip(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b = broker_factory({"max.connections.per.ip": "3"})
+    socks = [socket.create_connection(("127.0.0.1", b.port)) for _ in range(3)]
+    try:
+        assert all(_alive(s) for s in socks)
+        extra = socket.create_connection(("127.0.0.1", b.port))
+        assert not _alive(extra), "a 4th connection from 127.0.0.1 stayed open past max.connections.per.ip=3"
+        extra.close()
+        socks.pop().close()
+        time.sleep(0.3)
+        again = socket.create_connection(("127.0.0.1", b.port))
+        socks.append(again)
+        assert _alive(again), "a slot freed by a closed connection was not reused"
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_overrides_and_max_connections(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b = broker_factory({"max.connections.per.ip": "1", "max.connections.per.ip.overrides": "127.0.0.1:2"})
+    socks = [socket.create_connection(("127.0.0.1", b.port)) for _ in range(3)]
+    try:
+        assert [_alive(s) for s in socks] == [True, True, False]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_idle_connections_are_closed(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b = broker_factory({"connections.max.idle.ms": "800"})
+    idle = socket.create_connection(("127.0.0.1", b.port))
+    busy = socket.create_connection(("127.0.0.1", b.port))
+    try:
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            assert _alive(busy)
+            time.sleep(0.3)
+        idle.settimeout(5)
+        assert idle.recv(1) == b"", "an idle connection outlived connections.max.idle.ms"
+    finally:
+        idle.close()
+        busy.close()
+
+
+def test_queued_max_request_bytes_pauses_instead_of_refusing(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """Twenty 200 KB produces pipelined with a 300 KB pool: the broker stops reading while it holds the
+    pool's worth, and still answers every one."""
+    b = broker_factory({"queued.max.request.bytes": str(300_000)})
+    topic = topic_name("pool")
+    create_topic(b.bootstrap, topic)
+    m = schema_module(0, 9)
+    wire = WireClient(b.port)
+    import io
+
+    from kio.index import load_request_schema
+    from kio.serial import entity_writer
+
+    cls = load_request_schema(0, 9)
+    frames = []
+    for i in range(20):
+        out = io.BytesIO()
+        out.write(struct.pack(">hhih", 0, 9, i + 1, 4) + b"pool" + b"\x00")
+        req = cls(
+            transactional_id=None,
+            acks=1,
+            timeout=datetime.timedelta(seconds=10),
+            topic_data=(
+                m.TopicProduceData(
+                    name=topic,
+                    partition_data=(m.PartitionProduceData(index=0, records=build_batch([(None, b"p" * 200_000)])),),
+                ),
+            ),
+        )
+        entity_writer(cls)(out, req)
+        body = out.getvalue()
+        frames.append(struct.pack(">i", len(body)) + body)
+    try:
+        sender = threading.Thread(target=lambda: wire.sock.sendall(b"".join(frames)), daemon=True)
+        sender.start()
+        answered = 0
+        wire.sock.settimeout(20)
+        while answered < 20:
+            size = struct.unpack(">i", wire._recv(4))[0]
+            wire._recv(size)
+            answered += 1
+        sender.join(10)
+    finally:
+        wire.close()
+    assert answered == 20
+
+
+def _bomb() -> bytes:
+    """A zstd batch of one record whose value expands to 256 MiB: refused, never expanded whole."""
+    inner = bytearray(b"\x00")
+    for v in (0, 0, -1, 256 << 20):
+        write_varint(inner, v)
+    record = bytearray()
+    write_varint(record, len(inner) + (256 << 20) + 1)
+    payload = bytes(cramjam.zstd.compress(bytes(record) + bytes(inner) + bytes(256 << 20) + b"\x00"))
+    now = int(time.time() * 1000)
+    tail = struct.pack(">hiqqqhii", ZSTD, 0, now, now, -1, -1, -1, 1)
+    buf = bytearray(struct.pack(">qiibI", 0, 61 - 12 + len(payload), -1, 2, 0) + tail + payload)
+    import crc32c
+
+    struct.pack_into(">I", buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
+    return bytes(buf)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(
+    not os.environ.get("EPOCHLOG_LONG"),
+    reason="a 60 s latency measurement; EPOCHLOG_LONG=1 runs it (docs/operations.md has its last figures)",
+)
+def test_a_normal_client_keeps_its_latency_while_another_is_greedy(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b: BrokerProcess = broker_factory({})
+    big, small = topic_name("big"), topic_name("small")
+    create_topic(b.bootstrap, big)
+    create_topic(b.bootstrap, small)
+    payload = b"y" * 100_000
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 20, "batch.size": 1_000_000})
+    for _ in range(2000):  # 200 MB for the greedy fetches to read
+        while True:
+            try:
+                p.produce(big, payload)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(120) == 0
+    bomb = _bomb()
+    stop = threading.Event()
+    greedy_requests = [0]
+
+    def greedy() -> None:
+        m = schema_module(0, 9)
+        while not stop.is_set():
+            _fetch(b.port, big, 2**31 - 1)
+            wire = WireClient(b.port)
+            try:
+                wire.request(
+                    0,
+                    9,
+                    transactional_id=None,
+                    acks=1,
+                    timeout=datetime.timedelta(seconds=10),
+                    topic_data=(
+                        m.TopicProduceData(name=small, partition_data=(m.PartitionProduceData(index=0, records=bomb),)),
+                    ),
+                )
+            finally:
+                wire.close()
+            greedy_requests[0] += 2
+
+    threads = [threading.Thread(target=greedy, daemon=True) for _ in range(2)]
+    for t in threads:
+        t.start()
+    latencies: list[float] = []
+    normal = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 0})
+    sent: dict[int, float] = {}
+
+    def done(err, msg) -> None:  # type: ignore[no-untyped-def]
+        assert err is None, err
+        latencies.append(time.monotonic() - sent.pop(int(msg.value())))
+
+    deadline = time.monotonic() + 20
+    i = 0
+    while time.monotonic() < deadline:
+        sent[i] = time.monotonic()
+        normal.produce(small, str(i).encode(), on_delivery=done)
+        normal.poll(0.02)
+        i += 1
+    assert normal.flush(30) == 0
+    stop.set()
+    for t in threads:
+        t.join(60)
+    latencies.sort()
+    p99 = latencies[int(len(latencies) * 0.99) - 1]
+    print(f"normal client: {len(latencies)} acks=all produces, p50 {latencies[len(latencies) // 2] * 1000:.1f} ms, "
+          f"p99 {p99 * 1000:.1f} ms, max {latencies[-1] * 1000:.1f} ms; greedy requests {greedy_requests[0]}")  # fmt: skip
+    assert greedy_requests[0] >= 4, "the greedy clients did not get through"
+    assert p99 < 0.050, f"p99 {p99 * 1000:.1f} ms while greedy clients fetch 2 GiB and send compression bombs"
