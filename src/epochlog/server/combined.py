@@ -30,10 +30,14 @@ class CombinedServer:
 
     async def start(self) -> None:
         import_single_node_dir(Path(self.controller_config.log_dir), self.broker_config.node_id)
+        self.controller_config.metrics_port = 0  # the node's one endpoint is the broker's (see below)
         await self.controller.start()
         # With no fixed CONTROLLER port the listener took an ephemeral one; the broker dials what it got.
         self.broker_config.controller_address = (self.controller_config.host, self.controller.bound_port())
         self.broker = ClusterBroker(self.broker_config)
+        # One endpoint for the node: the controller's metrics join the broker's registry.
+        for collector in self.controller.metrics.collectors():
+            self.broker.metrics.registry.register(collector)
         try:
             await self.broker.start()
         except BaseException:

@@ -15,7 +15,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol import codec
-from epochlog.protocol.api_versions import api_versions_v0_error_frame, is_supported
+from epochlog.protocol.api_versions import SERVED, api_versions_v0_error_frame, is_supported
 from epochlog.protocol.errors import KafkaError, MalformedFrame, UnsupportedVersion
 from epochlog.server.dispatch import NO_RESPONSE, dispatch
 from epochlog.server.framing import BIG_FRAME, FramedProtocol
@@ -31,9 +31,11 @@ HIGH_WATER = 8 * 1024 * 1024
 
 
 class _Slot:
-    __slots__ = ("data", "size")
+    __slots__ = ("api_key", "data", "size", "started")
 
-    def __init__(self, size: int = 0) -> None:
+    def __init__(self, size: int = 0, api_key: int = -1) -> None:
+        self.api_key = api_key
+        self.started = time.monotonic()
         # ready bytes, or the buffers of one response (a Fetch with records spliced in)
         self.data: bytes | list[Any] | None = None
         self.size = size  # the request's bytes, held in the memory pool until the answer is written
@@ -55,6 +57,8 @@ class KafkaConnection(FramedProtocol):
         self._ip: str | None = None  # counted against max.connections.per.ip while set
         self._pool_paused = False
         self.last_active = time.monotonic()
+        # A broker times its requests (TotalTimeMs); the controller's connections are not timed.
+        self._observe = getattr(getattr(broker, "metrics", None), "observe_request", None)
 
     # -- asyncio.Protocol ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -187,7 +191,7 @@ class KafkaConnection(FramedProtocol):
             return
         if result is NO_RESPONSE:
             return
-        slot = _Slot(len(mv))
+        slot = _Slot(len(mv), header.api_key)
         self._hold(slot.size)
         self.pending.append(slot)
         if asyncio.iscoroutine(result):
@@ -208,6 +212,8 @@ class KafkaConnection(FramedProtocol):
         self._fill(slot, header, result)
 
     def _fill(self, slot: _Slot, header: codec.RequestHeader, body: Any) -> None:
+        if self._observe is not None:
+            self._observe(SERVED.get(header.api_key, str(header.api_key)), slot.started)
         if isinstance(body, (bytes, bytearray)):
             slot.data = bytes(body)
         elif isinstance(body, list):

@@ -1,16 +1,26 @@
-"""Broker metrics in Prometheus format, named after Kafka's JMX metrics as its exporters spell them.
+"""Broker and controller metrics in Prometheus format, named after Kafka's JMX metrics as jmx_exporter
+spells them (kafka_<domain>_<type>_<name>, lower case; *PerSec meters become *_total counters).
 
-Served over HTTP on ``metrics.port`` (0, the default, turns the endpoint off).
+Gauges are computed from the live state at scrape time (a partition's ISR, a connection's queue), never
+set by hand, so they cannot drift from what the broker does. Served over HTTP on ``metrics.port`` (0, the
+default, turns the endpoint off); a combined node serves its controller's metrics on the same endpoint.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from epochlog.replication.types import Role
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
+
+# Request latencies in milliseconds, as Kafka's TotalTimeMs.
+LATENCY_BUCKETS_MS = (0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+FLUSH_BUCKETS_MS = (0.1, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 1000, 5000)
 
 
 class BrokerMetrics:
@@ -32,26 +42,131 @@ class BrokerMetrics:
             ["topic"],
             registry=r,
         )
-        self.requests = Counter("kafka_network_requestmetrics_requests", "Requests handled", ["request"], registry=r)
-        self.connections = Gauge("kafka_server_socketservermetrics_connection_count", "Open connections", registry=r)
-        self.partitions = Gauge("kafka_server_replicamanager_partitioncount", "Partitions hosted", registry=r)
-        self.leaders = Gauge("kafka_server_replicamanager_leadercount", "Partitions led", registry=r)
-        self.under_replicated = Gauge(
-            "kafka_server_replicamanager_underreplicatedpartitions",
-            "Partitions whose ISR is smaller than their replica set",
+        self.requests = Counter(
+            "kafka_network_requestmetrics_requests", "Requests handled", ["request", "version"], registry=r
+        )
+        self.request_time = Histogram(
+            "kafka_network_requestmetrics_totaltimems",
+            "Milliseconds from a request read to its answer queued for the socket",
+            ["request"],
+            buckets=LATENCY_BUCKETS_MS,
             registry=r,
         )
-        self.offline = Gauge(
-            "kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions without a leader", registry=r
+        self.isr_shrinks = Counter(
+            "kafka_server_replicamanager_isrshrinks", "ISR shrinks of partitions this broker leads", registry=r
         )
+        self.isr_expands = Counter(
+            "kafka_server_replicamanager_isrexpands", "ISR expansions of partitions this broker leads", registry=r
+        )
+        self.log_flush = Histogram(
+            "kafka_log_logflushstats_logflushrateandtimems",
+            "Milliseconds each log flush (fsync) took",
+            buckets=FLUSH_BUCKETS_MS,
+            registry=r,
+        )
+        self._gauges: dict[str, Gauge] = {}
+        for name, doc in (
+            ("kafka_server_socketservermetrics_connection_count", "Open client connections"),
+            ("kafka_network_requestchannel_requestqueuesize", "Requests read and not yet answered"),
+            ("kafka_server_replicamanager_partitioncount", "Partitions hosted"),
+            ("kafka_server_replicamanager_leadercount", "Partitions led"),
+            ("kafka_server_replicamanager_underreplicatedpartitions", "Led partitions whose ISR is short of replicas"),
+            ("kafka_server_replicamanager_underminisrpartitioncount", "Led partitions with ISR below min.insync"),
+            ("kafka_server_replicamanager_atminisrpartitioncount", "Led partitions with ISR at min.insync"),
+            ("kafka_log_logmanager_offlinelogdirectorycount", "Log directories taken offline by I/O errors"),
+        ):
+            self._gauges[name] = Gauge(name, doc, registry=r)
+
+    def observe_request(self, request: str, started: float) -> None:
+        self.request_time.labels(request).observe((time.monotonic() - started) * 1000)
+
+    def observe_flush(self, seconds: float) -> None:
+        self.log_flush.observe(seconds * 1000)
 
     def bind(self, broker: Broker) -> None:
         """Gauges read the broker's state at scrape time."""
-        self.connections.set_function(lambda: len(broker.connections))
-        self.partitions.set_function(lambda: len(broker.partitions))
-        self.leaders.set_function(lambda: len(broker.partitions))  # single node: this broker leads all
-        self.under_replicated.set_function(lambda: 0)
-        self.offline.set_function(lambda: 0)
+        g = self._gauges
+
+        def led() -> list[Any]:
+            return [p.replica for p in list(broker.partitions.values()) if p.replica.role is Role.LEADER]
+
+        g["kafka_server_socketservermetrics_connection_count"].set_function(lambda: len(broker.connections))
+        g["kafka_network_requestchannel_requestqueuesize"].set_function(
+            lambda: sum(len(c.pending) for c in list(broker.connections))
+        )
+        g["kafka_server_replicamanager_partitioncount"].set_function(lambda: len(broker.partitions))
+        g["kafka_server_replicamanager_leadercount"].set_function(lambda: len(led()))
+        g["kafka_server_replicamanager_underreplicatedpartitions"].set_function(
+            lambda: sum(1 for r in led() if len(r.isr) < len(r.replicas))
+        )
+        g["kafka_server_replicamanager_underminisrpartitioncount"].set_function(
+            lambda: sum(1 for r in led() if len(r.isr) < r.min_isr)
+        )
+        g["kafka_server_replicamanager_atminisrpartitioncount"].set_function(
+            lambda: sum(1 for r in led() if len(r.isr) == r.min_isr)
+        )
+        offline_dirs = getattr(broker, "offline_log_dir_count", None)
+        g["kafka_log_logmanager_offlinelogdirectorycount"].set_function(
+            (lambda: offline_dirs()) if offline_dirs is not None else (lambda: 0)
+        )
+
+    def isr_changed(self, before: frozenset[int], after: frozenset[int], leading: bool) -> None:
+        """A led partition's ISR moved (AlterPartition answered, or the metadata said so)."""
+        if not leading or before == after:
+            return
+        if after - before:
+            self.isr_expands.inc()
+        if before - after:
+            self.isr_shrinks.inc()
 
     def serve(self, host: str, port: int) -> None:
         start_http_server(port, addr=host, registry=self.registry)
+
+
+class ControllerMetrics:
+    """The controller's: offline partitions, whether it is active, elections (from its own records)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.offline = Gauge(
+            "kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions without a leader", registry=r
+        )
+        self.active = Gauge(
+            "kafka_controller_kafkacontroller_activecontrollercount",
+            "1 on the controller that serves the cluster's metadata",
+            registry=r,
+        )
+        self.unclean = Counter(
+            "kafka_controller_controllerstats_uncleanleaderelections", "Unclean leader elections", registry=r
+        )
+        self.elections = Counter(
+            "kafka_controller_controllerstats_leaderelectionrateandtimems",
+            "Leader elections (a partition's leader or leader epoch changed)",
+            registry=r,
+        )
+
+    def bind(self, server: Any) -> None:
+        def offline() -> int:
+            return sum(1 for t in server.core.topics.values() for st in t.partitions.values() if st.leader < 0)
+
+        self.offline.set_function(offline)
+        self.active.set_function(lambda: 1 if server.serving else 0)
+
+    def records_persisted(self, records: list[tuple[str, dict[str, Any]]], before: dict[tuple[str, int], int]) -> None:
+        """Count elections from the decisions just made durable: an UncleanElection record, or a
+        PartitionChange that gives a partition a new leader epoch (``before`` holds the epochs it had)."""
+        for kind, d in records:
+            if kind == "UncleanElection":
+                self.unclean.inc()
+            elif kind == "PartitionChange":
+                key = (d["topic"], d["partition"])
+                if key in before and d["leader_epoch"] != before[key]:
+                    self.elections.inc()
+                before[key] = d["leader_epoch"]
+
+    def serve(self, host: str, port: int) -> None:
+        start_http_server(port, addr=host, registry=self.registry)
+
+    def collectors(self) -> list[Any]:
+        return [self.offline, self.active, self.unclean, self.elections]

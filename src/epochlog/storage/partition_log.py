@@ -12,7 +12,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,6 +77,11 @@ def parse_dir_name(name: str) -> tuple[str, int] | None:
 
 def _encode_topic_id(topic_id: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+# Called with each flush's duration in seconds (the broker's LogFlushRateAndTimeMs); storage imports no
+# metrics library, so the broker sets this at start.
+on_flush: Callable[[float], None] | None = None
 
 
 def _decode_topic_id(text: str) -> uuid.UUID:
@@ -529,9 +534,12 @@ class PartitionLog:
 
     # -- durability ----------------------------------------------------------------------------
     def flush(self, up_to: int | None = None) -> None:
+        t0 = time.monotonic()
         for seg in self.segments:
             if seg.unflushed:
                 seg.flush()
+        if on_flush is not None:
+            on_flush(time.monotonic() - t0)
         self.recovery_point = self.log_end_offset
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms()

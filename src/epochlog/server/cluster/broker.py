@@ -30,6 +30,7 @@ from epochlog.server.config import BrokerConfig
 from epochlog.server.metadata_log import TOPIC as METADATA_TOPIC
 from epochlog.server.partition import Partition
 from epochlog.server.topics import TopicInfo
+from epochlog.storage import partition_log as storage_metrics
 from epochlog.storage.replica_log import PartitionReplicaLog
 
 log = logging.getLogger("epochlog.broker")
@@ -89,6 +90,7 @@ class ClusterBroker(Broker):
             self._tasks.append(asyncio.create_task(coro))
         self.fetchers.start()
         self.metrics.bind(self)
+        storage_metrics.on_flush = self.metrics.observe_flush
         if self.config.metrics_port:
             self.metrics.serve(self.config.host, self.config.metrics_port)
         leaders = sum(1 for p in self.partitions.values() if p.is_leader)
@@ -305,7 +307,7 @@ class ClusterBroker(Broker):
             part = Partition(topic, p, info.topic_id, plog, replica)
             self.partitions[(topic, p)] = part
         before = (part.replica.role, part.replica.leader_epoch)
-        part.replica.apply_state(st, now_ms())
+        self._apply_state(part, st)
         after = (part.replica.role, part.replica.leader_epoch)
         if before != after:
             log.info(
@@ -432,8 +434,17 @@ class ClusterBroker(Broker):
             r.replicas,
             int(row.partition_epoch),
         )
-        r.apply_state(st, now_ms())
+        self._apply_state(part, st)
         part.sync()
+
+    def _apply_state(self, part: Partition, st: PartitionState) -> None:
+        """Hand the core a partition state, counting ISR changes of a partition led before and after."""
+        r = part.replica
+        was_leading, isr = r.role is Role.LEADER, r.isr
+        epoch = r.leader_epoch
+        r.apply_state(st, now_ms())
+        leading = was_leading and r.role is Role.LEADER and r.leader_epoch == epoch
+        self.metrics.isr_changed(isr, r.isr, leading)
 
     # -- topics: forwarded to the controller ---------------------------------------------------
     async def forward(self, req: Any, timeout: float = 30) -> Any:

@@ -30,6 +30,7 @@ from epochlog.server.config import ConfigError, _bool, _int, parse_listener
 from epochlog.server.handlers.admin import creatable_topic
 from epochlog.server.metadata_log import TOPIC as METADATA_TOPIC
 from epochlog.server.metadata_log import MetadataLog
+from epochlog.server.metrics import ControllerMetrics
 from epochlog.server.topic_configs import unknown_configs
 from epochlog.server.topics import validate_topic_name
 
@@ -70,6 +71,7 @@ class ControllerConfig:
     unclean_leader_election_enable: bool = False
     num_partitions: int = 1
     delete_topic_enable: bool = True
+    metrics_port: int = 0
     socket_request_max_bytes: int = 104_857_600
     cluster_id: str = ""
 
@@ -92,6 +94,7 @@ class ControllerConfig:
         c.unclean_leader_election_enable = _bool(props, "unclean.leader.election.enable", False)
         c.num_partitions = _int(props, "num.partitions", 1, minimum=1)
         c.delete_topic_enable = _bool(props, "delete.topic.enable", True)
+        c.metrics_port = _int(props, "metrics.port", 0, minimum=0)
         return c
 
 
@@ -117,6 +120,9 @@ class ControllerServer:
         self.observers: dict[int, ObserverState] = {}
         # The cluster id from the config, or (a combined node, formatted by its broker) the first broker's.
         self.cluster_id = config.cluster_id
+        self.metrics = ControllerMetrics()
+        self.serving = False  # the metadata log is replayed and the listener is up: the active controller
+        self._epochs: dict[tuple[str, int], int] = {}  # leader epochs as last persisted, to count elections
 
     async def start(self) -> None:
         self.config.log_dir.mkdir(parents=True, exist_ok=True)
@@ -134,6 +140,13 @@ class ControllerServer:
             reuse_address=True,
         )
         self._tasks.append(asyncio.create_task(self._ticker()))
+        self._epochs = {
+            (t.name, p): st.leader_epoch for t in self.core.topics.values() for p, st in t.partitions.items()
+        }
+        self.metrics.bind(self)
+        if self.config.metrics_port:
+            self.metrics.serve(self.config.host, self.config.metrics_port)
+        self.serving = True
         log.info(
             "controller %d serving on %s:%d, metadata log %s (%d records, %d topics)",
             self.config.node_id,
@@ -150,6 +163,7 @@ class ControllerServer:
         return int(self.server.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
+        self.serving = False
         if self.server is not None:
             self.server.close()
         for conn in list(self.connections):
@@ -169,6 +183,7 @@ class ControllerServer:
         assert self.metadata is not None
         self.metadata.append(new)
         self.persisted = len(self.core.records)
+        self.metrics.records_persisted(new, self._epochs)
         self.core.drain_changes()
         waiters, self.waiters = self.waiters, []
         for w in waiters:
@@ -197,6 +212,8 @@ class ControllerServer:
 
     def on_connection_lost(self, conn: Any) -> None:
         broker = self.session_of.pop(conn, None)
+        if not self.serving:
+            return  # stopping: the metadata log is closed, and no one is left to tell
         if broker is not None and broker not in self.session_of.values():
             b = self.core.brokers.get(broker)
             if b is not None and not b.fenced:
