@@ -30,6 +30,7 @@ from epochlog.server.config import BrokerConfig
 from epochlog.server.metadata_log import TOPIC as METADATA_TOPIC
 from epochlog.server.partition import Partition
 from epochlog.server.topics import TopicInfo
+from epochlog.storage.errors import KafkaStorageError
 from epochlog.storage.replica_log import PartitionReplicaLog
 
 log = logging.getLogger("epochlog.broker")
@@ -281,6 +282,8 @@ class ClusterBroker(Broker):
         if st is None or info is None or self.config.node_id not in st.replicas:
             return
         part = self.partitions.get((topic, p))
+        if part is not None and part.offline:
+            return  # its log directory failed: nothing is applied to it until the broker restarts
         if part is None:
             cfg = self.topic_log_config(info)
             plog = self.log_manager.get(topic, p)
@@ -289,7 +292,11 @@ class ClusterBroker(Broker):
                 self.log_manager.delete_topic(topic)
                 plog = None
             if plog is None:
-                plog = self.log_manager.create(topic, p, info.topic_id, cfg)
+                try:
+                    plog = self.log_manager.create(topic, p, info.topic_id, cfg)
+                except KafkaStorageError as e:
+                    log.error("%s-%d: cannot create its log: %s", topic, p, e)
+                    return
             else:
                 plog.config = cfg
             replica = PartitionReplica(
@@ -370,7 +377,7 @@ class ClusterBroker(Broker):
             now = now_ms()
             for part in list(self.partitions.values()):
                 r = part.replica
-                if r is None or r.role is not Role.LEADER:
+                if r is None or r.role is not Role.LEADER or part.offline:
                     continue
                 proposal = r.maybe_shrink_isr(now)
                 if proposal is not None:

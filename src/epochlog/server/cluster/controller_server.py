@@ -25,7 +25,7 @@ from epochlog.protocol.api_versions import kio_range as supported_range_any
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.replication.types import AlterIsr
-from epochlog.server.config import ConfigError, _bool, _int, parse_listener
+from epochlog.server.config import _bool, _int, parse_listener
 from epochlog.server.handlers.admin import creatable_topic
 from epochlog.server.metadata_log import TOPIC as METADATA_TOPIC
 from epochlog.server.metadata_log import MetadataLog
@@ -79,9 +79,8 @@ class ControllerConfig:
             c.host, c.port = parse_listener(props["listeners"])
         dirs = props.get("metadata.log.dir") or props.get("log.dirs") or props.get("log.dir")
         if dirs:
-            if "," in dirs:
-                raise ConfigError("log.dirs: only one log directory is supported")
-            c.log_dir = Path(dirs)
+            # Kafka's metadata.log.dir defaults to the first of log.dirs.
+            c.log_dir = Path(dirs.split(",")[0].strip())
         c.session_timeout_ms = _int(props, "broker.session.timeout.ms", 9000, minimum=100)
         c.auto_leader_rebalance_enable = _bool(props, "auto.leader.rebalance.enable", True)
         c.leader_imbalance_check_interval_s = _int(props, "leader.imbalance.check.interval.seconds", 300, minimum=1)

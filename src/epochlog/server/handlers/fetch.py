@@ -12,6 +12,7 @@ from epochlog.protocol.fetch_response_writer import encode_fetch_response
 from epochlog.replication.types import FetchRequest
 from epochlog.server.broker import now_ms
 from epochlog.server.handlers.leader_hints import add_hint
+from epochlog.storage.errors import KafkaStorageError
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
@@ -58,6 +59,9 @@ def _read_partition(
         exists = (name, p.partition) in broker.image.states
         out["error_code"] = Err.NOT_LEADER_OR_FOLLOWER if exists else Err.UNKNOWN_TOPIC_OR_PARTITION
         return out, 0
+    if part.offline:  # its log directory failed
+        out["error_code"] = Err.KAFKA_STORAGE_ERROR
+        return out, 0
     req = FetchRequest(
         replica_id, p.fetch_offset, getattr(p, "last_fetched_epoch", -1), getattr(p, "current_leader_epoch", -1)
     )
@@ -79,7 +83,11 @@ def _read_partition(
     end = part.log.log_end_offset if decision.read_to is None else min(decision.read_to, part.log.log_end_offset)
     if decision.read_from >= end or (limit <= 0 and not first):
         return out, 0
-    result = part.log.read(decision.read_from, max(limit, 1), max_offset=decision.read_to, min_one_batch=first)
+    try:
+        result = part.log.read(decision.read_from, max(limit, 1), max_offset=decision.read_to, min_one_batch=first)
+    except KafkaStorageError:  # a read error took the directory offline
+        out["error_code"] = Err.KAFKA_STORAGE_ERROR
+        return out, 0
     size = _attach(out, result.chunks, spliced)
     if size and replica_id < 0:
         broker.metrics.bytes_out.labels(name).inc(size)
