@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from epochlog.storage import fileops
+
 BLOCK_SIZE = 1000
 FILE_NAME = "producer-id-block"
 
@@ -33,6 +35,9 @@ class ProducerIdAllocator:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        # The rename is durable only once the directory is: else a crash could bring back the old block
+        # end, and ids of this block would be handed out twice.
+        fileops.ops().fsync_dir(self.path.parent)
         self._next, self._block_end = start, end
 
     def allocate(self) -> int:
