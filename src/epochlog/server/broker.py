@@ -37,6 +37,7 @@ class Broker:
         # broker.log_manager.failures.offline_count is Kafka's OfflineLogDirectoryCount.
         self.log_manager.failures.subscribe(self._on_log_dir_failure)
         self.exit_code = 0
+        self.offline_by_dir: dict[str, list[tuple[str, int, Any]]] = {}
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.cluster_id = config.cluster_id
         self.server: asyncio.AbstractServer | None = None
@@ -54,6 +55,7 @@ class Broker:
         hit = [p for p in self.partitions.values() if p.log.log_dir == failed]
         for part in hit:
             part.go_offline()
+        self.offline_by_dir[failed] = [(p.topic, p.partition, p.topic_id) for p in hit]
         log.error(
             "log directory %s failed: %d partitions offline (%s)",
             failed,

@@ -145,6 +145,7 @@ class BrokerConfig:
     controlled_shutdown_enable: bool = True
     controlled_shutdown_timeout_ms: int = 5000
     request_timeout_ms: int = 30_000
+    log_dir_failure_timeout_ms: int = 30_000
     replication_truncation_mode: str = "leader-epoch"
     raw: dict[str, str] = field(default_factory=dict)
 
@@ -204,6 +205,7 @@ class BrokerConfig:
         c.controlled_shutdown_enable = _bool(props, "controlled.shutdown.enable", True)
         c.controlled_shutdown_timeout_ms = _int(props, "epochlog.controlled.shutdown.timeout.ms", 5000, minimum=0)
         c.request_timeout_ms = _int(props, "request.timeout.ms", 30_000, minimum=1)
+        c.log_dir_failure_timeout_ms = _int(props, "log.dir.failure.timeout.ms", 30_000, minimum=1)
         mode = props.get("replication.truncation.mode", "leader-epoch")
         if mode not in ("leader-epoch", "high-watermark"):
             raise ConfigError(f"replication.truncation.mode={mode!r} is not leader-epoch or high-watermark")
