@@ -251,7 +251,9 @@ class Controller:
             for p, st in list(t.partitions.items()):
                 if broker_id not in st.replicas:
                     continue
-                isr = st.isr - {broker_id} if len(st.isr) > 1 or st.leader != broker_id else st.isr
+                # Never below one member: a leaderless partition's last in-sync replica stays, so it can
+                # lead again when it returns (its replica on a failed log directory included).
+                isr = st.isr - {broker_id} if len(st.isr) > 1 else st.isr
                 if st.leader == broker_id:
                     self._elect(t, p, PartitionState(st.leader, st.leader_epoch, isr, st.replicas, st.partition_epoch))
                 elif isr != st.isr:

@@ -54,3 +54,12 @@ def test_offline_replicas_survive_replay_and_clear_on_registration() -> None:
     c.register_broker(1, 10)
     assert c.offline_replicas.get(1) is None
     assert Controller.replay(c.records, now_ms=0).offline_replicas.get(1) is None
+
+
+def test_sole_replica_leads_again_after_restart_with_its_dir_repaired() -> None:
+    c = cluster(rf=1)
+    c.replicas_offline(1, [("t", 0)])
+    c.controlled_shutdown(1)  # the broker stops (every directory gone) ...
+    assert c.topics["t"].partitions[0].isr == frozenset({1})  # ... and stays the last in-sync replica
+    c.register_broker(1, 10)  # restarted with the directory repaired
+    assert c.topics["t"].partitions[0].leader == 1
