@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
+from epochlog.storage.errors import KafkaStorageError
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
@@ -65,8 +66,24 @@ def handle_list_offsets(broker: Broker, header: RequestHeader, frame: memoryview
     req = decode_body(frame, header)
     topics = []
     for t in req.topics:
-        topics.append({"name": t.name, "partitions": [_list_one(broker, t.name, p) for p in t.partitions]})
+        topics.append({"name": t.name, "partitions": [_list_one_guarded(broker, t.name, p) for p in t.partitions]})
     return {"throttle_time": 0, "topics": topics}
+
+
+def _list_one_guarded(broker: Broker, name: str, p: Any) -> dict[str, Any]:
+    """A timestamp lookup reads the log: an I/O error there takes its directory offline and answers
+    KAFKA_STORAGE_ERROR for this partition alone."""
+    try:
+        return _list_one(broker, name, p)
+    except KafkaStorageError:
+        return {
+            "partition_index": p.partition_index,
+            "timestamp": -1,
+            "offset": -1,
+            "leader_epoch": -1,
+            "old_style_offsets": [],
+            "error_code": Err.KAFKA_STORAGE_ERROR,
+        }
 
 
 def handle_offset_for_leader_epoch(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
