@@ -298,3 +298,28 @@ def test_fault_rules_from_environment_file(tmp_path: Path, monkeypatch: pytest.M
     finally:
         os.close(fd)
     assert isinstance(fileops.ops(), FileOps)
+
+
+def test_eio_on_read_takes_the_dir_offline(tmp_path: Path, faults: Recording) -> None:
+    dirs = open_dirs(tmp_path)
+    plog = dirs.create("t", 0, None)
+    acked: list[int] = []
+    produce(dirs, plog, range(4), acked)
+    plog.active.drop_tail_cache()  # so the read goes to the file
+    faults.static = "read:EIO:*/t-0/*.log"
+    with pytest.raises(KafkaStorageError):
+        plog.read(0, 1 << 20)
+    assert dirs.failures.offline_count == 1
+    assert produce(dirs, plog, range(4, 6), acked) == 2
+    assert payloads(restart(tmp_path).get("t", 0)) == acked
+
+
+def test_eio_writing_the_index_at_roll_refuses_the_append(tmp_path: Path, faults: Recording) -> None:
+    dirs = open_dirs(tmp_path, segment_bytes=1000)
+    plog = dirs.create("t", 0, None)
+    acked: list[int] = []
+    produce(dirs, plog, range(3), acked)
+    faults.static = "rename:EIO:*/t-0/*.index"
+    assert produce(dirs, plog, range(3, 30), acked) > 0
+    assert len(plog.segments) == 1 and plog.log_end_offset == len(acked)
+    assert payloads(restart(tmp_path, segment_bytes=1000).get("t", 0)) == acked

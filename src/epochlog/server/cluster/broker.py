@@ -244,6 +244,10 @@ class ClusterBroker(Broker):
                 if (resp.error_code or resp.is_fenced) and not self._leaving:
                     log.warning("broker %d is fenced by the controller; registering again", self.config.node_id)
                     await self._register(True)
+                    # A registration starts with every directory online at the controller: say again
+                    # which ones failed, or their replicas could be elected here.
+                    for failed in self.log_manager.failures.offline_dirs:
+                        self._tasks.append(asyncio.create_task(self._report_offline_dir(failed)))
                 await asyncio.sleep(interval)
             except PeerError:
                 await asyncio.sleep(0.2)
