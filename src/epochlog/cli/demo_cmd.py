@@ -32,8 +32,9 @@ def register(app: typer.Typer) -> None:
         and check that nothing acknowledged was lost or duplicated. Exits 1 when a check fails."""
         from rich.console import Console
 
+        from epochlog.demo.model import DemoError, DemoOptions
         from epochlog.demo.report import summary_lines, write_report
-        from epochlog.demo.run import DemoError, DemoOptions, run_demo
+        from epochlog.demo.run import run_demo
 
         console = Console(width=None if sys.stdout.isatty() else 160)
 

@@ -6,7 +6,7 @@ import html
 from datetime import UTC, datetime
 from pathlib import Path
 
-from epochlog.demo.run import DemoResult
+from epochlog.demo.model import DemoResult
 
 
 def _n(v: int) -> str:

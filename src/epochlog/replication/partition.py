@@ -29,6 +29,7 @@ from epochlog.replication.types import (
     FENCED_LEADER_EPOCH,
     NONE,
     NOT_ENOUGH_REPLICAS,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_NOT_AVAILABLE,
     OFFSET_OUT_OF_RANGE,
@@ -289,11 +290,18 @@ class PartitionReplica:
         return FetchRequest(self.broker_id, self.log.log_end_offset, last_epoch, self.leader_epoch)
 
     def handle_fetch_response(self, resp: FetchResponse) -> str:
-        """Apply the leader's answer; returns what happened: 'appended', 'truncated', 'fenced', 'error'."""
+        """Apply the leader's answer; returns what happened: 'appended', 'truncated', 'restarted' (the
+        log now starts at the leader's log start), 'stale' (ignored), 'fenced', 'error'."""
         if self.role is not Role.FOLLOWER:
-            return "error"
+            return "stale"  # asked before this replica's role changed
+        if (resp.asked_epoch is not None and resp.asked_epoch != self.leader_epoch) or (
+            resp.asked_offset is not None and resp.asked_offset != self.log.log_end_offset
+        ):
+            return "stale"  # applying it could append at the wrong place or truncate what a newer term kept
         if resp.error in (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER):
             return "fenced"  # wait for newer metadata
+        if resp.error == OFFSET_OUT_OF_RANGE:
+            return self._out_of_range(resp.log_start_offset, resp.high_watermark)
         if resp.error:
             return "error"
         if resp.diverging is not None:
@@ -305,11 +313,26 @@ class PartitionReplica:
         self.hw_epoch = self.leader_epoch
         return "appended"
 
-    def log_restarted(self) -> None:
-        """The follower's log was emptied and now starts at its log end (the leader's log start had passed
-        it): everything below is the leader's committed history, so the HW is that offset, as Kafka sets
-        it in truncateFullyAndStartAt."""
-        self.high_watermark = max(self.high_watermark, self.log.log_end_offset)
+    def _out_of_range(self, leader_start: int, leader_hw: int) -> str:
+        if self.log.log_end_offset < leader_start:
+            # Retention on the leader passed our end: start over at its log start. Everything below is
+            # the leader's committed history, so the HW is that offset (Kafka's truncateFullyAndStartAt).
+            self.log.truncate_fully_and_start_at(leader_start)
+            self.high_watermark = max(self.high_watermark, self.log.log_end_offset)
+            return "restarted"
+        # Ahead of the leader's end: only reachable without epochs (the legacy rule): its HW is all we know.
+        self.log.truncate_to(min(leader_hw, self.log.log_end_offset))
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        return "truncated"
+
+    def ack_result(self, last_offset: int) -> int | None:
+        """An acks=all produce whose last record is ``last_offset``: None while it must wait, else its
+        answer (NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell below min.insync.replicas meanwhile)."""
+        if self.role is not Role.LEADER:
+            return NOT_LEADER_OR_FOLLOWER
+        if self.high_watermark <= last_offset:
+            return None
+        return NONE if len(self.isr) >= self.min_isr else NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
     def _truncate_for(self, div: DivergingEpoch) -> None:
         if div.epoch == UNDEFINED_EPOCH:

@@ -64,6 +64,11 @@ class FetchResponse:
     diverging: DivergingEpoch | None = None
     batches: Any = None  # opaque to the core; appended with append_as_follower
     leader_epoch: int = UNDEFINED_EPOCH
+    log_start_offset: int = -1  # the leader's, for OFFSET_OUT_OF_RANGE
+    # The request it answers (its CurrentLeaderEpoch and fetch offset): an answer to a fetch of an older
+    # term or from a position that is over must change nothing. None: not known, taken as current.
+    asked_epoch: int | None = None
+    asked_offset: int | None = None
 
 
 @dataclass(frozen=True)

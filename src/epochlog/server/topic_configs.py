@@ -12,6 +12,8 @@ TOPIC_CONFIGS: dict[str, tuple[str, str]] = {
     "flush.ms": ("log.flush.interval.ms", "9223372036854775807"),
     "max.message.bytes": ("message.max.bytes", "1048588"),
     "message.timestamp.type": ("log.message.timestamp.type", "CreateTime"),
+    "message.timestamp.before.max.ms": ("log.message.timestamp.before.max.ms", "9223372036854775807"),
+    "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms", "3600000"),
     "min.insync.replicas": ("min.insync.replicas", "1"),
     "retention.bytes": ("log.retention.bytes", "-1"),
     "retention.ms": ("log.retention.ms", "604800000"),

@@ -69,6 +69,10 @@ class SimLog:
         self.flushed = min(self.flushed, len(self.entries))
         self.cache.truncate_from_end(len(self.entries))
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        # The simulated log has no retention, so its start never passes a follower's end.
+        raise NotImplementedError("SimLog always starts at offset 0")
+
     def flush(self) -> None:
         self.flushed = len(self.entries)
 

@@ -216,17 +216,24 @@ class World:
             req: FetchRequest = msg[1]
             decision, proposal = r.handle_fetch(req, self.now)
             batches = b.log.read(decision.read_from, 10) if decision.read_from >= 0 else None
-            resp = FetchResponse(decision.error, decision.high_watermark, decision.diverging, batches, r.leader_epoch)
-            self.send(dst, src, ("fetch_response", resp, req.current_leader_epoch))
+            resp = FetchResponse(
+                decision.error,
+                decision.high_watermark,
+                decision.diverging,
+                batches,
+                r.leader_epoch,
+                decision.log_start_offset,
+                asked_epoch=req.current_leader_epoch,
+                asked_offset=req.fetch_offset,
+            )
+            self.send(dst, src, ("fetch_response", resp))
             if proposal is not None:
                 self.send(dst, CONTROLLER, ("alter", proposal))
             self._release_acks(b)
         elif kind == "fetch_response":
             resp: FetchResponse = msg[1]
             b.fetch_in_flight_until = 0
-            if msg[2] != r.leader_epoch:
-                return  # an answer to a fetch from an older term
-            outcome = r.handle_fetch_response(resp)
+            outcome = r.handle_fetch_response(resp)  # the core drops answers to an older term or position
             if outcome == "truncated":
                 self.log_event(
                     f"broker {dst} truncates to {b.log.log_end_offset} "

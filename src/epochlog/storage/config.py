@@ -22,6 +22,8 @@ _NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "index_interval_bytes": ("index.interval.bytes", ("log.index.interval.bytes",)),
     "segment_index_bytes": ("segment.index.bytes", ("log.index.size.max.bytes",)),
     "max_message_bytes": ("max.message.bytes", ("message.max.bytes",)),
+    "timestamp_before_max_ms": ("message.timestamp.before.max.ms", ("log.message.timestamp.before.max.ms",)),
+    "timestamp_after_max_ms": ("message.timestamp.after.max.ms", ("log.message.timestamp.after.max.ms",)),
 }
 _UNIT = {"log.roll.hours": 3_600_000, "log.retention.minutes": 60_000, "log.retention.hours": 3_600_000}
 
@@ -39,6 +41,10 @@ class LogConfig:
     max_message_bytes: int = 1_048_588
     message_timestamp_type: str = "CreateTime"
     cleanup_policy: str = "delete"
+    # How far a CreateTime timestamp may lie before / after the broker's clock (Kafka's defaults; KIP-1030
+    # made the future bound one hour).
+    timestamp_before_max_ms: int = LONG_MAX
+    timestamp_after_max_ms: int = 3_600_000
 
     @property
     def log_append_time(self) -> bool:
@@ -78,6 +84,12 @@ class LogConfig:
             raise ConfigError(f"index.interval.bytes={c.index_interval_bytes} must not be negative")
         if c.flush_interval_messages < 1:
             raise ConfigError(f"flush.messages={c.flush_interval_messages} must be at least 1")
+        for name, value in (
+            ("message.timestamp.before.max.ms", c.timestamp_before_max_ms),
+            ("message.timestamp.after.max.ms", c.timestamp_after_max_ms),
+        ):
+            if value < 0:
+                raise ConfigError(f"{name}={value} must not be negative")
         if c.max_message_bytes < 0:
             raise ConfigError(f"max.message.bytes={c.max_message_bytes} must not be negative")
         return c

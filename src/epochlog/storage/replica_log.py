@@ -45,6 +45,9 @@ class PartitionReplicaLog:
     def truncate_to(self, offset: int) -> None:
         self.log.truncate_to(offset)
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+
     def flush(self) -> None:
         self.log.flush()
 

@@ -96,10 +96,13 @@ def test_an_epoch_led_without_appending_does_not_trap_the_follower(tmp_path: Pat
 
 
 def test_a_follower_restarted_past_the_leaders_log_start_takes_that_offset_as_its_hw(tmp_path: Path) -> None:
+    """OFFSET_OUT_OF_RANGE below the leader's log start: the core empties the log, starts it there and
+    takes that offset as its HW; an answer to an older position is dropped first."""
     f = replica(tmp_path, 2)
     f.become_follower(state(1, 0))
-    plog = f.log.log  # type: ignore[attr-defined]
-    plog.truncate_fully_and_start_at(500)
-    assert f.high_watermark == 0  # the core has not heard of it yet
-    f.log_restarted()
-    assert f.high_watermark == 500 == f.log.log_end_offset
+    stale = FetchResponse(1, 600, log_start_offset=500, asked_epoch=0, asked_offset=7)
+    assert f.handle_fetch_response(stale) == "stale" and f.log.log_end_offset == 0
+    resp = FetchResponse(1, 600, log_start_offset=500, asked_epoch=0, asked_offset=0)
+    assert f.handle_fetch_response(resp) == "restarted"
+    assert f.high_watermark == 500 == f.log.log_end_offset == f.log.log_start_offset
+    assert f.handle_fetch_response(FetchResponse(0, 600, asked_epoch=-5, asked_offset=500)) == "stale"

@@ -25,6 +25,7 @@ from epochlog.protocol.api_versions import kio_range as supported_range_any
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.replication.types import AlterIsr
+from epochlog.server.cluster.quorum_describe import ObserverState, describe_cluster, describe_quorum, record_fetch
 from epochlog.server.config import _bool, _int, parse_listener
 from epochlog.server.handlers.admin import creatable_topic
 from epochlog.server.metadata_log import TOPIC as METADATA_TOPIC
@@ -44,6 +45,8 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {
     62: (0, 4),  # BrokerRegistration
     63: (0, 1),  # BrokerHeartbeat
     67: (0, 0),  # AllocateProducerIds
+    55: (0, 2),  # DescribeQuorum
+    60: (1, 2),  # DescribeCluster (endpoint type 2: the controllers)
     73: (0, 0),  # AssignReplicasToDirs
 }
 # Admin requests forwarded by brokers keep the client's version: accept all kio parses.
@@ -113,6 +116,10 @@ class ControllerServer:
         self._tasks: list[asyncio.Task[None]] = []
         # KafkaConnection asks its owner which versions it serves; a plain function, not a method.
         self.is_supported = is_supported
+        # The brokers following the metadata log (the quorum's observers): position and time of last fetch.
+        self.observers: dict[int, ObserverState] = {}
+        # The cluster id from the config, or (a combined node, formatted by its broker) the first broker's.
+        self.cluster_id = config.cluster_id
 
     async def start(self) -> None:
         self.config.log_dir.mkdir(parents=True, exist_ok=True)
@@ -216,6 +223,8 @@ class ControllerServer:
         host, port = "127.0.0.1", 0
         if req.listeners:
             host, port = req.listeners[0].host, int(req.listeners[0].port)
+        if not self.cluster_id and req.cluster_id:
+            self.cluster_id = str(req.cluster_id)
         clean = int(getattr(req, "previous_broker_epoch", -1)) >= 0
         epoch = self.core.register_broker(int(req.broker_id), now_ms(), clean_shutdown=clean, host=host, port=port)
         self.session_of[conn] = int(req.broker_id)
@@ -478,6 +487,7 @@ class ControllerServer:
             for p in t.partitions:
                 offset = int(p.fetch_offset)
         plog = self.metadata.log
+        record_fetch(self.observers, int(req.replica_id), offset, plog.log_end_offset)
         if 0 <= offset >= plog.log_end_offset and req.max_wait.total_seconds() > 0:
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self.waiters.append(fut)
@@ -541,6 +551,10 @@ def _dispatch(server: ControllerServer, conn: Any, header: RequestHeader, frame:
         return server.elect_leaders(req, version)
     if key == 1:
         return server.fetch_metadata(req)
+    if key == 55:
+        return describe_quorum(server, req, version)
+    if key == 60:
+        return describe_cluster(server, version)
     if key == 73:
         return server.assign_replicas_to_dirs(req)
     if key == 67:

@@ -13,7 +13,6 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from epochlog.protocol.errors import Err
 from epochlog.protocol.fetch_request_writer import ReplicaFetchPartition, encode_replica_fetch
 from epochlog.protocol.fetch_response import VERSION as FETCH_VERSION
 from epochlog.protocol.fetch_response import parse_fetch_response_v12
@@ -177,49 +176,42 @@ class FetcherManager:
                     continue
                 r = part.replica
                 asked, epoch, offset = sent.get((part.topic, part.partition), (None, -2, -1))
-                # The answer must be for this very partition object (a topic deleted and created again
-                # under the same name gets a new one), this term and this position.
-                if asked is not part or r.role is not Role.FOLLOWER or r.leader_epoch != epoch:
+                # The answer must be for this very partition object: a topic deleted and created again
+                # under the same name gets a new one. Term and position are the core's to check.
+                if asked is not part:
                     continue
-                if r.log.log_end_offset != offset:
-                    continue  # the answer belongs to a position that is over
                 div = p.diverging_epoch
                 diverging = None
                 if (div is not None and int(div.epoch) >= 0) or (div is not None and int(div.end_offset) >= 0):
                     diverging = DivergingEpoch(int(div.epoch), int(div.end_offset))
-                code = int(p.error_code)
-                if code == Err.OFFSET_OUT_OF_RANGE:
-                    self._out_of_range(part, int(p.log_start_offset), int(p.high_watermark))
-                    continue
                 outcome = r.handle_fetch_response(
-                    FetchResponse(code, p.high_watermark, diverging, p.records if p.records else None)
+                    FetchResponse(
+                        int(p.error_code),
+                        p.high_watermark,
+                        diverging,
+                        p.records if p.records else None,
+                        log_start_offset=int(p.log_start_offset),
+                        asked_epoch=epoch,
+                        asked_offset=offset,
+                    )
                 )
                 if outcome == "truncated":
                     log.info(
-                        "%s-%d: truncated to %d after the leader's DivergingEpoch %s",
+                        "%s-%d: truncated to %d (the leader's DivergingEpoch %s, or past its end)",
                         part.topic,
                         part.partition,
                         r.log.log_end_offset,
                         diverging,
+                    )
+                elif outcome == "restarted":
+                    log.info(
+                        "%s-%d: behind the leader's log start; started over at %d",
+                        part.topic,
+                        part.partition,
+                        r.log.log_end_offset,
                     )
                 elif outcome in ("fenced", "error"):
                     backoff = True
                 part.sync()
         if backoff:
             await asyncio.sleep(0.05)
-
-    def _out_of_range(self, part: Partition, leader_start: int, leader_hw: int) -> None:
-        """Our position is outside the leader's log: behind its start (retention) or past its end."""
-        plog = part.log
-        if plog.log_end_offset < leader_start:
-            log.info(
-                "%s-%d: behind the leader's log start %d; starting over there", part.topic, part.partition, leader_start
-            )
-            plog.truncate_fully_and_start_at(leader_start)
-            part.replica.log_restarted()
-            part.sync()
-        else:
-            # Only reachable without epochs (the legacy rule): fall back to the leader's HW.
-            target = min(leader_hw, plog.log_end_offset)
-            log.info("%s-%d: ahead of the leader; truncating to %d", part.topic, part.partition, target)
-            plog.truncate_to(target)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader
 from epochlog.protocol.errors import Err
+from epochlog.protocol.log_validator import TopicRules, ValidationError, validate_produce_batch
 from epochlog.protocol.produce_request import parse_produce
 from epochlog.protocol.produce_response_writer import encode_produce_response
 from epochlog.server.broker import now_ms
@@ -19,6 +20,16 @@ if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
 
 log = logging.getLogger("epochlog.produce")
+
+
+def _rules(cfg: Any) -> TopicRules:
+    return TopicRules(
+        compacted="compact" in cfg.cleanup_policy,
+        log_append_time=cfg.log_append_time,
+        timestamp_before_max_ms=cfg.timestamp_before_max_ms,
+        timestamp_after_max_ms=cfg.timestamp_after_max_ms,
+        max_message_bytes=cfg.max_message_bytes,
+    )
 
 
 def _append(
@@ -43,8 +54,18 @@ def _append(
         out["error_code"] = Err.INVALID_RECORD
         out["error_message"] = "no record batch in the partition data"
         return out, -1
+    now = now_ms()
     try:
-        result = plog.append_as_leader(records, part.leader_epoch, now_ms())
+        records = validate_produce_batch(records, _rules(plog.config), now)
+    except ValidationError as e:
+        log.info("produce to %s-%d refused (%s): %s", part.topic, part.partition, e.code.name, e.message)
+        out["error_code"] = e.code
+        out["error_message"] = e.message[:500]
+        out["record_errors"] = [{"batch_index": i, "batch_index_error_message": m[:500]} for i, m in e.record_errors]
+        broker.metrics.failed_produce.labels(part.topic).inc()
+        return out, -1
+    try:
+        result = plog.append_as_leader(records, part.leader_epoch, now)
     except Exception as e:
         code = getattr(e, "error_code", None)
         if code is None:

@@ -1,0 +1,110 @@
+"""Bad batches against a real broker: each refused with Kafka's error, the log end unchanged, the broker
+still serving; and real clients' batches (every codec) still accepted."""
+
+from __future__ import annotations
+
+import datetime
+import struct
+
+import crc32c
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from epochlog.protocol.records import Record, build_batch, write_varint
+from tests.broker_process import BrokerProcess
+from tests.integration.helpers import consume_assign, create_topic, produce, topic_name
+from tests.integration.kafka_wire import WireClient, schema_module
+
+NOW_MS = lambda: int(datetime.datetime.now().timestamp() * 1000)  # noqa: E731
+
+
+def _recrc(buf: bytearray) -> bytes:
+    struct.pack_into(">I", buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
+    return bytes(buf)
+
+
+def _garbage(count: int) -> bytes:
+    """A correct CRC around bytes that are not records, declaring ``count`` of them."""
+    body = bytes(range(256)) * 4
+    now = NOW_MS()
+    tail = struct.pack(">hiqqqhii", 0, count - 1, now, now, -1, -1, -1, count)
+    return _recrc(bytearray(struct.pack(">qiibI", 0, 61 - 12 + len(body), -1, 2, 0) + tail + body))
+
+
+def _claims_more(real: bytes) -> bytes:
+    buf = bytearray(real)
+    struct.pack_into(">i", buf, 23, 4)  # lastOffsetDelta
+    struct.pack_into(">i", buf, 57, 5)  # recordCount
+    return _recrc(buf)
+
+
+def _negative_length() -> bytes:
+    body = bytearray()
+    write_varint(body, -3)
+    body += b"\x00" * 16
+    now = NOW_MS()
+    tail = struct.pack(">hiqqqhii", 0, 0, now, now, -1, -1, -1, 1)
+    return _recrc(bytearray(struct.pack(">qiibI", 0, 61 - 12 + len(body), -1, 2, 0) + tail + bytes(body)))
+
+
+def _produce_raw(port: int, topic: str, batch: bytes) -> object:
+    m = schema_module(0, 9)
+    wire = WireClient(port)
+    try:
+        resp = wire.request(
+            0,
+            9,
+            transactional_id=None,
+            acks=-1,
+            timeout=datetime.timedelta(seconds=10),
+            topic_data=(
+                m.TopicProduceData(name=topic, partition_data=(m.PartitionProduceData(index=0, records=batch),)),
+            ),
+        )
+    finally:
+        wire.close()
+    return resp.responses[0].partition_responses[0]
+
+
+def _log_end(bootstrap: str, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "le"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        c.close()
+
+
+CASES = {
+    "garbage-with-a-million-offsets": (lambda: _garbage(1_000_001), 87),
+    "claims-more-records-than-it-holds": (lambda: _claims_more(build_batch([(None, b"a"), (None, b"b")])), 87),
+    "negative-record-length": (_negative_length, 87),
+    "timestamp-two-hours-ahead": (lambda: build_batch([Record(0, NOW_MS() + 7_200_000, None, b"x")]), 32),
+    "bad-crc": (lambda: build_batch([(None, b"x")])[:-2] + b"\xff\x00", 2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_batch_is_refused_and_moves_nothing(broker: BrokerProcess, case: str) -> None:
+    topic = topic_name("val")
+    create_topic(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic, [b"before"])
+    end = _log_end(broker.bootstrap, topic)
+    make, code = CASES[case]
+    row = _produce_raw(broker.port, topic, make())
+    assert int(row.error_code) == code, row
+    assert row.error_message
+    if code in (87, 32) and case != "bad-crc":
+        assert row.record_errors, "record_errors name the records (Produce v8+)"
+    assert _log_end(broker.bootstrap, topic) == end, "a refused batch moved the log end"
+    produce(broker.bootstrap, topic, [b"after"])
+    assert [m.value() for m in consume_assign(broker.bootstrap, topic, 0, 2, timeout=20)] == [b"before", b"after"]
+
+
+def test_null_key_on_a_compacted_topic(broker: BrokerProcess) -> None:
+    topic = topic_name("cmp")
+    create_topic(broker.bootstrap, topic, config={"cleanup.policy": "compact"})
+    row = _produce_raw(broker.port, topic, build_batch([(b"k", b"a"), (None, b"b")]))
+    assert int(row.error_code) == 87 and [int(e.batch_index) for e in row.record_errors] == [1]
+    assert _log_end(broker.bootstrap, topic) == 0
+    row = _produce_raw(broker.port, topic, build_batch([(b"k", b"a")]))
+    assert int(row.error_code) == 0
