@@ -52,6 +52,8 @@ class Controller:
         self.records: list[tuple[str, dict[str, Any]]] = []
         self.changed: list[tuple[str, int]] = []  # partitions whose state changed since drained
         self.next_producer_id = 0
+        # Replicas on a broker's failed log directory (KIP-858), until that broker registers again.
+        self.offline_replicas: dict[int, set[tuple[str, int]]] = {}
 
     # -- records -------------------------------------------------------------------------
     def _record(self, kind: str, **data: Any) -> None:
@@ -87,6 +89,7 @@ class Controller:
         for kind, d in records:
             if kind == "BrokerRegistration":
                 b = c.brokers.setdefault(d["broker"], BrokerInfo(d["broker"]))
+                c.offline_replicas.pop(d["broker"], None)
                 b.epoch, b.host, b.port = d["epoch"], d.get("host", ""), d.get("port", 0)
                 b.fenced, b.shutting_down = False, False
             elif kind == "BrokerFenced":
@@ -107,6 +110,8 @@ class Controller:
                 c.topics.pop(d["name"], None)
             elif kind == "ProducerIds":
                 c.next_producer_id = max(c.next_producer_id, d["next"])
+            elif kind == "ReplicasOffline":
+                c.offline_replicas.setdefault(d["broker"], set()).update((t, p) for t, p in d["partitions"])
             elif kind == "PartitionChange":
                 c.topics[d["topic"]].partitions[d["partition"]] = PartitionState(
                     d["leader"], d["leader_epoch"], frozenset(d["isr"]), tuple(d["replicas"]), d["partition_epoch"]
@@ -141,6 +146,7 @@ class Controller:
         b.shutting_down = False
         b.last_heartbeat_ms = now_ms
         b.host, b.port = host or b.host, port or b.port
+        self.offline_replicas.pop(broker_id, None)  # a restart brings its directories back
         self._record(
             "BrokerRegistration",
             broker=broker_id,
@@ -213,12 +219,41 @@ class Controller:
         self._move_away(broker_id)
         b.fenced = True
 
+    def replicas_offline(self, broker_id: int, partitions: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """A log directory of ``broker_id`` failed with these replicas on it (Kafka's
+        ReplicationControlManager.handleDirectoriesOffline): they leave the ISR and, where the broker
+        led, an in-sync replica elsewhere is elected; a sole in-sync replica leaves the partition
+        leaderless rather than serve from a dead disk. Returns the replicas newly marked offline."""
+        known = self.offline_replicas.setdefault(broker_id, set())
+        new = [
+            (t, p)
+            for t, p in dict.fromkeys(partitions)
+            if (t, p) not in known
+            and t in self.topics
+            and broker_id in getattr(self.topics[t].partitions.get(p), "replicas", ())
+        ]
+        if not new:
+            return []
+        known.update(new)
+        self._record("ReplicasOffline", broker=broker_id, partitions=[[t, p] for t, p in new])
+        for t, p in new:
+            info = self.topics[t]
+            st = info.partitions[p]
+            isr = st.isr - {broker_id} if len(st.isr) > 1 else st.isr
+            if st.leader == broker_id:
+                self._elect(info, p, PartitionState(st.leader, st.leader_epoch, isr, st.replicas, st.partition_epoch))
+            elif isr != st.isr:
+                self._set(t, p, PartitionState(st.leader, st.leader_epoch, isr, st.replicas, st.partition_epoch + 1))
+        return new
+
     def _move_away(self, broker_id: int) -> None:
         for t in self.topics.values():
             for p, st in list(t.partitions.items()):
                 if broker_id not in st.replicas:
                     continue
-                isr = st.isr - {broker_id} if len(st.isr) > 1 or st.leader != broker_id else st.isr
+                # Never below one member: a leaderless partition's last in-sync replica stays, so it can
+                # lead again when it returns (its replica on a failed log directory included).
+                isr = st.isr - {broker_id} if len(st.isr) > 1 else st.isr
                 if st.leader == broker_id:
                     self._elect(t, p, PartitionState(st.leader, st.leader_epoch, isr, st.replicas, st.partition_epoch))
                 elif isr != st.isr:
@@ -276,7 +311,11 @@ class Controller:
             self._record("TopicDeleted", name=name)
 
     def _elect(self, t: TopicInfo, p: int, st: PartitionState, preferred: int | None = None) -> None:
-        candidates = [r for r in st.replicas if r in st.isr and self.alive(r)]
+        candidates = [
+            r
+            for r in st.replicas
+            if r in st.isr and self.alive(r) and (t.name, p) not in self.offline_replicas.get(r, ())
+        ]
         if preferred is not None:
             candidates = [preferred] if preferred in candidates else []
         isr = st.isr

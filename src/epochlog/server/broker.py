@@ -13,7 +13,7 @@ from epochlog.server.metrics import BrokerMetrics
 from epochlog.server.partition import Partition
 from epochlog.server.topics import TopicInfo
 from epochlog.storage.config import LogConfig
-from epochlog.storage.log_manager import LogManager
+from epochlog.storage.log_dirs import LogDirs
 
 log = logging.getLogger("epochlog.broker")
 
@@ -32,13 +32,20 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.base_log_config = LogConfig.from_properties(config.log_properties())
-        self.log_manager = LogManager(config.log_dir, self.base_log_config, config.log_retention_check_interval_ms)
+        self.log_manager = LogDirs(
+            config.all_log_dirs(), self.base_log_config, config.log_retention_check_interval_ms
+        )
+        # broker.log_manager.failures.offline_count is Kafka's OfflineLogDirectoryCount.
+        self.log_manager.failures.subscribe(self._on_log_dir_failure)
+        self.exit_code = 0
+        self.offline_by_dir: dict[str, list[tuple[str, int, Any]]] = {}
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.cluster_id = config.cluster_id
         self.server: asyncio.AbstractServer | None = None
         self.groups: Any = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._stopping = asyncio.Event()
+        # Set when the broker must stop by itself (every log directory failed); exit_code says why.
+        self.must_stop = asyncio.Event()
         self.connections: set[Any] = set()
         self.limits = ConnectionLimits(
             config.max_connections,
@@ -48,6 +55,36 @@ class Broker:
             config.connections_max_idle_ms,
         )
         self.metrics = BrokerMetrics()
+
+    def _on_log_dir_failure(self, failed: str) -> None:
+        """Kafka's ReplicaManager.handleLogDirFailure: the partitions of the failed directory stop serving
+        (KAFKA_STORAGE_ERROR), their waiting acks=all produces are answered with that error, never a
+        success; with no directory left the broker shuts down."""
+        hit = [p for p in self.partitions.values() if p.log.log_dir == failed]
+        for part in hit:
+            part.go_offline()
+        self.offline_by_dir[failed] = [(p.topic, p.partition, p.topic_id) for p in hit]
+        log.error(
+            "log directory %s failed: %d partitions offline (%s)",
+            failed,
+            len(hit),
+            ", ".join(f"{p.topic}-{p.partition}" for p in hit[:20]),
+        )
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        loop.call_soon(self._after_log_dir_failure, failed)
+
+    def _after_log_dir_failure(self, failed: str) -> None:
+        if not self.log_manager.online:
+            log.critical(
+                "broker %d: every log directory is offline (%s); shutting down",
+                self.config.node_id,
+                ", ".join(self.log_manager.failures.offline_dirs),
+            )
+            self.exit_code = 1
+            self.must_stop.set()
 
     async def stop(self) -> None:
         log.info("broker %d shutting down", self.config.node_id)

@@ -10,6 +10,7 @@ default ``metadata.log.dir``); the broker's log manager leaves that directory al
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
@@ -48,6 +49,14 @@ class CombinedServer:
         if self.broker is not None:
             await self.broker.stop()
         await self.controller.stop()
+
+    @property
+    def must_stop(self) -> asyncio.Event | None:
+        return self.broker.must_stop if self.broker is not None else None
+
+    @property
+    def exit_code(self) -> int:
+        return self.broker.exit_code if self.broker is not None else 0
 
     # `epochlog up --roundtrip` and the tests' on_ready hooks read these from the server they started.
     @property

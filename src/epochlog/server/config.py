@@ -113,6 +113,9 @@ class BrokerConfig:
     advertised_host: str = "127.0.0.1"
     advertised_port: int = 9092
     log_dir: Path = Path("epochlog-data")
+    # log.dirs: every data directory; log_dir is the first (where the metadata log lives, as Kafka's
+    # metadata.log.dir defaults to the first of log.dirs).
+    log_dirs: list[Path] = field(default_factory=list)
     cluster_id: str = ""
     num_partitions: int = 1
     default_replication_factor: int = 1
@@ -148,8 +151,12 @@ class BrokerConfig:
     controlled_shutdown_enable: bool = True
     controlled_shutdown_timeout_ms: int = 5000
     request_timeout_ms: int = 30_000
+    log_dir_failure_timeout_ms: int = 30_000
     replication_truncation_mode: str = "leader-epoch"
     raw: dict[str, str] = field(default_factory=dict)
+
+    def all_log_dirs(self) -> list[Path]:
+        return self.log_dirs or [self.log_dir]
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
@@ -165,9 +172,13 @@ class BrokerConfig:
             c.advertised_port = c.port
         dirs = props.get("log.dirs") or props.get("log.dir")
         if dirs:
-            if "," in dirs:
-                raise ConfigError("log.dirs: only one log directory is supported for now")
-            c.log_dir = Path(dirs)
+            paths = [Path(d.strip()) for d in dirs.split(",") if d.strip()]
+            if not paths:
+                raise ConfigError(f"log.dirs={dirs!r} names no directory")
+            if len({p.resolve() for p in paths}) != len(paths):
+                raise ConfigError(f"log.dirs={dirs!r} names a directory twice")
+            c.log_dir = paths[0]
+            c.log_dirs = paths
         c.cluster_id = props.get("cluster.id", "")
         c.num_partitions = _int(props, "num.partitions", 1, minimum=1)
         c.default_replication_factor = _int(props, "default.replication.factor", 1, minimum=1)
@@ -213,6 +224,7 @@ class BrokerConfig:
         c.controlled_shutdown_enable = _bool(props, "controlled.shutdown.enable", True)
         c.controlled_shutdown_timeout_ms = _int(props, "epochlog.controlled.shutdown.timeout.ms", 5000, minimum=0)
         c.request_timeout_ms = _int(props, "request.timeout.ms", 30_000, minimum=1)
+        c.log_dir_failure_timeout_ms = _int(props, "log.dir.failure.timeout.ms", 30_000, minimum=1)
         mode = props.get("replication.truncation.mode", "leader-epoch")
         if mode not in ("leader-epoch", "high-watermark"):
             raise ConfigError(f"replication.truncation.mode={mode!r} is not leader-epoch or high-watermark")

@@ -6,6 +6,7 @@ import asyncio
 import ctypes
 import gc
 import signal
+import sys
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -55,7 +56,7 @@ def run_until_signal(make: Callable[[], Server], on_ready: Callable[[Any], None]
     except ImportError:  # pragma: no cover
         pass
 
-    async def main() -> None:
+    async def main() -> int:
         server = make()
         await server.start()
         settle_heap()
@@ -65,7 +66,17 @@ def run_until_signal(make: Callable[[], Server], on_ready: Callable[[Any], None]
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        # A server may also decide to stop by itself (a broker whose every log directory failed).
+        must_stop: asyncio.Event | None = getattr(server, "must_stop", None)
+        waits = [asyncio.ensure_future(stop.wait())]
+        if must_stop is not None:
+            waits.append(asyncio.ensure_future(must_stop.wait()))
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for w in waits:
+            w.cancel()
         await server.stop()
+        return int(getattr(server, "exit_code", 0))
 
-    asyncio.run(main())
+    code = asyncio.run(main())
+    if code:
+        sys.exit(code)

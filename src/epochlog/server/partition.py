@@ -22,7 +22,7 @@ def _offset(waiter: tuple[int, Any]) -> int:
 
 
 class Partition:
-    __slots__ = ("acks_waiters", "log", "partition", "replica", "topic", "topic_id", "waiters")
+    __slots__ = ("acks_waiters", "log", "offline", "partition", "replica", "topic", "topic_id", "waiters")
 
     def __init__(
         self,
@@ -40,6 +40,8 @@ class Partition:
         self.waiters: list[asyncio.Future[None]] = []
         # acks=all produces, by last offset: (last offset, future answered with an error code)
         self.acks_waiters: list[tuple[int, asyncio.Future[int]]] = []
+        # Its log directory failed: it answers KAFKA_STORAGE_ERROR until the broker restarts.
+        self.offline = False
 
     @property
     def leader_epoch(self) -> int:
@@ -56,12 +58,17 @@ class Partition:
     def check_epoch(self, current_leader_epoch: int) -> Err:
         """KIP-320 fencing: a client's view of the epoch must match ours when it gives one; only the
         leader answers clients."""
+        if self.offline:
+            return Err.KAFKA_STORAGE_ERROR
         if not self.is_leader:
             return Err.NOT_LEADER_OR_FOLLOWER
         return Err(check_epoch(current_leader_epoch, self.leader_epoch))
 
     def sync(self) -> None:
         """After the core moved: mirror its HW into the log, answer acks=all waiters, wake fetches."""
+        if self.offline:
+            self._fail_waiters(Err.KAFKA_STORAGE_ERROR)
+            return
         r = self.replica
         hw = min(r.high_watermark, self.log.log_end_offset)
         moved = hw != self.log.high_watermark
@@ -83,6 +90,19 @@ class Partition:
             del waiting[:i]
         if moved:
             self.notify()
+
+    def go_offline(self) -> None:
+        """The log directory failed: nothing more is acknowledged or read here; fetches waiting on this
+        partition wake to find it offline."""
+        self.offline = True
+        self._fail_waiters(Err.KAFKA_STORAGE_ERROR)
+        self.notify()
+
+    def _fail_waiters(self, code: Err) -> None:
+        for _last, fut in self.acks_waiters:
+            if not fut.done():
+                fut.set_result(code)
+        self.acks_waiters.clear()
 
     def appended_as_leader(self) -> None:
         """After a leader append the core learns the new log end (the HW moves at once when the ISR is

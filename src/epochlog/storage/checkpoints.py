@@ -7,8 +7,9 @@ Leader-epoch checkpoint:   "0\n<count>\n<epoch> <startOffset>\n..."
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
+
+from epochlog.storage import fileops
 
 log = logging.getLogger("epochlog.storage")
 
@@ -19,21 +20,14 @@ def write_atomically(path: Path, content: str | bytes, sync_dir: bool = True) ->
     """Replace ``path`` so a crash leaves either the old or the new content, never a mix."""
     tmp = path.with_name(path.name + ".tmp")
     data = content.encode() if isinstance(content, str) else content
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    fileops.ops().write_file(tmp, data, sync=True)
+    fileops.ops().rename(tmp, path)
     if sync_dir:
         fsync_dir(path.parent)
 
 
 def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fileops.ops().fsync_dir(path)
 
 
 class CheckpointError(ValueError):

@@ -27,3 +27,10 @@ class LogDirError(StorageError):
     """The log directory cannot be used (wrong node id, unreadable metadata)."""
 
     error_code = 56  # KAFKA_STORAGE_ERROR
+
+
+class KafkaStorageError(StorageError):
+    """An I/O error on the partition's log directory, or the directory is offline after one: the replica
+    stops serving until the broker restarts with the directory repaired (clients refresh metadata)."""
+
+    error_code = 56  # KAFKA_STORAGE_ERROR

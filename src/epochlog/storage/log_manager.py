@@ -1,4 +1,8 @@
-"""All partition logs of one log directory: meta.properties, checkpoints, clean-shutdown marker."""
+"""All partition logs of one log directory: meta.properties, checkpoints, clean-shutdown marker.
+
+An I/O error anywhere in the directory takes it offline (``LogDirFailureChannel``); its logs are then
+let go without writing, and it is left out of ticks, checkpoints and the clean shutdown.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +13,10 @@ import time
 import uuid
 from pathlib import Path
 
-from epochlog.storage import checkpoints
+from epochlog.storage import checkpoints, fileops
 from epochlog.storage.config import LogConfig
-from epochlog.storage.errors import LogDirError
+from epochlog.storage.errors import KafkaStorageError, LogDirError
+from epochlog.storage.log_dir_failure import LogDirFailureChannel
 from epochlog.storage.partition_log import PartitionLog, parse_dir_name
 
 log = logging.getLogger("epochlog.storage")
@@ -37,9 +42,17 @@ def new_cluster_id() -> str:
 
 class LogManager:
     def __init__(
-        self, log_dir: Path, default_config: LogConfig, retention_check_interval_ms: int = RETENTION_INTERVAL_MS
+        self,
+        log_dir: Path,
+        default_config: LogConfig,
+        retention_check_interval_ms: int = RETENTION_INTERVAL_MS,
+        failures: LogDirFailureChannel | None = None,
     ) -> None:
         self.dir = log_dir
+        self.failures = failures if failures is not None else LogDirFailureChannel()
+        self.failures.subscribe(self._on_failure)
+        # meta.properties directory.id (KIP-858): how the controller names this directory.
+        self.directory_id: uuid.UUID | None = None
         self.default_config = default_config
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.had_clean_shutdown = False
@@ -47,12 +60,23 @@ class LogManager:
         self._last_checkpoint = _now_ms()
         self._last_retention = _now_ms()
 
+    @property
+    def offline(self) -> bool:
+        return self.failures.is_offline(self.dir)
+
+    def _on_failure(self, failed: str) -> None:
+        if failed != str(self.dir):
+            return
+        for plog in self.logs.values():
+            plog.abandon()
+        self.logs.clear()
+
     def open(self, node_id: int, cluster_id: str = "") -> str:
         """Check or write meta.properties and consume the clean-shutdown marker; returns the cluster id."""
         self.dir.mkdir(parents=True, exist_ok=True)
         meta = self.dir / META
+        props: dict[str, str] = {}
         if meta.exists():
-            props = {}
             for line in meta.read_text().splitlines():
                 if "=" in line and not line.lstrip().startswith("#"):
                     k, v = line.split("=", 1)
@@ -69,11 +93,21 @@ class LogManager:
             cluster_id = stored_cluster or cluster_id or new_cluster_id()
         else:
             cluster_id = cluster_id or new_cluster_id()
-            checkpoints.write_atomically(meta, f"version=1\nnode.id={node_id}\ncluster.id={cluster_id}\n")
+        directory_id = props.get("directory.id", "")
+        try:
+            self.directory_id = uuid.UUID(bytes=base64.urlsafe_b64decode(directory_id + "=" * (-len(directory_id) % 4)))
+        except ValueError:
+            self.directory_id = None
+        if self.directory_id is None or "cluster.id" not in props:
+            self.directory_id = self.directory_id or uuid.uuid4()
+            text_id = base64.urlsafe_b64encode(self.directory_id.bytes).decode().rstrip("=")
+            checkpoints.write_atomically(
+                meta, f"version=1\nnode.id={node_id}\ncluster.id={cluster_id}\ndirectory.id={text_id}\n"
+            )
         marker = self.dir / CLEAN_SHUTDOWN
         self.had_clean_shutdown = marker.exists()
         if self.had_clean_shutdown:
-            marker.unlink()
+            fileops.ops().unlink(marker)
             checkpoints.fsync_dir(self.dir)
         return cluster_id
 
@@ -104,6 +138,7 @@ class LogManager:
                 recovery_point=rps.get(parsed, 0),
                 log_start_offset=starts.get(parsed, 0),
                 high_watermark=hws.get(parsed, 0),
+                failures=self.failures,
             )
             self.logs[parsed] = plog
             if recover:
@@ -132,26 +167,47 @@ class LogManager:
             config or self.default_config,
             recover=False,
             topic_id=topic_id,
+            failures=self.failures,
         )
         self.logs[(topic, partition)] = plog
         return plog
 
     def delete_topic(self, topic: str) -> None:
+        if self.offline:
+            return
+        with self.failures.guard(self.dir, f"deleting topic {topic}"):
+            self._delete_topic(topic)
+
+    def _delete_topic(self, topic: str) -> None:
         for key in [k for k in self.logs if k[0] == topic]:
             plog = self.logs.pop(key)
             for seg in plog.segments:
                 seg.close()
             target = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
-            plog.dir.rename(target)
+            fileops.ops().rename(plog.dir, target)
             shutil.rmtree(target, ignore_errors=True)
         checkpoints.fsync_dir(self.dir)
 
     def checkpoint(self) -> None:
+        if self.offline:
+            return
+        with self.failures.guard(self.dir, "writing checkpoints"):
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
         checkpoints.write_offsets(self.dir / RECOVERY_POINTS, {k: v.recovery_point for k, v in self.logs.items()})
         checkpoints.write_offsets(self.dir / HIGH_WATERMARKS, {k: v.high_watermark for k, v in self.logs.items()})
         checkpoints.write_offsets(self.dir / LOG_STARTS, {k: v.log_start_offset for k, v in self.logs.items()})
 
     def tick(self, now_ms: int) -> None:
+        if self.offline:
+            return
+        try:
+            self._tick(now_ms)
+        except KafkaStorageError as e:
+            log.error("%s", e)  # the directory is offline now; its logs were let go
+
+    def _tick(self, now_ms: int) -> None:
         for plog in self.logs.values():
             plog.maybe_flush_by_time(now_ms)
         if now_ms - self._last_retention >= self.retention_interval_ms:
@@ -164,7 +220,15 @@ class LogManager:
             self.checkpoint()
 
     def close(self) -> None:
-        for plog in self.logs.values():
-            plog.close()
-        self.checkpoint()
-        checkpoints.write_atomically(self.dir / CLEAN_SHUTDOWN, "")
+        """Flush and mark a clean shutdown; an offline directory gets no marker, so it is recovered."""
+        if self.offline:
+            return
+        try:
+            for plog in list(self.logs.values()):
+                plog.close()
+            self.checkpoint()
+            if not self.offline:
+                with self.failures.guard(self.dir, "writing the clean-shutdown marker"):
+                    checkpoints.write_atomically(self.dir / CLEAN_SHUTDOWN, "")
+        except KafkaStorageError as e:
+            log.error("%s", e)

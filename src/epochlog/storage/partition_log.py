@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import functools
 import logging
 import os
 import time
@@ -15,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from epochlog.protocol.record_batch import (
     BatchHeader,
@@ -26,15 +28,17 @@ from epochlog.protocol.record_batch import (
     set_partition_leader_epoch,
 )
 from epochlog.protocol.records import decode_batch
-from epochlog.storage import checkpoints
+from epochlog.storage import checkpoints, fileops
 from epochlog.storage.config import LogConfig
 from epochlog.storage.epoch_cache import EpochEntry, LeaderEpochCache
 from epochlog.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
+from epochlog.storage.log_dir_failure import LogDirFailureChannel
 from epochlog.storage.producer_state import ProducerStateManager
 from epochlog.storage.segment import Segment
 
@@ -46,6 +50,73 @@ PARTITION_METADATA = "partition.metadata"
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _io(fn: Callable[Concatenate[PartitionLog, _P], _R]) -> Callable[Concatenate[PartitionLog, _P], _R]:
+    """Kafka's maybeHandleIOException: refused while the log directory is offline, and an OSError takes
+    it offline (once, for every partition in it) and surfaces as KAFKA_STORAGE_ERROR."""
+
+    @functools.wraps(fn)
+    def guarded(self: PartitionLog, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        failures = self.failures
+        if failures.offline_count and failures.is_offline(self.log_dir):
+            raise KafkaStorageError(f"{self.topic}-{self.partition}: log directory {self.log_dir} is offline")
+        try:
+            return fn(self, *args, **kwargs)
+        except OSError as e:
+            failures.mark_offline(self.log_dir, f"{fn.__name__} on {self.topic}-{self.partition}: {e}")
+            raise KafkaStorageError(f"{self.topic}-{self.partition}: {fn.__name__} failed: {e}") from e
+
+    return guarded
+
+
+def _whole_batches(parts: list[bytes | memoryview], limit: int, base: int) -> ReadResult:
+    """Whole batches below ``limit`` only. The parts are handed on as they are (a follower's fetch spans
+    two appends more often than not): joining them would copy a megabyte per fetch."""
+    chunks: list[bytes | memoryview] = []
+    for data in parts:
+        end = 0
+        n = len(data)
+        while end + 61 <= n:
+            h = read_header(data, end)
+            if h.base_offset >= limit or end + h.size > n:
+                break
+            end += h.size
+        if end:
+            chunks.append(data[:end] if end < n else data)
+        if end < n:
+            break
+    if not chunks:
+        return ReadResult()
+    return ReadResult(chunks, base)
+
+
+@dataclass
+class FileRead:
+    """A read from a segment file, planned on the event loop and done elsewhere (see plan_read)."""
+
+    fd: int
+    path: Path
+    position: int
+    length: int
+    limit: int
+    base_offset: int
+
+    def run(self) -> memoryview:
+        try:
+            return memoryview(fileops.ops().pread(self.fd, self.length, self.position, self.path))
+        finally:
+            os.close(self.fd)
+
+    def finish(self, data: memoryview) -> ReadResult:
+        return _whole_batches([data], self.limit, self.base_offset)
+
+    def discard(self) -> None:
+        os.close(self.fd)
 
 
 @dataclass(slots=True)
@@ -96,8 +167,18 @@ def _owns_frame(records: bytes | bytearray | memoryview) -> bool:
 
 
 class PartitionLog:
-    def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        failures: LogDirFailureChannel | None = None,
+    ) -> None:
         self.dir = directory
+        # The log directory this partition lives in (log.dirs entry): the unit that goes offline.
+        self.log_dir = str(directory.parent)
+        self.failures = failures if failures is not None else LogDirFailureChannel()
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -128,12 +209,26 @@ class PartitionLog:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         high_watermark: int = 0,
+        failures: LogDirFailureChannel | None = None,
     ) -> PartitionLog:
-        directory.mkdir(parents=True, exist_ok=True)
-        self = cls(directory, topic, partition, config)
+        self = cls(directory, topic, partition, config, failures)
+        self._open(recover, topic_id, recovery_point, log_start_offset, high_watermark)
+        return self
+
+    @_io
+    def _open(
+        self, recover: bool, topic_id: uuid.UUID | None, recovery_point: int, log_start_offset: int, high_watermark: int
+    ) -> None:
+        directory, config = self.dir, self.config
+        if not directory.exists():
+            fileops.ops().mkdir(directory)
+            fileops.ops().fsync_dir(directory.parent)  # the new partition directory's entry
         self._load_topic_id(topic_id)
-        for stray in list(directory.glob("*.tmp")) + list(directory.glob("*.deleted")):
-            stray.unlink(missing_ok=True)
+        strays = list(directory.glob("*.tmp")) + list(directory.glob("*.deleted"))
+        for stray in strays:
+            fileops.ops().unlink(stray)
+        if strays:
+            fileops.ops().fsync_dir(directory)
         bases = sorted(int(p.name[:-4]) for p in directory.glob("*.log") if p.name[:-4].isdigit())
         now = _now_ms()
         self.segments = [Segment(directory, b, config.index_interval_bytes, now) for b in bases]
@@ -156,8 +251,17 @@ class PartitionLog:
         # KIP-101 "Unclean Shutdown": the checkpoint may be ahead of the log.
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self.epoch_cache.truncate_from_start(self.log_start_offset)
+        if recover:
+            # Appends write the data before its epoch entry (so an entry is never ahead of the data after
+            # an error); a crash in between leaves batches whose epoch the checkpoint lacks. Kafka's
+            # segment recovery assigns the epochs of the batches it re-reads; so do we, past the
+            # recovery point.
+            latest = self.epoch_cache.latest_entry()
+            start = max(recovery_point, self.log_start_offset, latest.start_offset if latest else 0)
+            for h in self.read_headers(start):
+                if h.partition_leader_epoch > self.epoch_cache.latest_epoch():
+                    self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
         self.producer_state.load(self.log_start_offset, self.log_end_offset, self.read_headers)
-        return self
 
     def _load_topic_id(self, topic_id: uuid.UUID | None) -> None:
         path = self.dir / PARTITION_METADATA
@@ -218,6 +322,7 @@ class PartitionLog:
                 entries.append((h.partition_leader_epoch, h.base_offset))
         return entries
 
+    @_io
     def _save_epochs(self, entries: list[EpochEntry]) -> None:
         checkpoints.write_epochs(self.dir / EPOCH_CHECKPOINT, [(e.epoch, e.start_offset) for e in entries])
 
@@ -242,8 +347,12 @@ class PartitionLog:
             self.producer_state.take_snapshot()
         seg = Segment(self.dir, base, self.config.index_interval_bytes, now_ms)
         if seg.size:  # a leftover file at this base offset holds nothing we still own
-            os.ftruncate(seg.fd, 0)
+            fileops.ops().truncate(seg.fd, 0, seg.path)
+            fileops.ops().fdatasync(seg.fd, seg.path)
             seg.size = 0
+        # The new segment's name, and the renamed index and snapshot files of the one before it, are
+        # durable before anything is appended to it.
+        fileops.ops().fsync_dir(self.dir)
         self.segments.append(seg)
         self._bases.append(base)
         return seg
@@ -277,6 +386,7 @@ class PartitionLog:
                 raise InvalidRecordError(f"batch at position {pos} has {h.record_count} records")
         return batches
 
+    @_io
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int) -> AppendResult:
         batches = self._validate(records)
         for _pos, h in batches:
@@ -301,10 +411,12 @@ class PartitionLog:
             final.append((pos, nh))
             offset = nh.next_offset
             count += nh.record_count
-        self.epoch_cache.assign(leader_epoch, first)
         self._write(buf, final, now_ms)
+        # After the data: a failed write leaves no epoch entry ahead of the log end.
+        self.epoch_cache.assign(leader_epoch, first)
         return AppendResult(first, offset - 1, append_time, self.log_start_offset, count)
 
+    @_io
     def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int | None = None) -> int:
         """Append batches that already carry offsets and epochs; returns the new log end offset."""
         batches = self._validate(records)
@@ -315,12 +427,13 @@ class PartitionLog:
                     f"batch at position {pos} has base offset {h.base_offset}, below the log end {expected}"
                 )
             expected = h.next_offset
-            if h.partition_leader_epoch > self.epoch_cache.latest_epoch():
-                self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)  # KIP-101 step 4.7.1
         # The segment's tail keeps what is written: a view of the fetch answer's own buffer may stay,
         # anything else (bytes of the caller's that could change) is copied.
         kept = records if isinstance(records, bytes) or _owns_frame(records) else bytes(records)
         self._write(kept, batches, now_ms or _now_ms())
+        for _pos, h in batches:  # KIP-101 step 4.7.1, once the data is written
+            if h.partition_leader_epoch > self.epoch_cache.latest_epoch():
+                self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
         return self.log_end_offset
 
     def _write(self, buf: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
@@ -329,7 +442,7 @@ class PartitionLog:
             # A follower starting mid-log: begin the segment where the data begins.
             self.segments.pop()
             self._bases.pop()
-            seg.delete()
+            seg.delete(sync_dir=False)  # _new_segment syncs the directory
             seg = self._new_segment(batches[0][1].base_offset, now_ms)
         seg.append(buf, batches)
         for _pos, h in batches:
@@ -343,6 +456,7 @@ class PartitionLog:
     def _segment_index(self, offset: int) -> int:
         return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
+    @_io
     def read(
         self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
     ) -> ReadResult:
@@ -371,24 +485,45 @@ class PartitionLog:
             if not min_one_batch:
                 return ReadResult()
             want = first.size
-        # Keep whole batches below the limit only. The parts are handed on as they are (a follower's
-        # fetch spans two appends more often than not): joining them would copy a megabyte per fetch.
-        chunks: list[bytes | memoryview] = []
-        for data in seg.read_parts(pos, want):
-            end = 0
-            n = len(data)
-            while end + 61 <= n:
-                h = read_header(data, end)
-                if h.base_offset >= limit or end + h.size > n:
-                    break
-                end += h.size
-            if end:
-                chunks.append(data[:end] if end < n else data)
-            if end < n:
-                break
-        if not chunks:
+        return _whole_batches(seg.read_parts(pos, want), limit, first.base_offset)
+
+    @_io
+    def plan_read(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> ReadResult | FileRead:
+        """read(), except that bytes which must come from the file are not read here: the answer is then
+        a FileRead whose run() (safe in a worker thread: it reads through its own duplicate of the
+        segment's descriptor, which nothing else closes) and finish() complete it. Recent data, held in
+        the segment's tail, is answered at once."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}] "
+                f"of {self.topic}-{self.partition}"
+            )
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        if offset >= limit:
             return ReadResult()
-        return ReadResult(chunks, first.base_offset)
+        i = self._segment_index(offset)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            found = seg.find_position(offset)
+            if found is not None:
+                break
+            i += 1
+        else:
+            return ReadResult()
+        pos, first = found
+        if first.base_offset >= limit:
+            return ReadResult()
+        want = max_bytes
+        if first.size > max_bytes:
+            if not min_one_batch:
+                return ReadResult()
+            want = first.size
+        if seg.in_tail(pos):
+            return _whole_batches(seg.read_parts(pos, want), limit, first.base_offset)
+        want = min(want, seg.size - pos)
+        return FileRead(os.dup(seg.fd), seg.path, pos, want, limit, first.base_offset)
 
     def read_headers(self, from_offset: int) -> Iterator[BatchHeader]:
         for seg in list(self.segments):
@@ -401,6 +536,7 @@ class PartitionLog:
                 yield h
                 pos += h.size
 
+    @_io
     def offset_for_timestamp(self, ts: int) -> tuple[int, int, int] | None:
         """(offset, timestamp, epoch) of the first record, at or after the log start, whose timestamp is
         >= ts; None when there is none. As Kafka does: find the first batch whose max timestamp reaches
@@ -438,6 +574,7 @@ class PartitionLog:
                 return r.offset, r.timestamp
         return None
 
+    @_io
     def max_timestamp_and_offset(self) -> tuple[int, int] | None:
         """(timestamp, offset) of the record with the largest timestamp, the first such by offset
         (ListOffsets MAX_TIMESTAMP; Kafka answers the record's offset since KAFKA-16310)."""
@@ -457,6 +594,7 @@ class PartitionLog:
         return ts, offset
 
     # -- truncation, retention -----------------------------------------------------------------
+    @_io
     def truncate_to(self, offset: int) -> None:
         """Drop every batch at or after ``offset`` (a follower's truncation)."""
         if offset >= self.log_end_offset:
@@ -474,15 +612,19 @@ class PartitionLog:
         found = seg.find_position(offset)
         if found is not None:
             seg.truncate_to_position(found[0])
+        # Durable before anything appended after it can be acknowledged: otherwise a crash could bring
+        # back the cut records under offsets that new, acknowledged records were given.
+        seg.flush()
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.producer_state.delete_snapshots_above(self.log_end_offset)
         self.producer_state.load(self.log_start_offset, self.log_end_offset, self.read_headers)
 
+    @_io
     def truncate_fully_and_start_at(self, offset: int) -> None:
         for seg in self.segments:
-            seg.delete()
+            seg.delete(sync_dir=False)  # _new_segment syncs the directory
         self.segments, self._bases = [], []
         self._new_segment(offset, _now_ms())
         self.log_start_offset = offset
@@ -492,6 +634,7 @@ class PartitionLog:
         self.producer_state.delete_snapshots_above(-1)
         self.producer_state.load(offset, offset, self.read_headers)
 
+    @_io
     def apply_retention(self, now_ms: int) -> int:
         """Delete whole old segments (never the active one, nor data above the HW); returns bytes freed."""
         cfg = self.config
@@ -524,6 +667,7 @@ class PartitionLog:
             self.increment_log_start_offset(self.segments[0].base_offset)
         return freed
 
+    @_io
     def increment_log_start_offset(self, offset: int) -> None:
         offset = min(offset, self.high_watermark)
         if offset <= self.log_start_offset:
@@ -533,6 +677,7 @@ class PartitionLog:
         self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
 
     # -- durability ----------------------------------------------------------------------------
+    @_io
     def flush(self, up_to: int | None = None) -> None:
         t0 = time.monotonic()
         for seg in self.segments:
@@ -548,11 +693,19 @@ class PartitionLog:
         if self.unflushed_messages and now_ms - self.last_flush_ms >= self.config.flush_interval_ms:
             self.flush()
 
+    @_io
     def close(self) -> None:
         self.flush()
         self.producer_state.take_snapshot()
         for seg in self.segments:
             seg.close()
+        fileops.ops().fsync_dir(self.dir)
+
+    def abandon(self) -> None:
+        """The directory failed: let go of the files without writing (Kafka closes the logs of an offline
+        dir and drops them from its checkpoints); what is on disk is recovered at the next start."""
+        for seg in self.segments:
+            seg.abandon()
 
     def delete(self) -> None:
         for seg in self.segments:

@@ -24,6 +24,7 @@ from pathlib import Path
 import crc32c
 
 from epochlog.protocol.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from epochlog.storage import fileops
 from epochlog.storage.checkpoints import write_atomically
 
 log = logging.getLogger("epochlog.storage")
@@ -210,10 +211,7 @@ class ProducerStateManager:
         write_atomically(self._snapshot_path(self._map_end_offset), data, sync_dir=False)
 
     def _delete_snapshot(self, offset: int) -> None:
-        try:
-            self._snapshot_path(offset).unlink()
-        except FileNotFoundError:
-            pass
+        fileops.ops().unlink(self._snapshot_path(offset))
 
     def delete_snapshots_below(self, offset: int) -> None:
         for o in self._snapshot_offsets():

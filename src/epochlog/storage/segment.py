@@ -23,6 +23,7 @@ from epochlog.protocol.record_batch import (
     compute_crc,
     read_header,
 )
+from epochlog.storage import fileops
 from epochlog.storage.checkpoints import write_atomically
 
 _IDX = struct.Struct(">ii")
@@ -85,7 +86,7 @@ class Segment:
         self.path = directory / file_name(base_offset, ".log")
         self.index_path = directory / file_name(base_offset, ".index")
         self.time_index_path = directory / file_name(base_offset, ".timeindex")
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.fd = fileops.ops().open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self.fd).st_size
         self.next_offset = base_offset
         self.created_ms = created_ms
@@ -197,9 +198,10 @@ class Segment:
     # -- writing -------------------------------------------------------------------------
     def append(self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
         start = self.size
-        written = os.write(self.fd, data)
-        while written < len(data):
-            written += os.write(self.fd, memoryview(data)[written:])
+        # On an error part-way (ENOSPC after some bytes) the size and indexes stay where they were, so
+        # nothing of the torn batch is readable; the caller takes the log directory offline, so nothing
+        # is ever appended after the torn bytes either, and recovery cuts them at the next start.
+        fileops.ops().write_all(self.fd, data, self.path)
         for pos, h in batches:
             self._track(start + pos, h)
         self.size += len(data)
@@ -223,7 +225,9 @@ class Segment:
         """Make the data durable. Index files are written at roll and close only: after a crash
         they are checked and completed from the data, so a stale one costs a scan, not safety."""
         if self.unflushed:
-            os.fdatasync(self.fd)
+            # A failed fdatasync leaves ``unflushed`` set, and the caller takes the directory offline: it
+            # is never retried, since a second call may "succeed" after the kernel dropped the pages.
+            fileops.ops().fdatasync(self.fd, self.path)
             self.unflushed = False
 
     def write_indexes(self) -> None:
@@ -240,7 +244,7 @@ class Segment:
 
     def truncate_to_position(self, position: int) -> None:
         self.drop_tail_cache()
-        os.ftruncate(self.fd, position)
+        fileops.ops().truncate(self.fd, position, self.path)
         self.unflushed = True
         self.scan(validate_crc=False)
 
@@ -254,7 +258,7 @@ class Segment:
                     if pos - start + HEADER_SIZE <= len(buf):
                         return read_header(buf, pos - start)
                     break
-        return read_header(os.pread(self.fd, HEADER_SIZE, pos))
+        return read_header(fileops.ops().pread(self.fd, HEADER_SIZE, pos, self.path))
 
     def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the batch holding ``offset`` (or the first batch after it)."""
@@ -273,6 +277,10 @@ class Segment:
         parts = self.read_parts(position, size)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
+    def in_tail(self, position: int) -> bool:
+        """Whether a read from ``position`` is answered from memory (the tail) rather than the file."""
+        return bool(self._tail) and position >= self._tail[0][0]
+
     def read_parts(self, position: int, size: int) -> list[bytes | memoryview]:
         """Up to ``size`` bytes from ``position``: views of the in-memory tail when it holds them (one per
         append, so every part starts on a batch boundary), else one read from the file."""
@@ -288,7 +296,7 @@ class Segment:
             if parts:
                 return parts
         # A view: the caller trims a partial last batch off, which on bytes would copy all the rest.
-        return [memoryview(os.pread(self.fd, end - position, position))]
+        return [memoryview(fileops.ops().pread(self.fd, end - position, position, self.path))]
 
     def find_timestamp(self, ts: int) -> int:
         """A position from which to look for the first batch with max timestamp >= ts."""
@@ -312,13 +320,19 @@ class Segment:
             os.close(self.fd)
             self.fd = -1
 
-    def delete(self) -> None:
+    def abandon(self) -> None:
+        """Close without writing anything: the directory failed, its files are left as they are."""
+        self.drop_tail_cache()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self, sync_dir: bool = True) -> None:
         self.drop_tail_cache()  # or the shared budget keeps counting a deleted segment's tail
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
         for p in (self.path, self.index_path, self.time_index_path):
-            try:
-                p.unlink()
-            except FileNotFoundError:
-                pass
+            fileops.ops().unlink(p)
+        if sync_dir:
+            fileops.ops().fsync_dir(self.dir)

@@ -10,6 +10,7 @@ listens for clients.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import uuid
@@ -31,6 +32,7 @@ from epochlog.server.metadata_log import TOPIC as METADATA_TOPIC
 from epochlog.server.partition import Partition
 from epochlog.server.topics import TopicInfo
 from epochlog.storage import partition_log as storage_metrics
+from epochlog.storage.errors import KafkaStorageError
 from epochlog.storage.replica_log import PartitionReplicaLog
 
 log = logging.getLogger("epochlog.broker")
@@ -40,6 +42,7 @@ _HB = load_request_schema(63, 1)
 _ALTER = load_request_schema(56, 3)
 _FETCH = load_request_schema(1, 12)
 _ALLOC = load_request_schema(67, 0)
+_ASSIGN_DIRS = load_request_schema(73, 0)
 
 
 class ClusterBroker(Broker):
@@ -127,9 +130,8 @@ class ClusterBroker(Broker):
                 asked = bool(resp.should_shut_down)
             except PeerError:
                 await asyncio.sleep(0.1)
-        while time.monotonic() < deadline and any(
-            p.is_leader for p in self.partitions.values()
-        ):
+        # A partition on a failed log directory is not waited for: it applies no new state.
+        while time.monotonic() < deadline and any(p.is_leader and not p.offline for p in self.partitions.values()):
             await asyncio.sleep(0.01)
         log.info("broker %d: controlled shutdown took %.0f ms", self.config.node_id, (time.monotonic() - t0) * 1000)
 
@@ -171,7 +173,65 @@ class ClusterBroker(Broker):
             current_metadata_offset=self.image.offset,
             want_fence=False,
             want_shut_down=want_shut_down,
+            offline_log_dirs=self._offline_dir_ids(),
         )
+
+    def _offline_dir_ids(self) -> tuple[uuid.UUID, ...]:
+        lm = self.log_manager
+        ids = (lm.directory_id_of(d) for d in lm.failures.offline_dirs)
+        return tuple(sorted(i for i in ids if i is not None))
+
+    def _after_log_dir_failure(self, failed: str) -> None:
+        super()._after_log_dir_failure(failed)
+        if not self.must_stop.is_set():
+            self._tasks.append(asyncio.create_task(self._report_offline_dir(failed)))
+
+    async def _report_offline_dir(self, failed: str) -> None:
+        """KIP-858: tell the controller which directory failed (heartbeat offline_log_dirs) and which
+        replicas it held (AssignReplicasToDirs), so it moves their leadership and ISR membership to
+        other brokers. Not told within log.dir.failure.timeout.ms, the broker shuts down, as Kafka's."""
+        from kio.schema.assign_replicas_to_dirs.v0.request import DirectoryData, PartitionData, TopicData
+
+        dir_id = self.log_manager.directory_id_of(failed)
+        by_topic: dict[uuid.UUID, list[int]] = {}
+        for _t, p, topic_id in self.offline_by_dir.get(failed, []):
+            by_topic.setdefault(topic_id, []).append(p)
+        assign = _ASSIGN_DIRS(
+            broker_id=self.config.node_id,
+            broker_epoch=self.broker_epoch,
+            directories=(
+                DirectoryData(
+                    id_=dir_id,
+                    topics=tuple(
+                        TopicData(topic_id=tid, partitions=tuple(PartitionData(partition_index=p) for p in sorted(ps)))
+                        for tid, ps in by_topic.items()
+                    ),
+                ),
+            ),
+        )
+        deadline = time.monotonic() + self.config.log_dir_failure_timeout_ms / 1000
+        while not self.shutting_down:
+            try:
+                hb = await self.controller_session.request(self._heartbeat(want_shut_down=self._leaving), timeout=5)
+                resp = await self.controller_rpc.request(
+                    dataclasses.replace(assign, broker_epoch=self.broker_epoch), timeout=5
+                )
+                if not hb.error_code and not resp.error_code:
+                    log.info("broker %d: told the controller that log directory %s failed", self.config.node_id, failed)
+                    return
+            except PeerError as e:
+                log.info("reporting the failed log directory %s: %s", failed, e)
+            if time.monotonic() >= deadline:
+                log.critical(
+                    "broker %d: could not tell the controller within log.dir.failure.timeout.ms that %s failed; "
+                    "shutting down",
+                    self.config.node_id,
+                    failed,
+                )
+                self.exit_code = 1
+                self.must_stop.set()
+                return
+            await asyncio.sleep(0.5)
 
     async def _heartbeats(self) -> None:
         interval = self.config.broker_heartbeat_interval_ms / 1000
@@ -186,6 +246,10 @@ class ClusterBroker(Broker):
                 if (resp.error_code or resp.is_fenced) and not self._leaving:
                     log.warning("broker %d is fenced by the controller; registering again", self.config.node_id)
                     await self._register(True)
+                    # A registration starts with every directory online at the controller: say again
+                    # which ones failed, or their replicas could be elected here.
+                    for failed in self.log_manager.failures.offline_dirs:
+                        self._tasks.append(asyncio.create_task(self._report_offline_dir(failed)))
                 await asyncio.sleep(interval)
             except PeerError:
                 await asyncio.sleep(0.2)
@@ -283,6 +347,8 @@ class ClusterBroker(Broker):
         if st is None or info is None or self.config.node_id not in st.replicas:
             return
         part = self.partitions.get((topic, p))
+        if part is not None and part.offline:
+            return  # its log directory failed: nothing is applied to it until the broker restarts
         if part is None:
             cfg = self.topic_log_config(info)
             plog = self.log_manager.get(topic, p)
@@ -291,7 +357,11 @@ class ClusterBroker(Broker):
                 self.log_manager.delete_topic(topic)
                 plog = None
             if plog is None:
-                plog = self.log_manager.create(topic, p, info.topic_id, cfg)
+                try:
+                    plog = self.log_manager.create(topic, p, info.topic_id, cfg)
+                except KafkaStorageError as e:
+                    log.error("%s-%d: cannot create its log: %s", topic, p, e)
+                    return
             else:
                 plog.config = cfg
             replica = PartitionReplica(
@@ -372,7 +442,7 @@ class ClusterBroker(Broker):
             now = now_ms()
             for part in list(self.partitions.values()):
                 r = part.replica
-                if r is None or r.role is not Role.LEADER:
+                if r is None or r.role is not Role.LEADER or part.offline:
                     continue
                 proposal = r.maybe_shrink_isr(now)
                 if proposal is not None:

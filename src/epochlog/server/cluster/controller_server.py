@@ -26,7 +26,7 @@ from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.replication.types import AlterIsr
 from epochlog.server.cluster.quorum_describe import ObserverState, describe_cluster, describe_quorum, record_fetch
-from epochlog.server.config import ConfigError, _bool, _int, parse_listener
+from epochlog.server.config import _bool, _int, parse_listener
 from epochlog.server.handlers.admin import creatable_topic
 from epochlog.server.metadata_log import TOPIC as METADATA_TOPIC
 from epochlog.server.metadata_log import MetadataLog
@@ -48,6 +48,7 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {
     67: (0, 0),  # AllocateProducerIds
     55: (0, 2),  # DescribeQuorum
     60: (1, 2),  # DescribeCluster (endpoint type 2: the controllers)
+    73: (0, 0),  # AssignReplicasToDirs
 }
 # Admin requests forwarded by brokers keep the client's version: accept all kio parses.
 for _key in (19, 20, 37, 43):
@@ -84,9 +85,8 @@ class ControllerConfig:
             c.host, c.port = parse_listener(props["listeners"])
         dirs = props.get("metadata.log.dir") or props.get("log.dirs") or props.get("log.dir")
         if dirs:
-            if "," in dirs:
-                raise ConfigError("log.dirs: only one log directory is supported")
-            c.log_dir = Path(dirs)
+            # Kafka's metadata.log.dir defaults to the first of log.dirs.
+            c.log_dir = Path(dirs.split(",")[0].strip())
         c.session_timeout_ms = _int(props, "broker.session.timeout.ms", 9000, minimum=100)
         c.auto_leader_rebalance_enable = _bool(props, "auto.leader.rebalance.enable", True)
         c.leader_imbalance_check_interval_s = _int(props, "leader.imbalance.check.interval.seconds", 300, minimum=1)
@@ -111,6 +111,9 @@ class ControllerServer:
         self.persisted = 0
         self.connections: set[Any] = set()
         self.session_of: dict[Any, int] = {}  # connection -> broker registered on it
+        # KIP-858, per broker: its failed log directories (heartbeats) and which replicas each holds.
+        self.offline_dirs: dict[int, set[uuid.UUID]] = {}
+        self.dir_assignments: dict[int, dict[uuid.UUID, set[tuple[str, int]]]] = {}
         self.waiters: list[asyncio.Future[None]] = []
         self.server: asyncio.AbstractServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -242,6 +245,8 @@ class ControllerServer:
         clean = int(getattr(req, "previous_broker_epoch", -1)) >= 0
         epoch = self.core.register_broker(int(req.broker_id), now_ms(), clean_shutdown=clean, host=host, port=port)
         self.session_of[conn] = int(req.broker_id)
+        self.offline_dirs.pop(int(req.broker_id), None)  # a restarted broker's directories start online
+        self.dir_assignments.pop(int(req.broker_id), None)
         self.persist()
         log.info(
             "broker %d registered at %s:%d with epoch %d (clean shutdown: %s)", req.broker_id, host, port, epoch, clean
@@ -261,6 +266,10 @@ class ControllerServer:
                 self.persist()
             return {"throttle_time": 0, "error_code": Err.NONE, "is_fenced": True, "should_shut_down": True}
         ok = self.core.heartbeat(bid, now_ms())
+        offline = {d for d in getattr(req, "offline_log_dirs", ()) if d is not None}
+        if offline != self.offline_dirs.get(bid, set()):
+            self.offline_dirs[bid] = offline
+            self._replicas_offline(bid)
         return {
             "throttle_time": 0,
             "error_code": Err.NONE,
@@ -268,6 +277,39 @@ class ControllerServer:
             "is_fenced": not ok,
             "should_shut_down": False,
         }
+
+    def assign_replicas_to_dirs(self, req: Any) -> dict[str, Any]:
+        """Which directory holds each replica of the broker (KIP-858). Our brokers send it for the
+        replicas of a directory that failed; with the heartbeat's offline_log_dirs it tells the core
+        which replicas are offline."""
+        bid = int(req.broker_id)
+        b = self.core.brokers.get(bid)
+        if b is None or int(req.broker_epoch) != b.epoch:
+            return {"throttle_time": 0, "error_code": STALE_BROKER_EPOCH, "directories": []}
+        dirs = self.dir_assignments.setdefault(bid, {})
+        out = []
+        for d in req.directories:
+            placed = dirs.setdefault(d.id_, set()) if d.id_ is not None else set()
+            topics = []
+            for t in d.topics:
+                name = self._topic_by_id(t.topic_id)
+                rows = []
+                for p in t.partitions:
+                    if name is not None:
+                        placed.add((name, int(p.partition_index)))
+                    code = Err.NONE if name is not None else Err.UNKNOWN_TOPIC_ID
+                    rows.append({"partition_index": p.partition_index, "error_code": code})
+                topics.append({"topic_id": t.topic_id, "partitions": rows})
+            out.append({"id_": d.id_, "topics": topics})
+        self._replicas_offline(bid)
+        return {"throttle_time": 0, "error_code": Err.NONE, "directories": out}
+
+    def _replicas_offline(self, bid: int) -> None:
+        dirs = self.dir_assignments.get(bid, {})
+        hit = [tp for d in self.offline_dirs.get(bid, set()) for tp in sorted(dirs.get(d, ()))]
+        if hit and self.core.replicas_offline(bid, hit):
+            log.warning("broker %d: replicas on its failed log directory are offline: %s", bid, hit[:20])
+            self.persist()
 
     def _topic_by_id(self, topic_id: uuid.UUID | None) -> str | None:
         for t in self.core.topics.values():
@@ -530,6 +572,8 @@ def _dispatch(server: ControllerServer, conn: Any, header: RequestHeader, frame:
         return describe_quorum(server, req, version)
     if key == 60:
         return describe_cluster(server, version)
+    if key == 73:
+        return server.assign_replicas_to_dirs(req)
     if key == 67:
         start = server.core.allocate_producer_ids(int(req.broker_id), PRODUCER_ID_BLOCK)
         server.persist()

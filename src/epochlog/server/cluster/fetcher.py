@@ -67,7 +67,7 @@ class FetcherManager:
         return [
             p
             for p in self.broker.partitions.values()
-            if p.replica.role is Role.FOLLOWER and p.replica.leader_id == leader
+            if p.replica.role is Role.FOLLOWER and p.replica.leader_id == leader and not p.offline
         ]
 
     async def _supervise(self) -> None:
@@ -75,7 +75,7 @@ class FetcherManager:
             leaders = {
                 p.replica.leader_id
                 for p in self.broker.partitions.values()
-                if p.replica.role is Role.FOLLOWER and p.replica.leader_id >= 0
+                if p.replica.role is Role.FOLLOWER and p.replica.leader_id >= 0 and not p.offline
             }
             for leader in leaders:
                 t = self.tasks.get(leader)

@@ -31,13 +31,18 @@ class MetadataImage:
         self.by_id: dict[uuid.UUID, TopicInfo] = {}
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.offset = 0  # the next metadata log offset to fetch
+        # Replicas on a failed log directory, per broker (Metadata's offline_replicas), until it registers.
+        self.offline_replicas: dict[int, set[tuple[str, int]]] = {}
 
     def live_brokers(self) -> list[BrokerEndpoint]:
         return [b for _, b in sorted(self.brokers.items()) if not b.fenced]
 
     def apply(self, kind: str, d: dict[str, Any]) -> tuple[list[tuple[str, int]], list[TopicInfo]]:
         """Apply one record; returns (partitions whose state changed, topics deleted)."""
-        if kind == "BrokerRegistration":
+        if kind == "ReplicasOffline":
+            self.offline_replicas.setdefault(d["broker"], set()).update((t, p) for t, p in d["partitions"])
+        elif kind == "BrokerRegistration":
+            self.offline_replicas.pop(d["broker"], None)
             self.brokers[d["broker"]] = BrokerEndpoint(d["broker"], d.get("host", ""), d.get("port", 0), d["epoch"])
         elif kind in ("BrokerFenced", "BrokerShuttingDown"):
             b = self.brokers.get(d["broker"])

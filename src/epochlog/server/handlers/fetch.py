@@ -13,6 +13,8 @@ from epochlog.protocol.fetch_response_writer import encode_fetch_response
 from epochlog.replication.types import FetchRequest
 from epochlog.server.broker import now_ms
 from epochlog.server.handlers.leader_hints import add_hint
+from epochlog.storage.errors import KafkaStorageError
+from epochlog.storage.partition_log import FileRead
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
@@ -40,11 +42,12 @@ BIG_READ = 4 << 20
 
 @dataclass
 class _Deferred:
-    """A consumer's large read, decided on the event loop and carried out in a worker thread."""
+    """A consumer's large read: planned on the event loop, its file read done in a worker thread."""
 
     row: dict[str, Any]
     part: Partition
     topic: str | None
+    planned: FileRead
     offset: int
     limit: int
     read_to: int | None
@@ -53,17 +56,17 @@ class _Deferred:
 
 async def _read_deferred(broker: Broker, deferred: list[_Deferred], spliced: list[list[Any]]) -> None:
     for d in deferred:
-        args = (d.offset, max(d.limit, 1), d.read_to, d.first)
         try:
-            result = await asyncio.to_thread(d.part.log.read, *args)
-        except (RuntimeError, OSError, ValueError):
-            # The log changed under the worker (an append to the tail it was walking, a segment deleted
-            # by retention): read again here, where nothing else runs.
+            data = await asyncio.to_thread(d.planned.run)
+            chunks = d.planned.finish(data).chunks
+        except OSError:
+            # Read it again here, through the log's own error handling: a real I/O error takes the
+            # directory offline there (never from a worker thread) and answers KAFKA_STORAGE_ERROR.
             try:
-                result = d.part.log.read(*args)
-            except Exception:
-                result = None
-        chunks = result.chunks if result is not None else []
+                chunks = d.part.log.read(d.offset, max(d.limit, 1), d.read_to, d.first).chunks
+            except KafkaStorageError:
+                d.row["error_code"] = Err.KAFKA_STORAGE_ERROR
+                chunks = []
         size = sum(len(c) for c in chunks)
         if size:
             spliced[d.row["records"]] = chunks
@@ -98,6 +101,9 @@ def _read_partition(
         exists = (name, p.partition) in broker.image.states
         out["error_code"] = Err.NOT_LEADER_OR_FOLLOWER if exists else Err.UNKNOWN_TOPIC_OR_PARTITION
         return out, 0
+    if part.offline:  # its log directory failed
+        out["error_code"] = Err.KAFKA_STORAGE_ERROR
+        return out, 0
     req = FetchRequest(
         replica_id, p.fetch_offset, getattr(p, "last_fetched_epoch", -1), getattr(p, "current_leader_epoch", -1)
     )
@@ -120,13 +126,27 @@ def _read_partition(
     if decision.read_from >= end or (limit <= 0 and not first):
         return out, 0
     if replica_id < 0 and limit >= BIG_READ and deferred is not None:
-        # A consumer asking for megabytes: the read happens in a worker thread (os.pread lets go of the
+        # A consumer asking for megabytes: the file read happens in a worker thread (pread lets go of the
         # GIL), so one greedy fetch does not hold up every other client on this event loop.
-        out["records"] = len(spliced)
-        spliced.append([])
-        deferred.append(_Deferred(out, part, name, decision.read_from, limit, decision.read_to, first))
-        return out, limit
-    result = part.log.read(decision.read_from, max(limit, 1), max_offset=decision.read_to, min_one_batch=first)
+        try:
+            planned = part.log.plan_read(decision.read_from, max(limit, 1), decision.read_to, first)
+        except KafkaStorageError:  # the directory is (or just went) offline
+            out["error_code"] = Err.KAFKA_STORAGE_ERROR
+            return out, 0
+        if isinstance(planned, FileRead):
+            out["records"] = len(spliced)
+            spliced.append([])
+            deferred.append(_Deferred(out, part, name, planned, decision.read_from, limit, decision.read_to, first))
+            return out, limit
+        size = _attach(out, planned.chunks, spliced)
+        if size:
+            broker.metrics.bytes_out.labels(name).inc(size)
+        return out, size
+    try:
+        result = part.log.read(decision.read_from, max(limit, 1), max_offset=decision.read_to, min_one_batch=first)
+    except KafkaStorageError:  # a read error took the directory offline
+        out["error_code"] = Err.KAFKA_STORAGE_ERROR
+        return out, 0
     size = _attach(out, result.chunks, spliced)
     if size and replica_id < 0:
         broker.metrics.bytes_out.labels(name).inc(size)
@@ -213,6 +233,8 @@ async def _fetch_with_wait(broker: Broker, header: RequestHeader, req: Any, vers
             if total >= req.min_bytes or errors or remaining <= 0:
                 await _read_deferred(broker, deferred, spliced)
                 return _response(broker, header, topics_out, spliced)
+            for d in deferred:
+                d.planned.discard()  # not answering yet: the next look plans its reads again
             try:
                 await asyncio.wait_for(fut, remaining)
             except TimeoutError:

@@ -53,7 +53,10 @@ def _topic_row(broker: Broker, name: str) -> dict[str, Any]:
                 "leader_epoch": st.leader_epoch,
                 "replica_nodes": list(st.replicas),
                 "isr_nodes": sorted(st.isr),
-                "offline_replicas": [r for r in st.replicas if r not in live],
+                # A fenced broker's replicas, and those on a broker's failed log directory (KIP-858).
+                "offline_replicas": [
+                    r for r in st.replicas if r not in live or (name, p) in image.offline_replicas.get(r, ())
+                ],
             }
         )
     return _topic(name, info, parts)

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
+from epochlog.storage.errors import KafkaStorageError
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
-
-log = logging.getLogger("epochlog.offsets")
 
 EARLIEST = -2
 LATEST = -1
@@ -57,39 +54,36 @@ def _list_one(broker: Broker, name: str, p: Any) -> dict[str, Any]:
     elif ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         pass  # no tiered storage: nothing is uploaded
     elif ts >= 0:
-        out["lookup"] = (plog, ts, hw)  # decoded off the event loop by handle_list_offsets
+        found = plog.offset_for_timestamp(ts)
+        if found is not None and found[0] < hw:
+            out["offset"], out["timestamp"], out["leader_epoch"] = found[0], found[1], found[2]
     else:
         out["error_code"] = Err.INVALID_REQUEST
     return out
 
 
-def handle_list_offsets(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+def handle_list_offsets(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
     topics = []
     for t in req.topics:
-        topics.append({"name": t.name, "partitions": [_list_one(broker, t.name, p) for p in t.partitions]})
-    answer = {"throttle_time": 0, "topics": topics}
-    lookups = [row for t in topics for row in t["partitions"] if "lookup" in row]
-    if not lookups:
-        return answer
-    return _by_timestamp(answer, lookups)
+        topics.append({"name": t.name, "partitions": [_list_one_guarded(broker, t.name, p) for p in t.partitions]})
+    return {"throttle_time": 0, "topics": topics}
 
 
-async def _by_timestamp(answer: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Timestamp lookups decode (and may decompress) batches: a worker thread does it, so a large or
-    slow one does not stall other clients. What it reads was validated (and its decompressed size
-    bounded) when it was produced."""
-    for row in rows:
-        plog, ts, hw = row.pop("lookup")
-        try:
-            found = await asyncio.to_thread(plog.offset_for_timestamp, ts)
-        except Exception:
-            log.exception("ListOffsets by timestamp %d on %s-%d failed", ts, plog.topic, plog.partition)
-            row["error_code"] = Err.UNKNOWN_SERVER_ERROR
-            continue
-        if found is not None and found[0] < hw:
-            row["offset"], row["timestamp"], row["leader_epoch"] = found[0], found[1], found[2]
-    return answer
+def _list_one_guarded(broker: Broker, name: str, p: Any) -> dict[str, Any]:
+    """A timestamp lookup reads the log: an I/O error there takes its directory offline and answers
+    KAFKA_STORAGE_ERROR for this partition alone."""
+    try:
+        return _list_one(broker, name, p)
+    except KafkaStorageError:
+        return {
+            "partition_index": p.partition_index,
+            "timestamp": -1,
+            "offset": -1,
+            "leader_epoch": -1,
+            "old_style_offsets": [],
+            "error_code": Err.KAFKA_STORAGE_ERROR,
+        }
 
 
 def handle_offset_for_leader_epoch(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
