@@ -196,3 +196,29 @@ def test_delete_topic_disabled(broker_factory) -> None:
     else:
         raise AssertionError("a topic was deleted with delete.topic.enable=false")
     assert topic in admin.list_topics(timeout=10).topics
+
+
+def test_commit_for_a_topic_that_does_not_exist(broker: BrokerProcess) -> None:
+    """Kafka answers UNKNOWN_TOPIC_OR_PARTITION per partition and stores nothing; the partition of an
+    existing topic in the same request commits."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    real = topic_name("real")
+    create_topic(broker.bootstrap, real)
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic_name("g"), "enable.auto.commit": False})
+    try:
+        out = c.commit(
+            offsets=[TopicPartition("no-such-topic-x", 0, 5), TopicPartition(real, 0, 0), TopicPartition(real, 7, 1)],
+            asynchronous=False,
+        )
+    except KafkaException as e:
+        out = e.args[0] if isinstance(e.args[0], list) else None
+        assert out is not None or e.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    if out is not None:
+        errors = {(tp.topic, tp.partition): tp.error for tp in out}
+        assert errors[("no-such-topic-x", 0)].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        assert errors[(real, 7)].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        assert errors[(real, 0)] is None
+    stored = c.committed([TopicPartition("no-such-topic-x", 0)], timeout=10)
+    assert stored[0].offset < 0, "an offset was stored for a topic that does not exist"
+    c.close()

@@ -145,6 +145,8 @@ async def _commit(broker: Broker, header: RequestHeader, req: Any) -> dict[str, 
         if name is None:
             continue
         for p in t.partitions:
+            if (name, p.partition_index) not in broker.image.states:
+                continue  # answered UNKNOWN_TOPIC_OR_PARTITION below, as Kafka's metadata cache check does
             commits.append(
                 OffsetCommit(
                     name,
@@ -162,7 +164,12 @@ async def _commit(broker: Broker, header: RequestHeader, req: Any) -> dict[str, 
     for t, name in names:
         parts = []
         for p in t.partitions:
-            code = Err.UNKNOWN_TOPIC_ID if name is None else results.get((name, p.partition_index), Err.NONE)
+            if name is None:
+                code = Err.UNKNOWN_TOPIC_ID
+            elif (name, p.partition_index) not in broker.image.states:
+                code = Err.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                code = results.get((name, p.partition_index), Err.NONE)
             parts.append({"partition_index": p.partition_index, "error_code": code})
         topics.append({"name": name or "", "topic_id": getattr(t, "topic_id", None), "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
