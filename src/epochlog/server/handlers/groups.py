@@ -235,7 +235,14 @@ def handle_list_groups(broker: Broker, header: RequestHeader, frame: memoryview)
 
 def handle_describe_groups(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
-    return {"throttle_time": 0, "groups": broker.groups.describe_groups(list(req.groups))}
+    groups = broker.groups.describe_groups(list(req.groups))
+    if header.api_version >= 6:
+        # KIP-1043: from v6 a group that does not exist is GROUP_ID_NOT_FOUND, not a "Dead" group.
+        for g in groups:
+            missing = g["error_code"] == Err.NONE and g["group_state"] == "Dead"
+            g["error_code"] = Err.GROUP_ID_NOT_FOUND if missing else g["error_code"]
+            g["error_message"] = f"group {g['group_id']!r} not found" if missing else None
+    return {"throttle_time": 0, "groups": groups}
 
 
 async def _delete(broker: Broker, req: Any) -> dict[str, Any]:
