@@ -64,22 +64,14 @@ def _bool(props: dict[str, str], key: str, default: bool) -> bool:
 
 
 def parse_listener(value: str, key: str = "listeners") -> tuple[str, int]:
-    """'PLAINTEXT://127.0.0.1:9092' or 'host:port' -> (host, port)."""
-    first = value.split(",")[0].strip()
-    if "://" in first:
-        name, _, first = first.partition("://")
-        if name.upper() not in ("PLAINTEXT", "BROKER", "INTERNAL", "EXTERNAL", "CLIENT"):
-            raise ConfigError(f"{key}: only plaintext listeners are supported, got {name}")
-    host, sep, port = first.rpartition(":")
-    if not sep:
+    """'PLAINTEXT://127.0.0.1:9092' or 'host:port' -> (host, port) of the first listener."""
+    listeners = split_listeners(value, key)
+    if not listeners:
         raise ConfigError(f"{key}={value!r} has no port")
-    try:
-        p = int(port)
-    except ValueError:
-        raise ConfigError(f"{key}={value!r}: port {port!r} is not a number") from None
-    if not 0 <= p <= 65535:
-        raise ConfigError(f"{key}={value!r}: port out of range")
-    return host or "0.0.0.0", p
+    name, host, port = listeners[0]
+    if name not in ("PLAINTEXT", "BROKER", "INTERNAL", "EXTERNAL", "CLIENT"):
+        raise ConfigError(f"{key}: only plaintext listeners are supported, got {name}")
+    return host, port
 
 
 def split_listeners(value: str, key: str = "listeners") -> list[tuple[str, str, int]]:

@@ -456,10 +456,11 @@ class PartitionLog:
     def _segment_index(self, offset: int) -> int:
         return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
-    @_io
-    def read(
-        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
-    ) -> ReadResult:
+    def _locate(
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
+    ) -> tuple[Segment, int, int, int, int] | None:
+        """(segment, position, bytes to read, offset limit, first batch's base offset) for a read, or None
+        when there is nothing to read."""
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}] "
@@ -467,7 +468,7 @@ class PartitionLog:
             )
         limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         if offset >= limit:
-            return ReadResult()
+            return None
         i = self._segment_index(offset)
         while i < len(self.segments):
             seg = self.segments[i]
@@ -476,16 +477,26 @@ class PartitionLog:
                 break
             i += 1
         else:
-            return ReadResult()
+            return None
         pos, first = found
         if first.base_offset >= limit:
-            return ReadResult()
+            return None
         want = max_bytes
         if first.size > max_bytes:
             if not min_one_batch:
-                return ReadResult()
+                return None
             want = first.size
-        return _whole_batches(seg.read_parts(pos, want), limit, first.base_offset)
+        return seg, pos, want, limit, first.base_offset
+
+    @_io
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> ReadResult:
+        found = self._locate(offset, max_bytes, max_offset, min_one_batch)
+        if found is None:
+            return ReadResult()
+        seg, pos, want, limit, base = found
+        return _whole_batches(seg.read_parts(pos, want), limit, base)
 
     @_io
     def plan_read(
@@ -495,35 +506,13 @@ class PartitionLog:
         a FileRead whose run() (safe in a worker thread: it reads through its own duplicate of the
         segment's descriptor, which nothing else closes) and finish() complete it. Recent data, held in
         the segment's tail, is answered at once."""
-        if offset < self.log_start_offset or offset > self.log_end_offset:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}] "
-                f"of {self.topic}-{self.partition}"
-            )
-        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
-        if offset >= limit:
+        found = self._locate(offset, max_bytes, max_offset, min_one_batch)
+        if found is None:
             return ReadResult()
-        i = self._segment_index(offset)
-        while i < len(self.segments):
-            seg = self.segments[i]
-            found = seg.find_position(offset)
-            if found is not None:
-                break
-            i += 1
-        else:
-            return ReadResult()
-        pos, first = found
-        if first.base_offset >= limit:
-            return ReadResult()
-        want = max_bytes
-        if first.size > max_bytes:
-            if not min_one_batch:
-                return ReadResult()
-            want = first.size
+        seg, pos, want, limit, base = found
         if seg.in_tail(pos):
-            return _whole_batches(seg.read_parts(pos, want), limit, first.base_offset)
-        want = min(want, seg.size - pos)
-        return FileRead(os.dup(seg.fd), seg.path, pos, want, limit, first.base_offset)
+            return _whole_batches(seg.read_parts(pos, want), limit, base)
+        return FileRead(os.dup(seg.fd), seg.path, pos, min(want, seg.size - pos), limit, base)
 
     def read_headers(self, from_offset: int) -> Iterator[BatchHeader]:
         for seg in list(self.segments):
