@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import random
 import struct
 import uuid
 from dataclasses import dataclass, fields, is_dataclass
@@ -159,8 +160,10 @@ class Frame:
 
 
 @st.composite
-def request_frame(draw: st.DrawFn, names: Names, correlation_id: int) -> Frame:
-    key, version = draw(st.sampled_from(served_versions()))
+def request_frame(
+    draw: st.DrawFn, names: Names, correlation_id: int, api: tuple[int, int] | None = None
+) -> Frame:
+    key, version = api or draw(st.sampled_from(served_versions()))
     obj = draw(entity_strategy(request_class(key, version), names))
     body = header_bytes(key, version, correlation_id) + encode_body(obj)
     return Frame(struct.pack(">i", len(body)) + body, correlation_id, key, version, (), False)
@@ -168,66 +171,58 @@ def request_frame(draw: st.DrawFn, names: Names, correlation_id: int) -> Frame:
 
 _HUGE32 = [0x7FFFFFFF, 0xFFFFFFFF, 0x80000000, 0x40000000, 0x00FFFFFF, 0x7FFFFFF0]
 _VARINT_HUGE = [b"\xff\xff\xff\xff\x0f", b"\xff\xff\xff\xff\xff\x01", b"\x80\x80\x80\x80\x80\x80"]
+MUTATIONS = ("bitflip", "truncate", "length32", "varint", "splice", "insert", "header-key", "header-version",
+             "trailing", "claims-more", "huge-size", "byte-set")  # fmt: skip
 
 
-@st.composite
-def mutated_frame(draw: st.DrawFn, names: Names, correlation_id: int) -> Frame:
-    """A request frame with one to three byte-level mutations (the header's size prefix stays right unless a
-    mutation says otherwise)."""
-    base = draw(request_frame(names, correlation_id))
-    body = bytearray(base.data[4:])
+def mutate(rng: random.Random, frame: Frame, pool: list[Frame]) -> Frame:
+    """The frame with one to three byte-level mutations, drawn from ``rng`` (seeded, so a run replays). The
+    size prefix is recomputed unless a mutation is about the size prefix itself."""
+    body = bytearray(frame.data[4:])
     applied: list[str] = []
     size_override: int | None = None
-    for _ in range(draw(st.integers(1, 3))):
-        op = draw(
-            st.sampled_from(
-                ["bitflip", "truncate", "length32", "varint", "splice", "insert", "header-key", "header-version",
-                 "trailing", "claims-more", "huge-size", "byte-set"]
-            )
-        )
+    for _ in range(rng.randint(1, 3)):
+        op = rng.choice(MUTATIONS)
         n = len(body)
-        if n == 0 and op not in ("insert", "trailing", "claims-more", "huge-size"):
+        if n == 0 and op not in ("insert", "trailing", "claims-more", "huge-size", "splice"):
             continue
         if op == "bitflip":
-            for _ in range(draw(st.integers(1, 4))):
-                pos = draw(st.integers(0, n - 1))
-                body[pos] ^= 1 << draw(st.integers(0, 7))
+            for _ in range(rng.randint(1, 4)):
+                body[rng.randrange(n)] ^= 1 << rng.randrange(8)
         elif op == "byte-set":
-            pos = draw(st.integers(0, n - 1))
-            body[pos] = draw(st.sampled_from([0x00, 0xFF, 0x7F, 0x80, 0x01]))
+            body[rng.randrange(n)] = rng.choice([0x00, 0xFF, 0x7F, 0x80, 0x01])
         elif op == "truncate":
-            del body[draw(st.integers(0, n)) :]
+            del body[rng.randint(0, n) :]
         elif op == "length32" and n >= 4:
-            pos = draw(st.integers(0, n - 4))
-            body[pos : pos + 4] = struct.pack(">I", draw(st.sampled_from(_HUGE32)))
-        elif op == "varint" and n >= 1:
-            pos = draw(st.integers(0, n - 1))
-            v = draw(st.sampled_from(_VARINT_HUGE))
+            pos = rng.randint(0, n - 4)
+            body[pos : pos + 4] = struct.pack(">I", rng.choice(_HUGE32))
+        elif op == "varint":
+            pos = rng.randrange(n)
+            v = rng.choice(_VARINT_HUGE)
             body[pos : pos + len(v)] = v
         elif op == "splice":
-            other = draw(request_frame(names, correlation_id)).data[4:]
-            a = draw(st.integers(0, len(body)))
-            b = draw(st.integers(0, len(other)))
-            body = body[:a] + other[b:]
+            other = rng.choice(pool).data[4:]
+            body = body[: rng.randint(0, n)] + other[rng.randint(0, len(other)) :]
         elif op == "insert":
-            pos = draw(st.integers(0, n))
-            body[pos:pos] = draw(st.binary(min_size=1, max_size=16))
+            pos = rng.randint(0, n)
+            body[pos:pos] = rng.randbytes(rng.randint(1, 16))
         elif op == "header-key" and n >= 2:
-            body[0:2] = struct.pack(">h", draw(st.one_of(st.sampled_from(sorted(SERVED)), st.integers(-32768, 32767))))
+            key = rng.choice(sorted(SERVED)) if rng.random() < 0.7 else rng.randint(-32768, 32767)
+            body[0:2] = struct.pack(">h", key)
         elif op == "header-version" and n >= 4:
-            body[2:4] = struct.pack(">h", draw(st.one_of(st.integers(-2, 20), st.integers(-32768, 32767))))
+            body[2:4] = struct.pack(">h", rng.randint(-2, 20) if rng.random() < 0.7 else rng.randint(-32768, 32767))
         elif op == "trailing":
-            body += draw(st.binary(min_size=1, max_size=32))
+            body += rng.randbytes(rng.randint(1, 32))
         elif op == "claims-more":
-            size_override = len(body) + draw(st.integers(1, 200_000))
+            size_override = len(body) + rng.randint(1, 200_000)
         elif op == "huge-size":
-            size_override = draw(st.sampled_from([-1, -(2**31), 2**31 - 1, 200 * 1024 * 1024]))
+            size_override = rng.choice([-1, -(2**31), 2**31 - 1, 200 * 1024 * 1024])
         else:
             continue
         applied.append(op)
     size = len(body) if size_override is None else size_override
     data = struct.pack(">i", size) + bytes(body)
-    return Frame(data, correlation_id, base.api_key, base.version, tuple(applied), size_override is not None)
+    return Frame(data, frame.correlation_id, frame.api_key, frame.version, tuple(applied), size_override is not None)
 
 
 def is_entity(obj: Any) -> bool:
