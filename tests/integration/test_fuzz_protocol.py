@@ -454,3 +454,18 @@ def test_adding_thousands_of_partitions_does_not_stall_other_clients(broker: Bro
         t.join(90)
     assert len(list(broker.data_dir.glob(f"{big}-*"))) == PARTS
     assert latencies and max(latencies) < 3.0, f"a produce waited {max(latencies):.1f}s while partitions opened"
+
+
+def test_create_topics_refused_by_the_controller_are_answered_at_once(broker: BrokerProcess) -> None:
+    # Found by the fuzzer: the broker waited for every named topic to appear in its metadata, also for those the
+    # controller had refused, so each such CreateTopics took the full 5 s wait.
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    existing = topic_name("dup")
+    create_topic(broker.bootstrap, existing)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for bad in (NewTopic("bad name!", 1, 1), NewTopic(existing, 1, 1)):
+        t0 = time.monotonic()
+        with pytest.raises(Exception, match=r"TOPIC_EXCEPTION|TOPIC_ALREADY_EXISTS"):
+            admin.create_topics([bad], request_timeout=30)[bad.topic].result(30)
+        assert time.monotonic() - t0 < 2.0
