@@ -98,7 +98,16 @@ def throughput_pairs(
     return out
 
 
-def unavailability(lc: LocalCluster, how: str, seconds: float = 8.0) -> dict[str, Any]:
+RESUME_BOUND_S = 10.0  # Kafka's clients see a new leader within seconds; longer is a failed failover
+
+
+class WritesDidNotResume(RuntimeError):
+    pass
+
+
+def unavailability(
+    lc: LocalCluster, how: str, seconds: float = 8.0, resume_bound_s: float = RESUME_BOUND_S
+) -> dict[str, Any]:
     """Produce one acks=all message per millisecond; stop the leader (kill -9 or SIGTERM) a third of the
     way in; report the longest stretch without an acknowledgement and the time from the stop to the
     first acknowledgement of a message sent after it."""
@@ -157,11 +166,24 @@ def unavailability(lc: LocalCluster, how: str, seconds: float = 8.0) -> dict[str
         i += 1
         p.poll(0.001)
     p.flush(30)
+    t_end = time.monotonic()
     t.join()
     t_stop = stop_at[0]
-    window = sorted(a for a in acks if a >= t_stop - 1)
+    # the end of the run closes the last gap: writes that never resume are one gap up to the end
+    window = [*sorted(a for a in acks if a >= t_stop - 1), t_end]
     gaps = [b - a for a, b in itertools.pairwise(window)]
     worst = max(range(len(gaps)), key=gaps.__getitem__) if gaps else None
+    resumed_s = first_after[0] - t_stop if first_after else None
+    if resumed_s is None or resumed_s > resume_bound_s:
+        raise WritesDidNotResume(
+            f"{how} of broker-{leader}: "
+            + (
+                f"writes resumed only after {resumed_s:.1f}s"
+                if resumed_s is not None
+                else "no write sent after the stop was acknowledged"
+            )
+            + f" (bound {resume_bound_s:g}s; {len(errors)} delivery errors, first: {errors[:3]})"
+        )
     new_leader, epoch1 = leader_epoch(bs, topic)
     lc.start_node(f"broker-{leader}")  # back for the next round
     wait_until(lambda: partition_info(bs, topic)[2] == [1, 2, 3], 30, "the ISR to be whole")
@@ -183,6 +205,10 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--rounds", type=int, default=3, help="failover rounds of each kind")
     ap.add_argument("--pairs", type=int, default=3, help="single-broker/RF=3 run pairs per throughput case")
+    ap.add_argument("--failover-only", action="store_true", help="skip the throughput pairs")
+    ap.add_argument(
+        "--resume-bound-s", type=float, default=RESUME_BOUND_S, help="fail when writes take longer to resume"
+    )
     args = ap.parse_args()
     n_1k = int(200_000 * args.scale)
     n_100 = int(1_000_000 * args.scale)
@@ -201,19 +227,28 @@ def main() -> None:
         # one partition: led by one broker; three partitions: leaders on all three brokers
         pids = {name: node.proc.pid for name, node in lc.nodes.items() if node.proc is not None}
         results["pairs"] = args.pairs
-        results["throughput"] = throughput_pairs(
-            (single.bootstrap, {"broker": single.pid()}), (lc.bootstrap, pids), n_1k, n_100, args.pairs
-        )
+        if not args.failover_only:
+            results["throughput"] = throughput_pairs(
+                (single.bootstrap, {"broker": single.pid()}), (lc.bootstrap, pids), n_1k, n_100, args.pairs
+            )
         single.stop()
         for _ in range(args.rounds):
-            results["failover"].append(unavailability(lc, "kill -9"))
-            results["failover"].append(unavailability(lc, "controlled shutdown"))
+            results["failover"].append(unavailability(lc, "kill -9", resume_bound_s=args.resume_bound_s))
+            results["failover"].append(unavailability(lc, "controlled shutdown", resume_bound_s=args.resume_bound_s))
+    except WritesDidNotResume as e:
+        failed = str(e)
+    else:
+        failed = ""
     finally:
         single.stop()
         lc.stop()
         shutil.rmtree(work, ignore_errors=True)  # a run writes gigabytes
-    show(results)
+    results["failover_failed"] = failed or None
     write_results("cluster", results)
+    show(results)
+    if failed:
+        print(f"FAILOVER FAILED: {failed}", file=sys.stderr)
+        sys.exit(2)
 
 
 def show(results: dict[str, Any]) -> None:
@@ -222,7 +257,7 @@ def show(results: dict[str, Any]) -> None:
     cols = ("producer", "case", "single MB/s", "RF=3 MB/s", "RF=3 / single: median", "every pair")
     for col in (*cols, "CPU ms/MB single", "CPU ms/MB RF=3"):
         t.add_column(col)
-    for producer in PRODUCERS:
+    for producer in PRODUCERS if results["throughput"] else ():
         for case, _size, _parts in CASES:
             runs = results["throughput"][producer][case]
             ratios = [r["ratio"] for r in runs]

@@ -1,4 +1,8 @@
-"""Where every benchmark writes its JSON: bench/results/<kind>-<time>.json (ignored by git)."""
+"""Where every benchmark writes its JSON: bench/results/<kind>-<time>.json.
+
+The directory is ignored by git so that runs do not pile up; a result that docs/benchmarks.md cites is
+committed with `git add -f` (every figure there names its file).
+"""
 
 from __future__ import annotations
 

@@ -24,9 +24,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from epochlog.server.cluster.local import LocalCluster
-from tests.broker_process import BrokerProcess
+from tests.broker_process import BrokerProcess, free_port
 from tests.integration.cluster_helpers import create_topic, new_cluster, partition_info, wait_until
 from tests.integration.kafka_wire import WireClient
+from tests.integration.test_metrics import scrape
 
 PAD = b"x" * 1000
 
@@ -218,7 +219,10 @@ def test_two_dirs_one_fails_the_other_keeps_serving(tmp_path: Path, monkeypatch:
     rules = rules_env(monkeypatch, tmp_path)
     d0, d1 = tmp_path / "d0", tmp_path / "d1"
     # --data-dir is log.dirs: both directories, comma-separated.
-    b = BrokerProcess(Path(f"{d0},{d1}"), settings={"metadata.log.dir": str(tmp_path / "meta")})
+    metrics_port = free_port()
+    b = BrokerProcess(
+        Path(f"{d0},{d1}"), settings={"metadata.log.dir": str(tmp_path / "meta"), "metrics.port": str(metrics_port)}
+    )
     b.log_path = tmp_path / "two-dirs-broker.log"
     b.start()
     try:
@@ -230,12 +234,14 @@ def test_two_dirs_one_fails_the_other_keeps_serving(tmp_path: Path, monkeypatch:
         assert p.flush(30) == 0
         dirs = {t: next(d for d in (d0, d1) if (d / f"{t}-0").exists()) for t in ("a", "b")}
         assert dirs["a"] != dirs["b"], "partitions are spread over the directories"
+        assert scrape(metrics_port)["kafka_log_logmanager_offlinelogdirectorycount"] == 0
         rules.write_text(f"write:EIO:{dirs['a']}/*\n")
         errs: list[Any] = []
         q = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "retries": 0, "message.timeout.ms": 10000})
         q.produce("a", b"00000001|lost?", on_delivery=lambda e, m: errs.append(e))
         assert q.flush(30) == 0
         assert errs and errs[0] is not None and errs[0].code() == KafkaError.KAFKA_STORAGE_ERROR, errs
+        assert scrape(metrics_port)["kafka_log_logmanager_offlinelogdirectorycount"] == 1
         # The other directory serves on: produce and read back.
         for i in range(1, 21):
             p.produce("b", b"%08d|more" % i)

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import fields
 from functools import cache
-from typing import Any
+from types import NoneType, UnionType
+from typing import Any, Union, get_args, get_origin
 
 from kio._kio_native import (
     get_field_reader,
@@ -22,7 +23,7 @@ from kio._kio_native import (
     read_legacy_array_length,
     read_unsigned_varint,
 )
-from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
+from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field
 from kio.serial.readers import SizedResult
 
 Reader = Callable[[Any, int], SizedResult[Any]]
@@ -44,11 +45,11 @@ def tolerant_reader(cls: type, nullable: bool = False) -> Reader:
         kind = classify_field(f)
         reader: Reader
         if isinstance(kind, EntityTupleField):
-            reader = _array_reader(tolerant_reader(kind.type_), flexible)
+            reader = _array_reader(tolerant_reader(kind.type_), flexible, _nullable_array(f))
         elif isinstance(kind, EntityField):
-            reader = tolerant_reader(kind.type_, tag is None and is_optional(f))
+            reader = tolerant_reader(kind.type_, tag is None and _nullable_array(f))
         elif isinstance(kind, PrimitiveTupleField):
-            reader = _guarded(get_field_reader(cls, f, is_header, tag is not None), flexible)
+            reader = _guarded(get_field_reader(cls, f, is_header, tag is not None), flexible, _nullable_array(f))
         else:
             reader = get_field_reader(cls, f, is_header, tag is not None)
         if tag is None:
@@ -85,7 +86,8 @@ def tolerant_reader(cls: type, nullable: bool = False) -> Reader:
 
 
 class ArrayLengthError(ValueError):
-    """An array claims more elements than there are bytes left in the frame."""
+    """An array claims more elements than there are bytes left in the frame, or is null where the schema
+    does not allow it (the native reader hands back None, which handlers would iterate; Kafka refuses)."""
 
 
 def _check_length(length: int, buf: Any, offset: int) -> None:
@@ -94,12 +96,23 @@ def _check_length(length: int, buf: Any, offset: int) -> None:
         raise ArrayLengthError(f"array claims {length} elements with {left} bytes left")
 
 
-def _guarded(native: Reader, flexible: bool) -> Reader:
+def _nullable_array(field: Any) -> bool:
+    """Whether the array itself may be null (``tuple[...] | None``); kio's is_optional looks inside tuples."""
+    return get_origin(field.type) in (UnionType, Union) and NoneType in get_args(field.type)
+
+
+def _check_null(length: int | None, nullable: bool) -> None:
+    if not nullable and (length is None or length < 0):
+        raise ArrayLengthError("null array in a field that is not nullable")
+
+
+def _guarded(native: Reader, flexible: bool, nullable: bool) -> Reader:
     """A native primitive-array reader, called only once its length prefix is known to be possible."""
     length_reader = read_compact_array_length if flexible else read_legacy_array_length
 
     def read(buf: Any, offset: int) -> SizedResult[Any]:
         length, n = length_reader(buf, offset)
+        _check_null(length, nullable)
         if length is not None and length > 0:
             _check_length(length, buf, offset + n)
         return native(buf, offset)
@@ -107,12 +120,13 @@ def _guarded(native: Reader, flexible: bool) -> Reader:
     return read
 
 
-def _array_reader(item: Reader, flexible: bool) -> Reader:
+def _array_reader(item: Reader, flexible: bool, nullable: bool) -> Reader:
     length_reader = read_compact_array_length if flexible else read_legacy_array_length
 
     def read(buf: Any, offset: int) -> SizedResult[Any]:
         start = offset
         length, n = length_reader(buf, offset)
+        _check_null(length, nullable)
         offset += n
         if length is None or length < 0:
             return None, offset - start  # type: ignore[return-value]

@@ -136,5 +136,9 @@ class Broker:
         props.update(info.configs)
         return LogConfig.from_properties(props)
 
+    def offline_log_dir_count(self) -> int:
+        """Kafka's OfflineLogDirectoryCount: log directories an I/O error took offline."""
+        return self.log_manager.failures.offline_count
+
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))

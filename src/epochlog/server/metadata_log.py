@@ -18,11 +18,15 @@ from epochlog.storage.partition_log import PartitionLog
 
 TOPIC = "__cluster_metadata"
 Record = tuple[str, dict[str, Any]]
+METADATA_MAX_BATCH_BYTES = 8 * 1024 * 1024
 
 
 class MetadataLog:
     def __init__(self, directory: Path) -> None:
-        self.log = PartitionLog.open(directory / f"{TOPIC}-0", TOPIC, 0, LogConfig(), recover=True)
+        # One topic is one record: 10,000 partitions (the most one request may add) take about 1.8 MB. Kafka's
+        # raft batches may be 8 MiB (KafkaRaftClient.MAX_BATCH_SIZE_BYTES).
+        config = LogConfig(max_message_bytes=METADATA_MAX_BATCH_BYTES)
+        self.log = PartitionLog.open(directory / f"{TOPIC}-0", TOPIC, 0, config, recover=True)
 
     def read_all(self) -> list[Record]:
         out: list[Record] = []

@@ -105,10 +105,7 @@ class BrokerMetrics:
         g["kafka_server_replicamanager_atminisrpartitioncount"].set_function(
             lambda: sum(1 for r in led() if len(r.isr) == r.min_isr)
         )
-        offline_dirs = getattr(broker, "offline_log_dir_count", None)
-        g["kafka_log_logmanager_offlinelogdirectorycount"].set_function(
-            (lambda: offline_dirs()) if offline_dirs is not None else (lambda: 0)
-        )
+        g["kafka_log_logmanager_offlinelogdirectorycount"].set_function(broker.offline_log_dir_count)
 
     def isr_changed(self, before: frozenset[int], after: frozenset[int], leading: bool) -> None:
         """A led partition's ISR moved (AlterPartition answered, or the metadata said so)."""

@@ -28,6 +28,7 @@ from epochlog.storage.checkpoints import write_atomically
 
 _IDX = struct.Struct(">ii")
 _TIDX = struct.Struct(">qi")
+_MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # offsets in the index are 4-byte deltas from the segment base
 NO_TIMESTAMP = -1
 
 
@@ -152,6 +153,11 @@ class Segment:
                             break
                         if h.base_offset < self.next_offset or (pos == 0 and h.base_offset < self.base_offset):
                             error = f"batch at position {pos} has base offset {h.base_offset} below {self.next_offset}"
+                            break
+                        if h.last_offset - self.base_offset > _MAX_RELATIVE_OFFSET:
+                            # the base offset is outside the CRC: a flipped high bit lands here (Kafka's
+                            # LogSegment refuses offsets its 4-byte relative index cannot hold)
+                            error = f"batch at position {pos} has offset {h.last_offset} too far past the segment base"
                             break
                         if validate_crc and compute_crc(view, pos, h) != h.crc:
                             error = f"CRC32C mismatch in batch at position {pos} (base offset {h.base_offset})"

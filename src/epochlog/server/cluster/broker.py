@@ -36,6 +36,7 @@ from epochlog.storage.errors import KafkaStorageError
 from epochlog.storage.replica_log import PartitionReplicaLog
 
 log = logging.getLogger("epochlog.broker")
+APPLY_YIELD_EVERY = 64  # partitions whose new state is applied between two turns of the event loop
 
 _REG = load_request_schema(62, 4)
 _HB = load_request_schema(63, 1)
@@ -325,11 +326,15 @@ class ClusterBroker(Broker):
                 continue
             for info in deleted:
                 self._drop_topic(info)
-            for key in dict.fromkeys(changed):
+            for i, key in enumerate(dict.fromkeys(changed)):
                 try:
                     self._apply_partition(*key)
                 except Exception:
                     log.exception("applying the state of %s-%d failed", *key)
+                if i % APPLY_YIELD_EVERY == APPLY_YIELD_EVERY - 1:
+                    # Opening a partition's log costs about a millisecond; a topic of thousands of partitions
+                    # would otherwise hold the event loop, and every client with it, for seconds.
+                    await asyncio.sleep(0)
             self._update_ineligible()
             if changed or deleted:
                 self.fetchers.wake()

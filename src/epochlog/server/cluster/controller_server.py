@@ -38,6 +38,10 @@ log = logging.getLogger("epochlog.controller")
 
 STALE_BROKER_EPOCH = 77
 PRODUCER_ID_BLOCK = 1000
+# Kafka's controller refuses an operation that would write more records than this (QuorumController's
+# MAX_RECORDS_PER_USER_OP); here it bounds the partitions one CreateTopics or CreatePartitions may add, so a
+# request for 2^31 partitions is an error rather than a stalled controller and a metadata batch too large to write.
+MAX_RECORDS_PER_USER_OP = 10_000
 # APIs the controller serves, with the versions its peers (our brokers, admin forwarding) use.
 CONTROLLER_APIS: dict[int, tuple[int, int]] = {
     1: (12, 12),  # Fetch of __cluster_metadata
@@ -53,6 +57,14 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {
 # Admin requests forwarded by brokers keep the client's version: accept all kio parses.
 for _key in (19, 20, 37, 43):
     CONTROLLER_APIS[_key] = supported_range_any(_key)
+
+
+def _too_large(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **row,
+        "error_code": Err.POLICY_VIOLATION,
+        "error_message": "Unable to perform excessively large batch operation.",
+    }
 
 
 def now_ms() -> int:
@@ -363,6 +375,10 @@ class ControllerServer:
     def create_topics(self, req: Any) -> dict[str, Any]:
         out = []
         validate_only = bool(getattr(req, "validate_only", False))
+        default = self.config.num_partitions
+        asked = sum(default if t.num_partitions == -1 else max(0, t.num_partitions) for t in req.topics)
+        if asked > MAX_RECORDS_PER_USER_OP:
+            return {"throttle_time": 0, "topics": [_too_large(creatable_topic(t)[1]) for t in req.topics]}
         for t in req.topics:
             configs, row = creatable_topic(t)
             parts = int(t.num_partitions)
@@ -434,6 +450,10 @@ class ControllerServer:
 
     def create_partitions(self, req: Any) -> dict[str, Any]:
         out = []
+        existing = {t.name: len(self.core.topics[t.name].partitions) for t in req.topics if t.name in self.core.topics}
+        if sum(max(0, t.count - existing.get(t.name, t.count)) for t in req.topics) > MAX_RECORDS_PER_USER_OP:
+            rows = [_too_large({"name": t.name}) for t in req.topics]
+            return {"throttle_time": 0, "results": rows}
         for t in req.topics:
             row: dict[str, Any] = {"name": t.name, "error_message": None, "error_code": Err.NONE}
             info = self.core.topics.get(t.name)

@@ -85,14 +85,15 @@ def handle_metadata(broker: Broker, header: RequestHeader, frame: memoryview) ->
         allow_auto = getattr(req, "allow_auto_topic_creation", True)
         for t in req.topics:
             name = t.name
-            if name is None and getattr(t, "topic_id", None) is not None:
-                name = broker.topic_name_for_id(t.topic_id)
+            if name is None:
+                # by id (v10+); a null name with a null id names nothing either
+                topic_id = getattr(t, "topic_id", None)
+                name = broker.topic_name_for_id(topic_id) if topic_id is not None else None
                 if name is None:
                     topics_out.append(
-                        {"error_code": Err.UNKNOWN_TOPIC_ID, "name": None, "topic_id": t.topic_id, "partitions": []}
+                        {"error_code": Err.UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id, "partitions": []}
                     )
                     continue
-            assert name is not None
             if name not in broker.image.topics:
                 reason = validate_topic_name(name)
                 if reason:
