@@ -185,14 +185,18 @@ class LocalCluster:
         out.close()
 
     def start(self, timeout: float = 60.0) -> LocalCluster:
-        self.spawn(self.controller)
-        wait_for_port(self.controller.port, timeout, self.controller.proc)
-        for node in self.nodes.values():
-            if node.role == "broker":
-                self.spawn(node)
-        for node in self.nodes.values():
-            if node.role == "broker":
-                wait_for_port(node.port, timeout, node.proc)
+        try:
+            self.spawn(self.controller)
+            wait_for_port(self.controller.port, timeout, self.controller.proc)
+            for node in self.nodes.values():
+                if node.role == "broker":
+                    self.spawn(node)
+            for node in self.nodes.values():
+                if node.role == "broker":
+                    wait_for_port(node.port, timeout, node.proc)
+        except BaseException:
+            self.stop()  # a node that failed to start must not leave the others running
+            raise
         return self
 
     def start_node(self, name: str, timeout: float = 60.0) -> None:
