@@ -369,9 +369,9 @@ class PartitionLog:
         return seg
 
     # -- appends -----------------------------------------------------------------------------
-    def _validate(self, buf: bytes | bytearray | memoryview) -> list[tuple[int, BatchHeader]]:
+    def _validate(self, buf: bytes | bytearray | memoryview, crc: bool = True) -> list[tuple[int, BatchHeader]]:
         try:
-            batches = list(iter_batches(buf, validate_crc=True))
+            batches = list(iter_batches(buf, validate_crc=crc))
         except CorruptBatchError as e:
             raise CorruptRecordError(str(e)) from e
         if not batches:
@@ -387,8 +387,12 @@ class PartitionLog:
         return batches
 
     @_io
-    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int) -> AppendResult:
-        batches = self._validate(records)
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int, crc_checked: bool = False
+    ) -> AppendResult:
+        """``crc_checked``: the caller verified every batch's CRC (produce validation does) and the bytes
+        have not changed since, so the append does not compute it again."""
+        batches = self._validate(records, crc=not crc_checked)
         for _pos, h in batches:
             if h.has_producer_id and not h.is_control:
                 dup = self.producer_state.check(h)

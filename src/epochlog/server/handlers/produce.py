@@ -65,7 +65,7 @@ def _append(
         broker.metrics.failed_produce.labels(part.topic).inc()
         return out, -1
     try:
-        result = plog.append_as_leader(records, part.leader_epoch, now)
+        result = plog.append_as_leader(records, part.leader_epoch, now, crc_checked=True)
     except Exception as e:
         code = getattr(e, "error_code", None)
         if code is None:
