@@ -11,15 +11,13 @@ default ``metadata.log.dir``); the broker's log manager leaves that directory al
 from __future__ import annotations
 
 import asyncio
-import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from epochlog.server.cluster.broker import ClusterBroker
 from epochlog.server.cluster.controller_server import ControllerConfig, ControllerServer
 from epochlog.server.config import BrokerConfig
 from epochlog.server.single_node_import import import_single_node_dir
-
-log = logging.getLogger("epochlog.combined")
 
 
 class CombinedServer:
@@ -64,7 +62,11 @@ class CombinedServer:
         return self.broker_config
 
 
-def run_combined(broker_config: BrokerConfig, controller_config: ControllerConfig, on_ready=None) -> None:  # type: ignore[no-untyped-def]
+def run_combined(
+    broker_config: BrokerConfig,
+    controller_config: ControllerConfig,
+    on_ready: Callable[[CombinedServer], None] | None = None,
+) -> None:
     from epochlog.server.lifecycle import run_until_signal
 
     run_until_signal(lambda: CombinedServer(broker_config, controller_config), on_ready)
