@@ -61,7 +61,8 @@ def test_single_node_counts_requests_flushes_and_leaders(broker_factory) -> None
         after["kafka_log_logflushstats_logflushrateandtimems_count"]
         > before["kafka_log_logflushstats_logflushrateandtimems_count"]
     )
-    assert after["kafka_server_replicamanager_leadercount"] == before["kafka_server_replicamanager_leadercount"] + 1
+    # The new topic's partition (and __consumer_offsets' 50, if the consumer's group created them meanwhile).
+    assert after["kafka_server_replicamanager_leadercount"] >= before["kafka_server_replicamanager_leadercount"] + 1
     assert after["kafka_server_replicamanager_partitioncount"] >= 1
 
 
