@@ -130,7 +130,8 @@ def test_cluster_metrics_follow_failures(tmp_path: Path) -> None:
         assert led >= 1
         lc.kill9(f"broker-{lone}")
         wait_for(ctrl, "kafka_controller_kafkacontroller_offlinepartitionscount", lambda v: v >= 1)
-        assert scrape(ctrl)["kafka_controller_controllerstats_leaderelectionrateandtimems_total"] > elections0
+        # Counted once the decision is durable, a moment after the gauge (which reads the live image) moved.
+        wait_for(ctrl, "kafka_controller_controllerstats_leaderelectionrateandtimems_total", lambda v: v > elections0)
         lc.start_node(f"broker-{lone}")
         wait_for(ctrl, "kafka_controller_kafkacontroller_offlinepartitionscount", lambda v: v == 0, timeout=60)
         wait_for(lone_port, "kafka_server_replicamanager_leadercount", lambda v: v >= 1, timeout=60)

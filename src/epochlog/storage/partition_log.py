@@ -284,7 +284,8 @@ class PartitionLog:
             if not needs_scan and seg.load_indexes():
                 kept.append(seg)
                 continue
-            result = seg.scan(validate_crc=needs_scan or recover)
+            following = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
+            result = seg.scan(validate_crc=needs_scan or recover, before_offset=following)
             if result.error is not None:
                 log.warning(
                     "%s-%d: recovery truncates segment %d at byte %d of %d (offset %d): %s",

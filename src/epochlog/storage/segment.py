@@ -128,8 +128,10 @@ class Segment:
             self.tidx_ts.append(self.max_timestamp)
             self.tidx_rel.append(self.offset_of_max_timestamp - self.base_offset)
 
-    def scan(self, validate_crc: bool, from_position: int = 0) -> ScanResult:
-        """Walk every batch, rebuilding indexes; stop at the first torn or corrupt one."""
+    def scan(self, validate_crc: bool, from_position: int = 0, before_offset: int | None = None) -> ScanResult:
+        """Walk every batch, rebuilding indexes; stop at the first torn or corrupt one. ``before_offset``
+        (the next segment's base) bounds the offsets this segment may hold: the base offset is outside
+        the CRC, and a flipped bit can move a batch past the segments that follow it."""
         if from_position == 0:
             self.idx_rel, self.idx_pos, self.tidx_ts, self.tidx_rel = [], [], [], []
             self.bytes_since_index = 0
@@ -153,6 +155,9 @@ class Segment:
                             break
                         if h.base_offset < self.next_offset or (pos == 0 and h.base_offset < self.base_offset):
                             error = f"batch at position {pos} has base offset {h.base_offset} below {self.next_offset}"
+                            break
+                        if before_offset is not None and h.last_offset >= before_offset:
+                            error = f"batch at position {pos} has offset {h.last_offset} past the next segment's base"
                             break
                         if h.last_offset - self.base_offset > _MAX_RELATIVE_OFFSET:
                             # the base offset is outside the CRC: a flipped high bit lands here (Kafka's
