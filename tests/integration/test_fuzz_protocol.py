@@ -40,10 +40,11 @@ from hypothesis import strategies as st
 
 from tests.broker_process import BrokerProcess
 from tests.fuzz.kafka_strategies import Frame, Names, mutate, request_frame, served_versions
+from tests.fuzz.seeds import default_seed
 from tests.integration.helpers import consume_assign, create_topic, produce, topic_name
 
 FRAMES = int(os.environ.get("EPOCHLOG_FUZZ_FRAMES", "20000"))
-SEED = int(os.environ.get("EPOCHLOG_FUZZ_SEED", str(random.SystemRandom().randrange(2**32))))
+SEED = default_seed("EPOCHLOG_FUZZ_SEED")
 POOL = int(os.environ.get("EPOCHLOG_FUZZ_POOL", "1200"))  # valid-shaped requests drawn from the kio strategies
 MUTATED_SHARE = 0.5  # of the groups sent; the rest are runs of 1-8 unmutated requests
 ANSWER_BOUND_S = 10.0  # a loaded 2-core machine; an answer never legitimately takes this long here

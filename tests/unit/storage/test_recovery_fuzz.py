@@ -25,9 +25,10 @@ from epochlog.storage.checkpoints import write_offsets
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log_manager import CLEAN_SHUTDOWN, RECOVERY_POINTS, LogManager
 from epochlog.storage.partition_log import PartitionLog
+from tests.fuzz.seeds import default_seed
 
 CASES = int(os.environ.get("EPOCHLOG_RECOVERY_FUZZ_CASES", "2000"))
-SEED = int(os.environ.get("EPOCHLOG_RECOVERY_FUZZ_SEED", str(random.SystemRandom().randrange(2**32))))
+SEED = default_seed("EPOCHLOG_RECOVERY_FUZZ_SEED")
 CONFIG = LogConfig(segment_bytes=1500, index_interval_bytes=200)
 PARTITIONS = (("fz", 0), ("fz", 1))
 
