@@ -1,0 +1,61 @@
+"""What a quorum leader keeps about its replicas: fetch positions, the high watermark, check-quorum."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from epochlog.raft.messages import FetchRequest
+
+
+@dataclass
+class ReplicaProgress:
+    end_offset: int = -1  # the offset it last fetched from: everything below is on its disk
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+    hw_sent: int = -1  # the high watermark its last answer carried
+
+
+@dataclass
+class ParkedFetch:
+    request: FetchRequest
+    deadline_ms: int
+
+
+class LeaderState:
+    def __init__(self, node_id: int, voters: tuple[int, ...], epoch_start_offset: int, now_ms: int) -> None:
+        self.node_id = node_id
+        self.voters = voters
+        self.epoch_start_offset = epoch_start_offset
+        # Every voter counts as heard from when the epoch starts, so check-quorum gives them a full timeout.
+        self.voter_progress = {v: ReplicaProgress(last_fetch_ms=now_ms) for v in voters if v != node_id}
+        self.observer_progress: dict[int, ReplicaProgress] = {}
+        self.unacked_begin = {v for v in voters if v != node_id}
+        self.begin_resend_ms = now_ms
+        self.parked: list[ParkedFetch] = []
+
+    def progress(self, replica: int) -> ReplicaProgress:
+        if replica in self.voter_progress:
+            return self.voter_progress[replica]
+        return self.observer_progress.setdefault(replica, ReplicaProgress())
+
+    def record_fetch(self, replica: int, fetch_offset: int, log_end_offset: int, now_ms: int) -> None:
+        p = self.progress(replica)
+        p.end_offset = fetch_offset
+        p.last_fetch_ms = now_ms
+        if fetch_offset >= log_end_offset:
+            p.last_caught_up_ms = now_ms
+        self.unacked_begin.discard(replica)  # fetching from us at our epoch is as good as the ack
+
+    def majority_offset(self, own_end_offset: int) -> int:
+        """The largest offset that a majority of voters (this leader included) hold."""
+        ends = [own_end_offset] + [p.end_offset for p in self.voter_progress.values()]
+        ends.sort(reverse=True)
+        return ends[len(self.voters) // 2]
+
+    def heard_from_majority(self, now_ms: int, timeout_ms: int) -> bool:
+        live = 1 + sum(1 for p in self.voter_progress.values() if now_ms - p.last_fetch_ms < timeout_ms)
+        return live > len(self.voters) // 2
+
+    def successors(self) -> tuple[int, ...]:
+        """Other voters, the most caught up first (EndQuorumEpoch's preferred successors)."""
+        return tuple(sorted(self.voter_progress, key=lambda v: (-self.voter_progress[v].end_offset, v)))

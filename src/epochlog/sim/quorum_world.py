@@ -1,0 +1,275 @@
+"""The quorum simulator: RaftNodes on simulated disks and a seeded network, one event at a time.
+
+It drives the same raft/ core the controllers run. Each node's Ready is carried out in the order the
+core demands (quorum state, flush, messages, then the state machine), and a crash may land between
+any two of those steps. The network drops, duplicates, delays (so reorders) and partitions messages;
+a crash loses whatever was not flushed. The invariant checker runs after every event.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from epochlog.raft.config import QuorumConfig
+from epochlog.raft.messages import FetchResponse, Message, QuorumStateData, Ready, VoteResponse
+from epochlog.raft.node import RaftNode, Role
+from epochlog.sim.quorum_invariants import QuorumChecker
+from epochlog.sim.quorum_log import SimQuorumLog
+
+# Timeouts scaled down tenfold from Kafka's defaults: the same ratios, ten times the events per second.
+SIM_CONFIG = QuorumConfig(
+    election_timeout_ms=100,
+    fetch_timeout_ms=200,
+    election_backoff_max_ms=100,
+    request_timeout_ms=200,
+    retry_backoff_ms=5,
+    fetch_max_wait_ms=50,
+)
+TICK_MS = 10
+FETCH_MAX_RECORDS = 20
+
+
+@dataclass
+class NetFaults:
+    drop: float = 0.0
+    duplicate: float = 0.0
+    min_delay_ms: int = 1
+    max_delay_ms: int = 4
+
+
+@dataclass
+class SimNode:
+    node_id: int
+    log: SimQuorumLog
+    core: RaftNode
+    disk_state: QuorumStateData | None = None  # the quorum-state file
+    alive: bool = True
+    paused: bool = False
+    applied: list[str] = field(default_factory=list)  # the state machine: committed values in order
+    crash_points: int = -1  # Ready steps a pending crash still lets through (-1: no crash pending)
+
+
+NodeFactory = Callable[..., RaftNode]
+
+
+class QuorumWorld:
+    def __init__(
+        self,
+        seed: int = 0,
+        voters: int = 3,
+        observers: int = 0,
+        faults: NetFaults | None = None,
+        snapshot_every: int = 0,
+        node_factory: NodeFactory = RaftNode,
+        skip_vote_persist: bool = False,
+    ) -> None:
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.now = 0
+        self.faults = faults or NetFaults()
+        self.voters = tuple(range(voters))
+        self.snapshot_every = snapshot_every
+        self.node_factory = node_factory
+        self.skip_vote_persist = skip_vote_persist  # a deliberate bug, for the test that must catch it
+        self.queue: list[tuple[int, int, str, Any]] = []
+        self._seq = 0
+        self.cut: set[frozenset[int]] = set()  # links that carry nothing
+        self.nodes: dict[int, SimNode] = {}
+        self.proposed: list[str] = []
+        self.events = 0
+        self.log_lines: list[str] = []
+        self.checker = QuorumChecker(self)
+        for n in [*self.voters, *range(voters, voters + observers)]:
+            log = SimQuorumLog()
+            self.nodes[n] = SimNode(n, log, self._make_core(n, log, None))
+        for n in self.nodes:
+            self._schedule(TICK_MS, "tick", n)
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _make_core(self, n: int, log: SimQuorumLog, state: QuorumStateData | None) -> RaftNode:
+        core = self.node_factory(n, self.voters, log, state, self.now, random.Random(self.rng.random()), "sim", SIM_CONFIG)
+        return core
+
+    def _schedule(self, delay: int, kind: str, payload: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self.queue, (self.now + delay, self._seq, kind, payload))
+
+    def note(self, text: str) -> None:
+        self.log_lines.append(f"{self.now:>6} ms  {text}")
+
+    def _carry_out(self, node: SimNode, ready: Ready) -> None:
+        """The driver's half of the contract, with a pending crash able to cut it short."""
+        if ready.quorum_state is not None:
+            if not self._step(node):
+                return
+            vote_granted = any(
+                isinstance(o.message, VoteResponse) and o.message.granted and not o.message.pre_vote
+                for o in ready.messages
+            )
+            if not (self.skip_vote_persist and vote_granted):
+                node.disk_state = QuorumStateData(
+                    ready.quorum_state.leader_epoch, ready.quorum_state.leader_id, ready.quorum_state.voted_id
+                )
+        if ready.flush:
+            if not self._step(node):
+                return
+            node.log.flush()
+        for out in ready.messages:
+            if not self._step(node):
+                return
+            self._send(node.node_id, out.to, out.message)
+        if ready.load_snapshot is not None:
+            data = node.log.snapshots[ready.load_snapshot]
+            node.applied = list(json.loads(data)["values"])
+        if ready.high_watermark is not None:
+            self._apply(node, ready.high_watermark)
+
+    def _step(self, node: SimNode) -> bool:
+        if node.crash_points < 0:
+            return True
+        if node.crash_points == 0:
+            node.crash_points = -1
+            self.crash(node.node_id)
+            return False
+        node.crash_points -= 1
+        return True
+
+    def _apply(self, node: SimNode, hw: int) -> None:
+        while len(node.applied) < hw:
+            e = node.log.entry(len(node.applied))
+            if e is None:
+                break
+            node.applied.append(e.value)
+        self.checker.applied(node)
+        if self.snapshot_every and len(node.applied) - node.log.log_start_offset >= self.snapshot_every:
+            snap = node.log.take_snapshot(node.applied, len(node.applied))
+            if snap is not None:
+                self._carry_out(node, node.core.snapshot_taken(snap))
+
+    def _send(self, src: int, dst: int, msg: Message) -> None:
+        if isinstance(msg, FetchResponse) and msg.read_from >= 0:
+            records = self.nodes[src].log.read(msg.read_from, FETCH_MAX_RECORDS)
+            msg = FetchResponse(**{**msg.__dict__, "records": records})
+        self.checker.sent(src, dst, msg)
+        copies = 1
+        if self.rng.random() < self.faults.drop:
+            copies = 0
+        elif self.rng.random() < self.faults.duplicate:
+            copies = 2
+        for _ in range(copies):
+            self._schedule(self.rng.randint(self.faults.min_delay_ms, self.faults.max_delay_ms), "msg", (src, dst, msg))
+
+    # -- faults and workload -------------------------------------------------------------------
+    def crash(self, n: int, at_step: int | None = None) -> None:
+        """Crash ``n`` now, or (``at_step``) part way through its next Ready."""
+        node = self.nodes[n]
+        if at_step is not None:
+            node.crash_points = at_step
+            return
+        if not node.alive:
+            return
+        node.alive = False
+        lost = node.log.crash()
+        node.applied = []
+        self.note(f"node {n} crashes (lost {lost} unflushed entries)")
+
+    def restart(self, n: int) -> None:
+        node = self.nodes[n]
+        if node.alive:
+            return
+        node.alive, node.paused, node.crash_points = True, False, -1
+        node.core = self._make_core(n, node.log, node.disk_state)
+        if node.log.base_snapshot is not None:
+            node.applied = list(json.loads(node.log.snapshots[node.log.base_snapshot])["values"])
+        self.checker.restarted(node)
+        self.note(f"node {n} restarts as {node.core.role.value} in epoch {node.core.epoch}")
+        self._carry_out(node, node.core.take_ready())
+        self._schedule(TICK_MS, "tick", n)
+
+    def wipe(self, n: int) -> None:
+        """``n`` loses its whole disk (log, snapshots and quorum state) while down."""
+        node = self.nodes[n]
+        assert not node.alive
+        node.log = SimQuorumLog()
+        node.disk_state = None
+        self.checker.wiped(n)
+        self.note(f"node {n} loses its disk")
+
+    def isolate(self, n: int) -> None:
+        for m in self.nodes:
+            if m != n:
+                self.cut.add(frozenset((n, m)))
+        self.note(f"node {n} is cut off from the others")
+
+    def partition(self, *groups: tuple[int, ...]) -> None:
+        side = {n: i for i, g in enumerate(groups) for n in g}
+        for a in self.nodes:
+            for b in self.nodes:
+                if a < b and side.get(a, -1) != side.get(b, -2):
+                    self.cut.add(frozenset((a, b)))
+
+    def heal(self) -> None:
+        self.cut.clear()
+        self.note("the network heals")
+
+    def leaders(self) -> list[SimNode]:
+        return [s for s in self.nodes.values() if s.alive and s.core.role is Role.LEADER]
+
+    def leader(self) -> SimNode | None:
+        ready = [s for s in self.leaders() if s.core.is_leader_ready()]
+        return max(ready, key=lambda s: s.core.epoch) if ready else None
+
+    def propose(self, count: int = 1) -> bool:
+        lead = self.leader()
+        if lead is None:
+            return False
+        values = [f"v{len(self.proposed) + i}" for i in range(count)]
+        last, ready = lead.core.propose(values, self.now)
+        if last >= 0:
+            self.proposed += values
+        self._carry_out(lead, ready)
+        return last >= 0
+
+    # -- running -------------------------------------------------------------------------------
+    def run_until(self, t: int, on_event: Callable[[], None] | None = None) -> None:
+        while self.queue and self.queue[0][0] <= t:
+            at, _, kind, payload = heapq.heappop(self.queue)
+            self.now = at
+            if kind == "tick":
+                node = self.nodes[payload]
+                if not node.alive:
+                    continue
+                if not node.paused:
+                    self._carry_out(node, node.core.tick(self.now))
+                self._schedule(TICK_MS, "tick", payload)
+            elif kind == "msg":
+                src, dst, msg = payload
+                node = self.nodes[dst]
+                if not node.alive or node.paused or frozenset((src, dst)) in self.cut:
+                    continue
+                self._carry_out(node, node.core.receive(msg, self.now))
+            elif kind == "call":
+                payload()
+            self.events += 1
+            self.checker.check()
+            if on_event is not None:
+                on_event()
+        self.now = max(self.now, t)
+
+    def at(self, t: int, action: Callable[[], None]) -> None:
+        self._seq += 1
+        heapq.heappush(self.queue, (t, self._seq, "call", action))
+
+    def settle(self, until: int) -> None:
+        """Heal everything, restart everyone, and run until the quorum agrees."""
+        self.heal()
+        for n in self.nodes:
+            self.nodes[n].paused, self.nodes[n].crash_points = False, -1
+            self.restart(n)
+        self.run_until(until)
+        self.checker.check_converged()
