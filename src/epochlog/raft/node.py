@@ -177,8 +177,7 @@ class RaftNode:
         return self.take_ready()
 
     def receive(self, message: Message, now_ms: int) -> Ready:
-        handler = _HANDLERS[type(message)]
-        handler(self, message, now_ms)
+        getattr(self, _HANDLERS[type(message)])(message, now_ms)
         return self.take_ready()
 
     def request_failed(self, to: int, request_id: int, now_ms: int) -> Ready:
@@ -321,7 +320,7 @@ class RaftNode:
 
     def _send(self, to: int, message: Message, now_ms: int, track: bool = False) -> None:
         if track:
-            self.inflight[to] = (getattr(message, "request_id"), now_ms + self.config.request_timeout_ms)
+            self.inflight[to] = (message.request_id, now_ms + self.config.request_timeout_ms)
         self._ready.messages.append(Outbound(to, message))
 
     def _begin_request(self) -> BeginQuorumEpochRequest:
@@ -566,7 +565,9 @@ class RaftNode:
         start = self.log.log_start_offset
         snapshot = self.log.latest_snapshot()
         at_start_elsewhere = (
-            snapshot is not None and req.fetch_offset == start and start > 0 and req.last_fetched_epoch != snapshot.epoch
+            snapshot is not None
+            and req.fetch_offset == start > 0
+            and req.last_fetched_epoch != snapshot.epoch
         )
         if snapshot is not None and (req.fetch_offset < start or at_start_elsewhere):
             self._reply(
@@ -716,15 +717,15 @@ class RaftNode:
         self._send_fetch(now_ms)
 
 
-_HANDLERS: dict[type, Any] = {
-    VoteRequest: RaftNode._on_vote,
-    VoteResponse: RaftNode._on_vote_response,
-    BeginQuorumEpochRequest: RaftNode._on_begin,
-    BeginQuorumEpochResponse: RaftNode._on_begin_response,
-    EndQuorumEpochRequest: RaftNode._on_end,
-    EndQuorumEpochResponse: RaftNode._on_end_response,
-    FetchRequest: RaftNode._on_fetch,
-    FetchResponse: RaftNode._on_fetch_response,
-    FetchSnapshotRequest: RaftNode._on_fetch_snapshot,
-    FetchSnapshotResponse: RaftNode._on_fetch_snapshot_response,
+_HANDLERS: dict[type, str] = {
+    VoteRequest: "_on_vote",
+    VoteResponse: "_on_vote_response",
+    BeginQuorumEpochRequest: "_on_begin",
+    BeginQuorumEpochResponse: "_on_begin_response",
+    EndQuorumEpochRequest: "_on_end",
+    EndQuorumEpochResponse: "_on_end_response",
+    FetchRequest: "_on_fetch",
+    FetchResponse: "_on_fetch_response",
+    FetchSnapshotRequest: "_on_fetch_snapshot",
+    FetchSnapshotResponse: "_on_fetch_snapshot_response",
 }

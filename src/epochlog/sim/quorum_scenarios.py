@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from epochlog.raft.messages import FetchResponse, Message, VoteRequest
 from epochlog.raft.node import Role
 from epochlog.sim.quorum_world import SIM_CONFIG, NetFaults, QuorumWorld
 
@@ -100,14 +101,18 @@ def split_vote(seed: int = 1, **kw: Any) -> QuorumRun:
     and a later one elects exactly one."""
     w = QuorumWorld(seed, voters=4, **kw)
     run = QuorumRun(w)
-    # Voters 0 and 1 time out together; 2 hears only 0 and 3 only 1 while the votes are out.
+    # Voters 0 and 1 time out together; while the votes are out 2 hears only 0, and 3 only 1.
     for n, node in w.nodes.items():
         node.core.election_deadline = 50 if n in (0, 1) else 10_000
-    w.cut |= {frozenset((0, 3)), frozenset((1, 2)), frozenset((0, 1)), frozenset((2, 3))}
-    w.run_until(120)
-    run.facts["candidates"] = sorted(n for n, s in w.nodes.items() if s.core.role is Role.CANDIDATE)
-    run.facts["split_epoch"] = max(s.core.epoch for s in w.nodes.values())
-    run.facts["leader_in_split_epoch"] = w.checker.epoch_leader.get(run.facts["split_epoch"])
+    w.cut |= {frozenset((0, 3)), frozenset((1, 2))}
+    candidates: set[int] = set()
+
+    def watch() -> None:
+        candidates.update(n for n, x in w.nodes.items() if x.core.role is Role.CANDIDATE and x.core.epoch == 1)
+
+    w.run_until(150, on_event=watch)
+    run.facts["candidates"] = sorted(candidates)
+    run.facts["leader_in_epoch_1"] = w.checker.epoch_leader.get(1)
     w.heal()
     _load(w, 200, 2000)
     w.run_until(2000)
@@ -118,36 +123,107 @@ def split_vote(seed: int = 1, **kw: Any) -> QuorumRun:
 
 
 def vote_before_state_write(seed: int = 1, skip_vote_persist: bool = False, **kw: Any) -> QuorumRun:
-    """A voter grants a vote and crashes: if the grant left before the quorum state was on disk, the
-    restarted voter could grant the same epoch to a second candidate (the checker must say so)."""
+    """Two candidates in one epoch; the voter that grants the first crashes at once and restarts
+    before the second candidate's request arrives. Its vote was on disk before the grant left, so it
+    refuses the second; with ``skip_vote_persist`` (the bug) the checker must catch a second vote."""
     w = QuorumWorld(seed, voters=3, skip_vote_persist=skip_vote_persist, **kw)
     run = QuorumRun(w)
-    # Node 0 asks first; node 2 grants, then crashes before anything else. Node 1 asks in the same
-    # epoch once node 2 is back.
     for n, node in w.nodes.items():
-        node.core.election_deadline = {0: 30, 1: 10_000, 2: 10_000}[n]
-    w.cut |= {frozenset((0, 1))}
-    granted: list[int] = []
+        node.core.election_deadline = 30 if n in (0, 1) else 10_000
+    w.cut.add(frozenset((0, 1)))
+
+    def slow_second_vote(src: int, dst: int, msg: Message) -> int | None:
+        # Node 1's vote request, and everything node 0 says to node 2 once it wins, arrive late.
+        late_vote = src == 1 and dst == 2 and isinstance(msg, VoteRequest) and not msg.pre_vote
+        late_news = src == 0 and dst == 2 and not isinstance(msg, VoteRequest)
+        return 30 if late_vote else 80 if late_news else 0
+
+    w.shape = slow_second_vote
+    crashed: list[int] = []
 
     def crash_after_grant() -> None:
-        if not granted and 2 in w.checker.votes.values() or any(k[0] == 2 for k in w.checker.votes):
-            if not granted:
-                granted.append(w.now)
-                w.crash(2)
-                w.cut.add(frozenset((0, 2)))
+        if not crashed and any(voter == 2 for voter, _ in w.checker.votes):
+            crashed.append(w.now)
+            w.crash(2)
+            w.restart(2)
 
-    w.run_until(100, on_event=crash_after_grant)
-    w.restart(2)
-    epoch = max(s.core.epoch for s in w.nodes.values())
-    # Node 1 stands in that same epoch (it learned it from nobody: force its state to match node 0's).
-    n1 = w.nodes[1].core
-    n1.epoch = epoch - 1
-    n1.election_deadline = w.now
-    w.run_until(600)
+    w.run_until(200, on_event=crash_after_grant)
+    w.shape = None
+    run.facts["crashed_at"] = crashed[0] if crashed else None
+    run.facts["votes"] = {f"{voter}@{epoch}": c for (voter, epoch), c in w.checker.votes.items()}
     w.heal()
-    w.run_until(1500)
-    run.facts["votes"] = dict(w.checker.votes)
-    w.settle(2500)
+    w.run_until(1000)
+    w.settle(2000)
+    return run
+
+
+def _run_until_true(w: QuorumWorld, cond: Callable[[], bool], deadline: int) -> bool:
+    while w.now < deadline:
+        if cond():
+            return True
+        w.run_until(w.now + 1)
+    return cond()
+
+
+def figure_8(seed: int = 1, node_factory: Any = None, **kw: Any) -> QuorumRun:
+    """The Raft paper's figure 8 in five voters. X is written in epoch 1 on two nodes only; a leader
+    of epoch 2 writes just its LeaderChange and dies; the first leader returns in epoch 3 and copies
+    X to a majority, but its own LeaderChange reaches no one before it dies; the epoch 2 node then
+    wins epoch 4 and overwrites X. The high watermark must never have covered X."""
+    extra = {"node_factory": node_factory} if node_factory is not None else {}
+    w = QuorumWorld(seed, voters=5, fetch_max_records=1, **extra, **kw)
+    run = QuorumRun(w)
+    nodes = w.nodes
+
+    def only(first: int) -> None:
+        for n, node in nodes.items():
+            node.core.election_deadline = w.now + (5 if n == first else 10_000)
+            node.core.fetch_deadline = w.now + (5 if n == first else 10_000)
+            node.core.fetched_this_epoch = False
+
+    only(0)
+    assert _run_until_true(w, lambda: w.leader() is not None, 500)
+    w.partition((0, 1), (2, 3, 4))
+    w.propose(1)  # X, at offset 1 (offset 0 is epoch 1's LeaderChange)
+    x_offset = 1
+    assert _run_until_true(w, lambda: nodes[1].log.log_end_offset > x_offset, 600)
+    only(2)
+
+    def crash_new_leader() -> None:
+        if nodes[2].alive and nodes[2].core.role is Role.LEADER:
+            w.crash(2)  # its LeaderChange is on its own disk only
+
+    w.run_until(w.now + 100, on_event=crash_new_leader)
+    run.facts["epoch_2_leader_crashed"] = not nodes[2].alive
+    _run_until_true(w, lambda: nodes[0].core.role is not Role.LEADER, w.now + 1000)  # check-quorum
+    w.heal()
+    only(0)
+
+    def hide_leader_change(src: int, dst: int, msg: Message) -> int | None:
+        if src == 0 and isinstance(msg, FetchResponse) and msg.read_from > x_offset:
+            return None  # epoch 3's own first record never arrives anywhere
+        return 0
+
+    w.shape = hide_leader_change
+
+    def x_on_majority() -> bool:
+        held = [n for n in (0, 1, 3, 4) if (e := nodes[n].log.entry(x_offset)) is not None and e.value == "v0"]
+        run.facts["x_holders"] = held
+        return nodes[0].core.role is Role.LEADER and nodes[0].core.epoch >= 3 and len(held) >= 3
+
+    run.facts["x_on_majority"] = _run_until_true(w, x_on_majority, w.now + 1000)
+    w.run_until(w.now + 30)  # the followers fetch past X: a leader that counts copies would commit it now
+    run.facts["hw_of_epoch_3_leader"] = nodes[0].core.high_watermark
+    w.crash(0)
+    w.shape = None
+    w.restart(2)
+    only(2)
+    _run_until_true(w, lambda: w.leader() is not None, w.now + 1000)
+    lead = w.leader()
+    run.facts["final_leader"] = None if lead is None else (lead.node_id, lead.core.epoch)
+    entry = nodes[2].log.entry(x_offset)
+    run.facts["x_survived"] = entry is not None and entry.value == "v0"
+    w.settle(w.now + 1500)
     return run
 
 
@@ -200,6 +276,7 @@ SCENARIOS: dict[str, Callable[..., QuorumRun]] = {
     "zombie-controller": zombie_controller,
     "split-vote": split_vote,
     "crash-before-vote-write": vote_before_state_write,
+    "figure-8": figure_8,
     "snapshot-catch-up": snapshot_catch_up,
     "disk-loss": disk_loss,
 }

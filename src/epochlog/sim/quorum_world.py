@@ -67,6 +67,7 @@ class QuorumWorld:
         snapshot_every: int = 0,
         node_factory: NodeFactory = RaftNode,
         skip_vote_persist: bool = False,
+        fetch_max_records: int = FETCH_MAX_RECORDS,
     ) -> None:
         self.rng = random.Random(seed)
         self.seed = seed
@@ -76,6 +77,9 @@ class QuorumWorld:
         self.snapshot_every = snapshot_every
         self.node_factory = node_factory
         self.skip_vote_persist = skip_vote_persist  # a deliberate bug, for the test that must catch it
+        self.fetch_max_records = fetch_max_records
+        # A scenario's hand on the network: extra delay for a message, or None to drop it.
+        self.shape: Callable[[int, int, Message], int | None] | None = None
         self.queue: list[tuple[int, int, str, Any]] = []
         self._seq = 0
         self.cut: set[frozenset[int]] = set()  # links that carry nothing
@@ -92,8 +96,8 @@ class QuorumWorld:
 
     # -- plumbing ----------------------------------------------------------------------------
     def _make_core(self, n: int, log: SimQuorumLog, state: QuorumStateData | None) -> RaftNode:
-        core = self.node_factory(n, self.voters, log, state, self.now, random.Random(self.rng.random()), "sim", SIM_CONFIG)
-        return core
+        rng = random.Random(self.rng.random())
+        return self.node_factory(n, self.voters, log, state, self.now, rng, "sim", SIM_CONFIG)
 
     def _schedule(self, delay: int, kind: str, payload: Any) -> None:
         self._seq += 1
@@ -111,10 +115,10 @@ class QuorumWorld:
                 isinstance(o.message, VoteResponse) and o.message.granted and not o.message.pre_vote
                 for o in ready.messages
             )
-            if not (self.skip_vote_persist and vote_granted):
-                node.disk_state = QuorumStateData(
-                    ready.quorum_state.leader_epoch, ready.quorum_state.leader_id, ready.quorum_state.voted_id
-                )
+            voted = ready.quorum_state.voted_id
+            if self.skip_vote_persist and vote_granted:
+                voted = node.disk_state.voted_id if node.disk_state is not None else -1  # the vote never written
+            node.disk_state = QuorumStateData(ready.quorum_state.leader_epoch, ready.quorum_state.leader_id, voted)
         if ready.flush:
             if not self._step(node):
                 return
@@ -153,16 +157,23 @@ class QuorumWorld:
 
     def _send(self, src: int, dst: int, msg: Message) -> None:
         if isinstance(msg, FetchResponse) and msg.read_from >= 0:
-            records = self.nodes[src].log.read(msg.read_from, FETCH_MAX_RECORDS)
+            records = self.nodes[src].log.read(msg.read_from, self.fetch_max_records)
             msg = FetchResponse(**{**msg.__dict__, "records": records})
         self.checker.sent(src, dst, msg)
+        extra = 0
+        if self.shape is not None:
+            shaped = self.shape(src, dst, msg)
+            if shaped is None:
+                return
+            extra = shaped
         copies = 1
         if self.rng.random() < self.faults.drop:
             copies = 0
         elif self.rng.random() < self.faults.duplicate:
             copies = 2
         for _ in range(copies):
-            self._schedule(self.rng.randint(self.faults.min_delay_ms, self.faults.max_delay_ms), "msg", (src, dst, msg))
+            delay = self.rng.randint(self.faults.min_delay_ms, self.faults.max_delay_ms) + extra
+            self._schedule(delay, "msg", (src, dst, msg))
 
     # -- faults and workload -------------------------------------------------------------------
     def crash(self, n: int, at_step: int | None = None) -> None:
@@ -261,7 +272,7 @@ class QuorumWorld:
                 on_event()
         self.now = max(self.now, t)
 
-    def at(self, t: int, action: Callable[[], None]) -> None:
+    def at(self, t: int, action: Callable[[], object]) -> None:
         self._seq += 1
         heapq.heappush(self.queue, (t, self._seq, "call", action))
 
