@@ -78,15 +78,21 @@ def register(app: typer.Typer) -> None:
     @cluster.command("up")
     def cluster_up(
         brokers: Annotated[int, typer.Option("--brokers", "-n", min=1, max=9)] = 3,
+        controllers: Annotated[
+            int, typer.Option("--controllers", min=0, max=9, help="controller quorum size; default 3 with 3+ brokers")
+        ] = 0,
         data_dir: Annotated[Path, typer.Option("--data-dir")] = Path("epochlog-cluster"),
-        base_port: Annotated[int, typer.Option("--base-port", help="broker 1's port; the controller's is +100")] = 9092,
+        base_port: Annotated[
+            int, typer.Option("--base-port", help="broker 1's port; the controllers' start at +100")
+        ] = 9092,
         set_: Annotated[list[str], typer.Option("--set", help="broker property: key=value")] = [],  # noqa: B006
     ) -> None:
-        """Run a controller and N brokers on 127.0.0.1 in the foreground; Ctrl-C/SIGTERM stops them all."""
+        """Run a controller quorum and N brokers on 127.0.0.1 in the foreground; Ctrl-C/SIGTERM stops them all."""
         from epochlog.server.cluster.local import LocalCluster
 
         settings = dict(item.split("=", 1) for item in set_ if "=" in item)
-        lc = LocalCluster(data_dir, brokers, base_port, broker_settings=settings)
+        quorum = controllers or (3 if brokers >= 3 else 1)
+        lc = LocalCluster(data_dir, brokers, base_port, broker_settings=settings, controllers=quorum)
         stop = False
 
         def on_signal(signum: int, frame: object) -> None:
@@ -98,7 +104,7 @@ def register(app: typer.Typer) -> None:
         try:
             lc.start()
             typer.echo(
-                f"epochlog cluster is up: bootstrap.servers={lc.bootstrap} controller=127.0.0.1:{lc.controller.port} "
+                f"epochlog cluster is up: bootstrap.servers={lc.bootstrap} controllers={lc.bootstrap_controllers} "
                 f"data={lc.data_dir} logs={lc.data_dir / 'logs'}",
                 err=True,
             )

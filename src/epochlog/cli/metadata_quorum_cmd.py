@@ -48,6 +48,26 @@ def _ask(bootstrap: str) -> tuple[str, Any]:
     raise typer.BadParameter("no controller answered: " + "; ".join(errors), param_hint="--bootstrap-controller")
 
 
+def leader_of(ports: list[int], host: str = "127.0.0.1") -> int:
+    """The quorum leader's node id as any of these controllers knows it (-1: none knows)."""
+    from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
+
+    from epochlog.client.wire import Connection, WireError
+
+    req = DescribeQuorumRequest(
+        topics=(TopicData(topic_name=METADATA_TOPIC, partitions=(PartitionData(partition_index=0),)),)
+    )
+    for port in ports:
+        try:
+            with Connection(host, port, client_id="epochlog-metadata-quorum", timeout=2) as conn:
+                row = conn.request(req).topics[0].partitions[0]
+        except (WireError, OSError, ValueError, IndexError):
+            continue
+        if int(row.leader_id) >= 0:
+            return int(row.leader_id)
+    return -1
+
+
 def status_lines(cluster_id: str, row: Any, now_ms: int) -> list[tuple[str, str]]:
     """Kafka's `describe --status` fields. The lag of a voter is the leader's log end minus its own."""
     leader_end = next((int(v.log_end_offset) for v in row.current_voters if v.replica_id == row.leader_id), -1)

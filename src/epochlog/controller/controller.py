@@ -87,35 +87,7 @@ class Controller:
         """
         c = cls(session_timeout_ms)
         for kind, d in records:
-            if kind == "BrokerRegistration":
-                b = c.brokers.setdefault(d["broker"], BrokerInfo(d["broker"]))
-                c.offline_replicas.pop(d["broker"], None)
-                b.epoch, b.host, b.port = d["epoch"], d.get("host", ""), d.get("port", 0)
-                b.fenced, b.shutting_down = False, False
-            elif kind == "BrokerFenced":
-                if d["broker"] in c.brokers:
-                    c.brokers[d["broker"]].fenced = True
-            elif kind == "BrokerShuttingDown":
-                if d["broker"] in c.brokers:
-                    c.brokers[d["broker"]].fenced = True
-                    c.brokers[d["broker"]].shutting_down = True
-            elif kind == "Topic":
-                c.topics[d["name"]] = TopicInfo(
-                    d["name"],
-                    unclean_leader_election=d.get("unclean", False),
-                    topic_id=d.get("id", ""),
-                    configs=dict(d.get("configs", {})),
-                )
-            elif kind == "TopicDeleted":
-                c.topics.pop(d["name"], None)
-            elif kind == "ProducerIds":
-                c.next_producer_id = max(c.next_producer_id, d["next"])
-            elif kind == "ReplicasOffline":
-                c.offline_replicas.setdefault(d["broker"], set()).update((t, p) for t, p in d["partitions"])
-            elif kind == "PartitionChange":
-                c.topics[d["topic"]].partitions[d["partition"]] = PartitionState(
-                    d["leader"], d["leader_epoch"], frozenset(d["isr"]), tuple(d["replicas"]), d["partition_epoch"]
-                )
+            c.apply(kind, d)
         for b in c.brokers.values():
             if now_ms is None:
                 b.fenced = True
@@ -123,6 +95,93 @@ class Controller:
                 b.last_heartbeat_ms = now_ms
         c.records = list(records)
         return c
+
+    def apply(self, kind: str, d: dict[str, Any]) -> None:
+        """Apply one committed record made elsewhere (replay, or a standby following the quorum)."""
+        if kind == "BrokerRegistration":
+            b = self.brokers.setdefault(d["broker"], BrokerInfo(d["broker"]))
+            self.offline_replicas.pop(d["broker"], None)
+            b.epoch, b.host, b.port = d["epoch"], d.get("host", ""), d.get("port", 0)
+            b.fenced, b.shutting_down = False, False
+        elif kind == "BrokerFenced":
+            if d["broker"] in self.brokers:
+                self.brokers[d["broker"]].fenced = True
+        elif kind == "BrokerShuttingDown":
+            if d["broker"] in self.brokers:
+                self.brokers[d["broker"]].fenced = True
+                self.brokers[d["broker"]].shutting_down = True
+        elif kind == "Topic":
+            self.topics[d["name"]] = TopicInfo(
+                d["name"],
+                unclean_leader_election=d.get("unclean", False),
+                topic_id=d.get("id", ""),
+                configs=dict(d.get("configs", {})),
+            )
+        elif kind == "TopicDeleted":
+            self.topics.pop(d["name"], None)
+        elif kind == "ProducerIds":
+            self.next_producer_id = max(self.next_producer_id, d["next"])
+        elif kind == "ReplicasOffline":
+            self.offline_replicas.setdefault(d["broker"], set()).update((t, p) for t, p in d["partitions"])
+        elif kind == "PartitionChange":
+            self.topics[d["topic"]].partitions[d["partition"]] = PartitionState(
+                d["leader"], d["leader_epoch"], frozenset(d["isr"]), tuple(d["replicas"]), d["partition_epoch"]
+            )
+
+    def activate(self, now_ms: int, grace_ms: int | None = None) -> None:
+        """This controller just became the active one. Every live broker must heartbeat it within
+        ``grace_ms`` (the session timeout if None) or be fenced: live brokers find a new active controller
+        as soon as the metadata log names it, while a broker that died with the old controller never
+        will, and its partitions should not wait a whole session timeout for a new leader."""
+        grace = self.session_timeout_ms if grace_ms is None else min(grace_ms, self.session_timeout_ms)
+        for b in self.brokers.values():
+            b.last_heartbeat_ms = now_ms - self.session_timeout_ms + grace
+
+    def snapshot_records(self) -> list[tuple[str, dict[str, Any]]]:
+        """Records that rebuild this state from nothing: what a metadata snapshot holds."""
+        out: list[tuple[str, dict[str, Any]]] = []
+        for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
+            out.append(
+                ("BrokerRegistration", {"broker": b.broker_id, "epoch": b.epoch, "host": b.host, "port": b.port})
+            )
+            if b.shutting_down:
+                out.append(("BrokerShuttingDown", {"broker": b.broker_id}))
+            elif b.fenced:
+                out.append(("BrokerFenced", {"broker": b.broker_id}))
+        for broker, parts in sorted(self.offline_replicas.items()):
+            if parts:
+                out.append(("ReplicasOffline", {"broker": broker, "partitions": [[t, p] for t, p in sorted(parts)]}))
+        if self.next_producer_id:
+            out.append(("ProducerIds", {"broker": -1, "next": self.next_producer_id}))
+        for t in self.topics.values():
+            out.append(
+                (
+                    "Topic",
+                    {
+                        "name": t.name,
+                        "partitions": len(t.partitions),
+                        "unclean": t.unclean_leader_election,
+                        "id": t.topic_id,
+                        "configs": dict(t.configs),
+                    },
+                )
+            )
+            for p, st in sorted(t.partitions.items()):
+                out.append(
+                    (
+                        "PartitionChange",
+                        {
+                            "topic": t.name,
+                            "partition": p,
+                            "leader": st.leader,
+                            "leader_epoch": st.leader_epoch,
+                            "isr": sorted(st.isr),
+                            "replicas": list(st.replicas),
+                            "partition_epoch": st.partition_epoch,
+                        },
+                    )
+                )
+        return out
 
     def drain_changes(self) -> list[tuple[str, int, PartitionState]]:
         out = [(t, p, self.topics[t].partitions[p]) for t, p in dict.fromkeys(self.changed) if t in self.topics]

@@ -33,18 +33,19 @@ class LeaderState:
         self.begin_resend_ms = now_ms
         self.parked: list[ParkedFetch] = []
 
-    def progress(self, replica: int) -> ReplicaProgress:
-        if replica in self.voter_progress:
+    def progress(self, replica: int, observer: bool = False) -> ReplicaProgress:
+        if replica in self.voter_progress and not observer:
             return self.voter_progress[replica]
         return self.observer_progress.setdefault(replica, ReplicaProgress())
 
-    def record_fetch(self, replica: int, fetch_offset: int, log_end_offset: int, now_ms: int) -> None:
-        p = self.progress(replica)
+    def record_fetch(self, replica: int, fetch_offset: int, log_end_offset: int, now_ms: int, observer: bool) -> None:
+        p = self.progress(replica, observer)
         p.end_offset = fetch_offset
         p.last_fetch_ms = now_ms
         if fetch_offset >= log_end_offset:
             p.last_caught_up_ms = now_ms
-        self.unacked_begin.discard(replica)  # fetching from us at our epoch is as good as the ack
+        if not observer:
+            self.unacked_begin.discard(replica)  # fetching from us at our epoch is as good as the ack
 
     def majority_offset(self, own_end_offset: int) -> int:
         """The largest offset that a majority of voters (this leader included) hold."""

@@ -104,6 +104,9 @@ class FetchRequest:
     fetch_offset: int
     last_fetched_epoch: int
     max_wait_ms: int = 500
+    # A broker following the log: never counted toward the high watermark or check-quorum, even when
+    # it shares its node id with a voter (a combined node's broker).
+    observer: bool = False
 
 
 @dataclass(frozen=True)

@@ -198,6 +198,9 @@ class RaftNode:
         self._ready.role_changed = True
 
     def _reset_election_timer(self, now_ms: int, backoff_ms: int | None = None) -> None:
+        if self.voters == (self.node_id,):
+            self.election_deadline = now_ms  # a quorum of one has no one to split a vote with
+            return
         t = self.config.election_timeout_ms
         self.election_deadline = now_ms + (backoff_ms if backoff_ms is not None else t + self.rng.randrange(t))
 
@@ -376,6 +379,7 @@ class RaftNode:
                 self.log.log_end_offset,
                 self.log.latest_epoch(),
                 self.config.fetch_max_wait_ms if self.leader_id >= 0 else 0,
+                observer=not self.is_voter,
             )
         self._send(target, req, now_ms, track=True)
 
@@ -428,7 +432,7 @@ class RaftNode:
 
     def _answer_fetch(self, req: FetchRequest) -> None:
         assert self.leader is not None
-        self.leader.progress(req.sender).hw_sent = self.high_watermark
+        self.leader.progress(req.sender, req.observer).hw_sent = self.high_watermark
         read_from = req.fetch_offset if req.fetch_offset < self.log.log_end_offset else -1
         self._reply(
             req.sender,
@@ -605,14 +609,16 @@ class RaftNode:
                     ),
                 )
                 return
-        self.leader.record_fetch(req.sender, req.fetch_offset, self.log.log_end_offset, now_ms)
+        self.leader.record_fetch(req.sender, req.fetch_offset, self.log.log_end_offset, now_ms, req.observer)
         before = self.high_watermark
-        if req.sender in self.voters:
+        if req.sender in self.voters and not req.observer:
             self._maybe_advance_hw(now_ms)
-        progress = self.leader.progress(req.sender)
+        progress = self.leader.progress(req.sender, req.observer)
         nothing_new = req.fetch_offset >= self.log.log_end_offset and progress.hw_sent >= self.high_watermark
         if nothing_new and before == self.high_watermark and req.max_wait_ms > 0:
-            self.leader.parked = [p for p in self.leader.parked if p.request.sender != req.sender]
+            self.leader.parked = [
+                p for p in self.leader.parked if (p.request.sender, p.request.observer) != (req.sender, req.observer)
+            ]
             self.leader.parked.append(ParkedFetch(req, now_ms + req.max_wait_ms))
             return
         self._answer_fetch(req)

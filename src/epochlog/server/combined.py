@@ -33,6 +33,7 @@ class CombinedServer:
         await self.controller.start()
         # With no fixed CONTROLLER port the listener took an ephemeral one; the broker dials what it got.
         self.broker_config.controller_address = (self.controller_config.host, self.controller.bound_port())
+        self.broker_config.controllers = [(self.controller_config.node_id, *self.broker_config.controller_address)]
         self.broker = ClusterBroker(self.broker_config)
         # One endpoint for the node: the controller's metrics join the broker's registry.
         for collector in self.controller.metrics.collectors():

@@ -129,6 +129,8 @@ class BrokerConfig:
     metrics_port: int = 0
     # cluster mode (a broker that follows a separate controller)
     controller_address: tuple[str, int] = ("", 0)
+    # Every controller it may reach: (node id, host, port); id -1 for a bootstrap server of unknown id.
+    controllers: list[tuple[int, str, int]] = field(default_factory=list)
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_max_bytes: int = 1_048_576
     fetch_max_bytes: int = 57_671_680
@@ -189,12 +191,21 @@ class BrokerConfig:
         c.log_retention_check_interval_ms = _int(props, "log.retention.check.interval.ms", 300_000, minimum=1)
         c.producer_id_expiration_ms = _int(props, "producer.id.expiration.ms", 86_400_000, minimum=1)
         c.metrics_port = _int(props, "metrics.port", 0, minimum=0)
-        bootstrap = props.get("controller.quorum.bootstrap.servers") or props.get("controller.quorum.voters")
+        bootstrap = props.get("controller.quorum.voters") or props.get("controller.quorum.bootstrap.servers")
         if bootstrap:
-            first = bootstrap.split(",")[0].strip()
-            if "@" in first:  # controller.quorum.voters form: id@host:port
-                first = first.split("@", 1)[1]
-            c.controller_address = parse_listener(first, "controller.quorum.bootstrap.servers")
+            for item in bootstrap.split(","):
+                item = item.strip()
+                if not item:
+                    continue
+                node = -1
+                if "@" in item:  # controller.quorum.voters form: id@host:port
+                    ident, item = item.split("@", 1)
+                    if not ident.strip().isdigit():
+                        raise ConfigError(f"controller.quorum.voters: {ident!r} is not a node id")
+                    node = int(ident)
+                host, port = parse_listener(item, "controller.quorum.voters")
+                c.controllers.append((node, host, port))
+            c.controller_address = c.controllers[0][1:]
         c.replica_lag_time_max_ms = _int(props, "replica.lag.time.max.ms", 30_000, minimum=1)
         c.replica_fetch_max_bytes = _int(props, "replica.fetch.max.bytes", 1_048_576, minimum=1)
         c.fetch_max_bytes = _int(props, "fetch.max.bytes", 57_671_680, minimum=1024)

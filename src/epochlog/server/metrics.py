@@ -142,13 +142,21 @@ class ControllerMetrics:
             "Leader elections (a partition's leader or leader epoch changed)",
             registry=r,
         )
+        self.activations = Counter(
+            "kafka_server_raft_metrics_activations",
+            "Times this controller became the active one (it won a quorum election and replayed the log)",
+            registry=r,
+        )
 
     def bind(self, server: Any) -> None:
         def offline() -> int:
             return sum(1 for t in server.core.topics.values() for st in t.partitions.values() if st.leader < 0)
 
         self.offline.set_function(offline)
-        self.active.set_function(lambda: 1 if server.serving else 0)
+        self.active.set_function(lambda: 1 if server.active else 0)
+
+    def failovers_seen(self) -> None:
+        self.activations.inc()
 
     def records_persisted(self, records: list[tuple[str, dict[str, Any]]], before: dict[tuple[str, int], int]) -> None:
         """Count elections from the decisions just made durable: an UncleanElection record, or a
@@ -166,4 +174,4 @@ class ControllerMetrics:
         start_http_server(port, addr=host, registry=self.registry)
 
     def collectors(self) -> list[Any]:
-        return [self.offline, self.active, self.unclean, self.elections]
+        return [self.offline, self.active, self.unclean, self.elections, self.activations]

@@ -11,37 +11,61 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 from kio.index import load_request_schema
 
 from epochlog.protocol.errors import Err
+from epochlog.protocol.record_batch import read_header
 from epochlog.protocol.records import iter_records
+from epochlog.raft.messages import FetchSnapshotRequest, SnapshotId
 from epochlog.replication.partition import PartitionReplica
 from epochlog.replication.types import AlterIsr, PartitionState, Role, TruncationMode
 from epochlog.server.broker import OFFSETS_TOPIC, Broker, now_ms
+from epochlog.server.cluster.controller_channel import ControllerChannel
 from epochlog.server.cluster.fetcher import FetcherManager
 from epochlog.server.cluster.image import MetadataImage
-from epochlog.server.cluster.peer import PeerConnection, PeerError
+from epochlog.server.cluster.peer import PeerError
 from epochlog.server.config import BrokerConfig
-from epochlog.server.metadata_log import TOPIC as METADATA_TOPIC
 from epochlog.server.partition import Partition
+from epochlog.server.quorum import wire
 from epochlog.server.topics import TopicInfo
 from epochlog.storage import partition_log as storage_metrics
 from epochlog.storage.errors import KafkaStorageError
 from epochlog.storage.replica_log import PartitionReplicaLog
 
 log = logging.getLogger("epochlog.broker")
-APPLY_YIELD_EVERY = 64  # partitions whose new state is applied between two turns of the event loop
+APPLY_YIELD_EVERY = 64
+# A controller that leaves a metadata long poll unanswered this long past its max wait is paused or cut
+# off: the broker asks the next one, which names the active controller.
+METADATA_SILENCE_S = 1.5  # partitions whose new state is applied between two turns of the event loop
 
 _REG = load_request_schema(62, 4)
 _HB = load_request_schema(63, 1)
 _ALTER = load_request_schema(56, 3)
-_FETCH = load_request_schema(1, 12)
+# A metadata fetch answered with one of these names the leader to go to; anything else, try another.
+_REDIRECTS = {Err.NOT_LEADER_OR_FOLLOWER, Err.FENCED_LEADER_EPOCH, Err.UNKNOWN_LEADER_EPOCH}
+
+
+def _committed_records(data: bytes, start: int, hw: int) -> Iterator[tuple[int, int, str, dict[str, Any]]]:
+    """(offset, batch epoch, kind, data) of each record in [start, hw) of these metadata batches."""
+    pos = 0
+    while pos + 61 <= len(data):
+        h = read_header(data, pos)
+        batch = data[pos : pos + h.size]
+        pos += h.size
+        for r in iter_records(batch):
+            if start <= r.offset < hw and r.value is not None:
+                doc = json.loads(r.value)
+                yield r.offset, h.partition_leader_epoch, doc["kind"], doc["data"]
+
+
 _ALLOC = load_request_schema(67, 0)
 _ASSIGN_DIRS = load_request_schema(73, 0)
 
@@ -55,12 +79,9 @@ class ClusterBroker(Broker):
         self._creating_offsets_topic = False
         self._offsets_topic_warned = float("-inf")
         self._leaving = False  # a controlled shutdown has begun: heartbeats say so, and never re-register
-        host, port = config.controller_address
-        self.controller_session = PeerConnection(host, port, f"broker-{config.node_id}-session")
-        self.controller_rpc = PeerConnection(host, port, f"broker-{config.node_id}")
-        # The metadata long poll gets its own connection: answers on one connection come in order, and an
-        # AlterPartition answer queued behind a parked metadata fetch waited up to a second.
-        self.controller_metadata = PeerConnection(host, port, f"broker-{config.node_id}-metadata")
+        # One connection per purpose to the active controller: answers on one connection come in order,
+        # and an AlterPartition answer queued behind a parked metadata fetch waited up to a second.
+        self.controller = ControllerChannel(config.node_id, config.controllers or [(-1, *config.controller_address)])
         self.broker_epoch = -1
         self.fetchers = FetcherManager(self)
         self.shutting_down = False
@@ -115,9 +136,7 @@ class ClusterBroker(Broker):
             await self._controlled_shutdown()
         self.shutting_down = True
         await self.fetchers.stop()
-        self.controller_session.close()
-        self.controller_rpc.close()
-        self.controller_metadata.close()
+        self.controller.close()
         await super().stop()
 
     async def _controlled_shutdown(self) -> None:
@@ -127,7 +146,7 @@ class ClusterBroker(Broker):
         asked = False
         while time.monotonic() < deadline and not asked:
             try:
-                resp = await self.controller_session.request(self._heartbeat(want_shut_down=True), timeout=2)
+                resp = await self.controller.request("session", self._heartbeat(want_shut_down=True), timeout=2)
                 asked = bool(resp.should_shut_down)
             except PeerError:
                 await asyncio.sleep(0.1)
@@ -156,14 +175,14 @@ class ClusterBroker(Broker):
         delay = 0.1
         while True:
             try:
-                resp = await self.controller_session.request(req, timeout=5)
+                resp = await self.controller.request("session", req, timeout=5)
                 if resp.error_code == 0:
                     self.broker_epoch = int(resp.broker_epoch)
                     log.info("broker %d registered with epoch %d", c.node_id, self.broker_epoch)
                     return
                 log.warning("registration refused: error %d", resp.error_code)
             except PeerError as e:
-                log.info("waiting for the controller at %s:%d: %s", *c.controller_address, e)
+                log.info("waiting for the controller at %s:%d: %s", *self.controller.address, e)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
 
@@ -213,9 +232,9 @@ class ClusterBroker(Broker):
         deadline = time.monotonic() + self.config.log_dir_failure_timeout_ms / 1000
         while not self.shutting_down:
             try:
-                hb = await self.controller_session.request(self._heartbeat(want_shut_down=self._leaving), timeout=5)
-                resp = await self.controller_rpc.request(
-                    dataclasses.replace(assign, broker_epoch=self.broker_epoch), timeout=5
+                hb = await self.controller.request("session", self._heartbeat(want_shut_down=self._leaving), timeout=5)
+                resp = await self.controller.request(
+                    "rpc", dataclasses.replace(assign, broker_epoch=self.broker_epoch), timeout=5
                 )
                 if not hb.error_code and not resp.error_code:
                     log.info("broker %d: told the controller that log directory %s failed", self.config.node_id, failed)
@@ -241,9 +260,14 @@ class ClusterBroker(Broker):
                 # As Kafka's brokers do, heartbeats keep asking to shut down once that has begun: the
                 # controller fences a broker that asks, and a plain heartbeat answered "fenced" would
                 # register it again, bringing back leaderships the shutdown just moved away.
-                resp = await self.controller_session.request(self._heartbeat(want_shut_down=self._leaving), timeout=5)
+                resp = await self.controller.request(
+                    "session", self._heartbeat(want_shut_down=self._leaving), timeout=5
+                )
                 if self.shutting_down:
                     return
+                if resp.error_code == Err.NOT_CONTROLLER:
+                    await asyncio.sleep(0.1)  # a failover is under way: the next heartbeat finds the new one
+                    continue
                 if (resp.error_code or resp.is_fenced) and not self._leaving:
                     log.warning("broker %d is fenced by the controller; registering again", self.config.node_id)
                     await self._register(True)
@@ -251,7 +275,12 @@ class ClusterBroker(Broker):
                     # which ones failed, or their replicas could be elected here.
                     for failed in self.log_manager.failures.offline_dirs:
                         self._tasks.append(asyncio.create_task(self._report_offline_dir(failed)))
-                await asyncio.sleep(interval)
+                # A new active controller expects us at once (it fences brokers that stay silent).
+                changed = self.controller.changed
+                try:
+                    await asyncio.wait_for(changed.wait(), interval)
+                except TimeoutError:
+                    pass
             except PeerError:
                 await asyncio.sleep(0.2)
             except asyncio.CancelledError:
@@ -262,44 +291,91 @@ class ClusterBroker(Broker):
 
     # -- metadata log ----------------------------------------------------------------------
     async def _fetch_metadata(self, max_wait_ms: int) -> tuple[list[tuple[str, int]], list[TopicInfo], int]:
-        from kio.schema.fetch.v12.request import FetchPartition, FetchTopic
-
-        req = _FETCH(
-            replica_id=self.config.node_id,
-            max_wait=timedelta(milliseconds=max_wait_ms),
-            min_bytes=1,
-            topics=(
-                FetchTopic(
-                    topic=METADATA_TOPIC,
-                    partitions=(
-                        FetchPartition(partition=0, fetch_offset=self.image.offset, partition_max_bytes=8 << 20),
-                    ),
-                ),
-            ),
-            forgotten_topics_data=(),
+        """One fetch of the metadata log, as an observer of the quorum: committed records only, applied in
+        order; the answer also says which controller leads, so the channel follows a failover."""
+        ch = self.controller
+        req = wire.fetch_request(
+            self.cluster_id or "",
+            self.config.node_id,
+            ch.leader_epoch,
+            self.image.offset,
+            self.image.last_epoch,
+            max_wait_ms,
         )
-        resp = await self.controller_metadata.request(req, timeout=max_wait_ms / 1000 + 10)
+        target = ch.target
+        try:
+            # A long poll is answered within max_wait; a controller silent for longer is paused or cut off.
+            resp = await ch.connection("metadata").request(req, timeout=max_wait_ms / 1000 + METADATA_SILENCE_S)
+        except PeerError:
+            if ch.target == target:
+                ch.failed()
+            raise
         changed: list[tuple[str, int]] = []
         deleted: list[TopicInfo] = []
         hw = self.image.offset
-        import json
-
         for t in resp.responses:
             for p in t.partitions:
+                ch.learned(int(p.current_leader.leader_id), int(p.current_leader.leader_epoch))
                 if p.error_code:
+                    if ch.target == target and (int(p.current_leader.leader_id) < 0 or p.error_code not in _REDIRECTS):
+                        ch.failed()
                     raise PeerError(f"metadata fetch failed with error {p.error_code}")
                 hw = int(p.high_watermark)
+                if int(p.snapshot_id.end_offset) >= 0:
+                    snap = SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch))
+                    return (*await self._load_metadata_snapshot(snap), hw)
+                if int(p.diverging_epoch.epoch) >= 0:
+                    # We only ever apply committed records, which no leader takes back: a divergence means
+                    # the quorum lost committed data. Start over from the leader's log rather than guess.
+                    log.error(
+                        "broker %d: the metadata log diverged at %d; reloading it",
+                        self.config.node_id,
+                        int(p.diverging_epoch.end_offset),
+                    )
+                    return (*self._reset_image([]), hw)
                 if p.records:
-                    for r in iter_records(bytes(p.records)):
-                        if r.offset < self.image.offset:
-                            continue
-                        doc = json.loads(r.value) if r.value else None
-                        if doc is not None:
-                            c, d = self.image.apply(doc["kind"], doc["data"])
+                    for offset, epoch, kind, data in _committed_records(bytes(p.records), self.image.offset, hw):
+                        if kind != "LeaderChange":
+                            c, d = self.image.apply(kind, data)
                             changed += c
                             deleted += d
-                        self.image.offset = r.offset + 1
+                        self.image.offset = offset + 1
+                        self.image.last_epoch = epoch
         return changed, deleted, hw
+
+    async def _load_metadata_snapshot(self, snap: SnapshotId) -> tuple[list[tuple[str, int]], list[TopicInfo]]:
+        """The controller trimmed its log past our position: load its snapshot (FetchSnapshot) instead."""
+        chunks: list[bytes] = []
+        position = 0
+        while True:
+            req = wire.to_kio(
+                FetchSnapshotRequest(
+                    self.cluster_id or "", self.config.node_id, 0, self.controller.leader_epoch, snap, position
+                )
+            )
+            resp = await self.controller.connection("metadata").request(req, timeout=10)
+            p = resp.topics[0].partitions[0] if resp.topics and resp.topics[0].partitions else None
+            if p is None or p.error_code:
+                raise PeerError(f"metadata snapshot fetch failed with error {getattr(p, 'error_code', -1)}")
+            chunk = bytes(p.unaligned_records or b"")
+            chunks.append(chunk)
+            position += len(chunk)
+            if position >= int(p.size) or not chunk:
+                break
+        records = [json.loads(line) for line in b"".join(chunks).splitlines() if line.strip()]
+        log.info("broker %d: loaded metadata snapshot at offset %d", self.config.node_id, snap.end_offset)
+        changed, deleted = self._reset_image([(r["kind"], r["data"]) for r in records])
+        self.image.offset, self.image.last_epoch = snap.end_offset, snap.epoch
+        return changed, deleted
+
+    def _reset_image(self, records: list[tuple[str, dict[str, Any]]]) -> tuple[list[tuple[str, int]], list[TopicInfo]]:
+        old = self.image
+        self.image = MetadataImage()
+        changed: list[tuple[str, int]] = []
+        for kind, data in records:
+            changed += self.image.apply(kind, data)[0]
+        deleted = [info for name, info in old.topics.items() if name not in self.image.topics]
+        return changed, deleted
 
     async def _catch_up_metadata(self) -> None:
         while True:
@@ -485,7 +561,7 @@ class ClusterBroker(Broker):
             ),
         )
         try:
-            resp = await self.controller_rpc.request(req, timeout=5)
+            resp = await self.controller.request("rpc", req, timeout=5)
         except PeerError as e:
             log.info("AlterPartition for %s-%d failed: %s", part.topic, part.partition, e)
             if r.pending_isr is proposal:
@@ -523,7 +599,7 @@ class ClusterBroker(Broker):
 
     # -- topics: forwarded to the controller ---------------------------------------------------
     async def forward(self, req: Any, timeout: float = 30) -> Any:
-        return await self.controller_rpc.request(req, timeout=timeout)
+        return await self.controller.request("rpc", req, timeout=timeout)
 
     async def wait_for_topics(self, names: list[str], present: bool, timeout: float = 5.0) -> None:
         deadline = time.monotonic() + timeout
@@ -646,7 +722,7 @@ class ControllerProducerIds:
         async with self._lock:
             if self._next >= self._end:
                 req = _ALLOC(broker_id=self.broker.config.node_id, broker_epoch=self.broker.broker_epoch)
-                resp = await self.broker.controller_rpc.request(req, timeout=5)
+                resp = await self.broker.controller.request("rpc", req, timeout=5)
                 if resp.error_code:
                     raise PeerError(f"AllocateProducerIds refused: {resp.error_code}")
                 self._next = int(resp.producer_id_start)

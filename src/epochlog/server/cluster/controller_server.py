@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +24,16 @@ from epochlog.controller.controller import Controller
 from epochlog.protocol.api_versions import kio_range as supported_range_any
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
+from epochlog.raft.config import QuorumConfig
+from epochlog.raft.messages import SnapshotId
+from epochlog.raft.node import Role
 from epochlog.replication.types import AlterIsr
-from epochlog.server.cluster.quorum_describe import ObserverState, describe_cluster, describe_quorum, record_fetch
-from epochlog.server.config import _bool, _int, parse_listener
+from epochlog.server.cluster.not_controller import not_controller
+from epochlog.server.cluster.quorum_describe import describe_cluster, describe_quorum
+from epochlog.server.config import ConfigError, _bool, _int, parse_listener
 from epochlog.server.handlers.admin import creatable_topic
-from epochlog.server.metadata_log import TOPIC as METADATA_TOPIC
-from epochlog.server.metadata_log import MetadataLog
 from epochlog.server.metrics import ControllerMetrics
+from epochlog.server.quorum.driver import NotLeader, QuorumDriver
 from epochlog.server.topic_configs import unknown_configs
 from epochlog.server.topics import validate_topic_name
 
@@ -44,7 +47,11 @@ PRODUCER_ID_BLOCK = 1000
 MAX_RECORDS_PER_USER_OP = 10_000
 # APIs the controller serves, with the versions its peers (our brokers, admin forwarding) use.
 CONTROLLER_APIS: dict[int, tuple[int, int]] = {
-    1: (12, 12),  # Fetch of __cluster_metadata
+    1: (12, 12),  # Fetch of __cluster_metadata (voters and observers)
+    52: (2, 2),  # Vote
+    53: (1, 1),  # BeginQuorumEpoch
+    54: (1, 1),  # EndQuorumEpoch
+    59: (1, 1),  # FetchSnapshot
     18: (0, 3),  # ApiVersions
     56: (2, 3),  # AlterPartition
     62: (0, 4),  # BrokerRegistration
@@ -54,6 +61,14 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {
     60: (1, 2),  # DescribeCluster (endpoint type 2: the controllers)
     73: (0, 0),  # AssignReplicasToDirs
 }
+# Requests only the active controller may decide; a standby answers them NOT_CONTROLLER.
+ACTIVE_ONLY = {62, 63, 56, 19, 20, 37, 43, 67, 73}
+QUORUM_APIS = {1, 52, 53, 54, 59}
+COMMIT_TIMEOUT_S = 30.0
+# A new active controller fences the brokers that have not heartbeated it within this long (see
+# Controller.activate). A live broker finds it within a metadata long poll plus METADATA_SILENCE_S of the
+# old one going quiet (about as long as the election takes), and heartbeats at once.
+ACTIVATION_GRACE_MS = 3000
 # Admin requests forwarded by brokers keep the client's version: accept all kio parses.
 for _key in (19, 20, 37, 43):
     CONTROLLER_APIS[_key] = supported_range_any(_key)
@@ -87,6 +102,10 @@ class ControllerConfig:
     metrics_port: int = 0
     socket_request_max_bytes: int = 104_857_600
     cluster_id: str = ""
+    # controller.quorum.voters: id -> (host, port). Empty: a quorum of one, this controller alone.
+    voters: dict[int, tuple[str, int]] = field(default_factory=dict)
+    quorum: QuorumConfig = field(default_factory=QuorumConfig)
+    snapshot_bytes: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> ControllerConfig:
@@ -107,7 +126,33 @@ class ControllerConfig:
         c.num_partitions = _int(props, "num.partitions", 1, minimum=1)
         c.delete_topic_enable = _bool(props, "delete.topic.enable", True)
         c.metrics_port = _int(props, "metrics.port", 0, minimum=0)
+        c.voters = parse_voters(props.get("controller.quorum.voters", ""))
+        if c.voters and c.node_id not in c.voters:
+            raise ConfigError(f"node.id={c.node_id} is not among controller.quorum.voters")
+        c.quorum = QuorumConfig(
+            election_timeout_ms=_int(props, "controller.quorum.election.timeout.ms", 1000, minimum=10),
+            fetch_timeout_ms=_int(props, "controller.quorum.fetch.timeout.ms", 2000, minimum=10),
+            election_backoff_max_ms=_int(props, "controller.quorum.election.backoff.max.ms", 1000, minimum=1),
+            request_timeout_ms=_int(props, "controller.quorum.request.timeout.ms", 2000, minimum=10),
+            retry_backoff_ms=_int(props, "controller.quorum.retry.backoff.ms", 20, minimum=0),
+        )
+        c.snapshot_bytes = _int(props, "metadata.log.max.record.bytes.between.snapshots", 20 * 1024 * 1024, minimum=1)
         return c
+
+
+def parse_voters(value: str) -> dict[int, tuple[str, int]]:
+    """controller.quorum.voters: '1@host:9093,2@host:9094' -> {1: ('host', 9093), 2: ('host', 9094)}."""
+    out: dict[int, tuple[str, int]] = {}
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        node, at, address = item.partition("@")
+        host, colon, port = address.rpartition(":")
+        if not (at and colon and node.strip().isdigit() and port.isdigit()):
+            raise ConfigError(f"controller.quorum.voters: {item!r} is not id@host:port")
+        out[int(node)] = (host.strip("[]") or "127.0.0.1", int(port))
+    return out
 
 
 def is_supported(api_key: int, version: int) -> bool:
@@ -116,35 +161,37 @@ def is_supported(api_key: int, version: int) -> bool:
 
 
 class ControllerServer:
+    """One member of the controller quorum. The quorum's leader is the active controller: it decides,
+    and answers once its records are committed. The others (standbys) replay the committed log so that
+    any of them can take over where the last left off."""
+
     def __init__(self, config: ControllerConfig) -> None:
         self.config = config
         self.core = Controller(config.session_timeout_ms)
-        self.metadata: MetadataLog | None = None
-        self.persisted = 0
+        self.quorum: QuorumDriver | None = None
+        self.persisted = 0  # core.records[:persisted] are proposed to the quorum
+        self.proposed_last = -1  # offset of the last record this controller proposed
+        self.applied = 0  # the committed records below this offset are in ``core``
+        self.own_from = 1 << 62  # records from here on are this controller's own (already in ``core``)
+        self.active = False
         self.connections: set[Any] = set()
         self.session_of: dict[Any, int] = {}  # connection -> broker registered on it
         # KIP-858, per broker: its failed log directories (heartbeats) and which replicas each holds.
         self.offline_dirs: dict[int, set[uuid.UUID]] = {}
         self.dir_assignments: dict[int, dict[uuid.UUID, set[tuple[str, int]]]] = {}
-        self.waiters: list[asyncio.Future[None]] = []
         self.server: asyncio.AbstractServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
         # KafkaConnection asks its owner which versions it serves; a plain function, not a method.
         self.is_supported = is_supported
-        # The brokers following the metadata log (the quorum's observers): position and time of last fetch.
-        self.observers: dict[int, ObserverState] = {}
         # The cluster id from the config, or (a combined node, formatted by its broker) the first broker's.
         self.cluster_id = config.cluster_id
         self.metrics = ControllerMetrics()
-        self.serving = False  # the metadata log is replayed and the listener is up: the active controller
+        self.serving = False  # the listener is up and the quorum member running
         self._epochs: dict[tuple[str, int], int] = {}  # leader epochs as last persisted, to count elections
+        self._bytes_since_snapshot = 0
 
     async def start(self) -> None:
         self.config.log_dir.mkdir(parents=True, exist_ok=True)
-        self.metadata = MetadataLog(self.config.log_dir)
-        records = self.metadata.read_all()
-        self.core = Controller.replay(records, self.config.session_timeout_ms, now_ms())
-        self.persisted = len(self.core.records)
         from epochlog.server.connection import KafkaConnection
 
         loop = asyncio.get_running_loop()
@@ -154,22 +201,31 @@ class ControllerServer:
             self.config.port,
             reuse_address=True,
         )
+        voters = self.config.voters or {self.config.node_id: (self.config.host, self.bound_port())}
+        self.quorum = QuorumDriver(
+            self.config.node_id,
+            voters,
+            self.config.log_dir,
+            self.config.cluster_id,
+            self.config.quorum,
+            self._on_commit,
+            self._on_role,
+            self._on_snapshot,
+        )
+        self._rebuild()
+        self.quorum.start()
         self._tasks.append(asyncio.create_task(self._ticker()))
-        self._epochs = {
-            (t.name, p): st.leader_epoch for t in self.core.topics.values() for p, st in t.partitions.items()
-        }
         self.metrics.bind(self)
         if self.config.metrics_port:
             self.metrics.serve(self.config.host, self.config.metrics_port)
         self.serving = True
         log.info(
-            "controller %d serving on %s:%d, metadata log %s (%d records, %d topics)",
+            "controller %d serving on %s:%d, metadata log %s, voters %s",
             self.config.node_id,
             self.config.host,
             self.bound_port(),
             self.config.log_dir,
-            len(records),
-            len(self.core.topics),
+            ",".join(f"{v}@{h}:{p}" for v, (h, p) in sorted(voters.items())),
         )
 
     def bound_port(self) -> int:
@@ -179,36 +235,124 @@ class ControllerServer:
 
     async def stop(self) -> None:
         self.serving = False
+        self.active = False
+        if self.quorum is not None:
+            await self.quorum.stop()
         if self.server is not None:
             self.server.close()
         for conn in list(self.connections):
             conn.close()
         for t in self._tasks:
             t.cancel()
-        if self.metadata is not None:
-            self.metadata.close()
         log.info("controller %d stopped", self.config.node_id)
+
+    # -- following the quorum ----------------------------------------------------------------------
+    def _rebuild(self) -> None:
+        """The controller state from the committed log alone: at start, and when leadership is lost with
+        decisions that never committed (Kafka's controller reverts to its last committed state)."""
+        assert self.quorum is not None
+        qlog = self.quorum.log
+        records: list[tuple[str, dict[str, Any]]] = []
+        snap = qlog.latest_snapshot()
+        start = qlog.log_start_offset
+        if snap is not None:
+            records += qlog.read_snapshot_records(snap)
+            start = snap.end_offset
+        hw = max(self.quorum.node.high_watermark, start)
+        records += [r for _, r in qlog.read_records(start, hw) if r[0] != "LeaderChange"]
+        self.core = Controller.replay(records, self.config.session_timeout_ms, now_ms())
+        self.persisted = len(self.core.records)
+        self.applied = hw
+        self.own_from = 1 << 62
+        self._epochs = {
+            (t.name, p): st.leader_epoch for t in self.core.topics.values() for p, st in t.partitions.items()
+        }
+
+    def _on_commit(self, hw: int) -> None:
+        assert self.quorum is not None
+        if hw > self.applied:
+            upto = min(hw, self.own_from)
+            if upto > self.applied:
+                for _, (kind, data) in self.quorum.log.read_records(self.applied, upto):
+                    self._bytes_since_snapshot += len(kind) + 64
+                    if kind != "LeaderChange":
+                        self.core.apply(kind, data)
+                self.core.records = self.core.records[: self.persisted]
+            self.applied = hw
+        self._maybe_activate()
+        self._maybe_snapshot()
+
+    def _on_role(self) -> None:
+        assert self.quorum is not None
+        node = self.quorum.node
+        if node.role is Role.LEADER and node.leader is not None:
+            self.own_from = node.leader.epoch_start_offset
+            self._maybe_activate()
+            return
+        if self.active or self.persisted < len(self.core.records) or self.proposed_last >= self.applied:
+            log.warning("controller %d is no longer active; back to the committed state", self.config.node_id)
+            self.active = False
+            self.session_of.clear()
+            self._rebuild()
+        self.own_from = 1 << 62
+
+    def _on_snapshot(self, snap: SnapshotId) -> None:
+        log.info("controller %d loads metadata snapshot %d-%d", self.config.node_id, snap.end_offset, snap.epoch)
+        self._rebuild()
+
+    def _maybe_activate(self) -> None:
+        assert self.quorum is not None
+        if self.active or not self.quorum.node.is_leader_ready() or self.applied < self.own_from:
+            return
+        self.active = True
+        self.core.activate(now_ms(), ACTIVATION_GRACE_MS)
+        self.metrics.failovers_seen()
+        log.info(
+            "controller %d is active in epoch %d: %d brokers, %d topics",
+            self.config.node_id,
+            self.quorum.node.epoch,
+            len(self.core.brokers),
+            len(self.core.topics),
+        )
+
+    def _maybe_snapshot(self) -> None:
+        """A snapshot of the committed state once enough records went by, so the log can be trimmed."""
+        assert self.quorum is not None
+        if self._bytes_since_snapshot < self.config.snapshot_bytes or self.proposed_last >= self.applied:
+            return
+        qlog = self.quorum.log
+        end = self.applied
+        if end <= qlog.log_start_offset:
+            return
+        epoch = qlog.log.epoch_cache.epoch_for_offset(end - 1)
+        snap = SnapshotId(end, max(epoch, 0))
+        qlog.write_snapshot(snap, self.core.snapshot_records())
+        self._bytes_since_snapshot = 0
+        self.quorum._carry_out(self.quorum.node.snapshot_taken(snap))
+        log.info("controller %d wrote metadata snapshot at offset %d (epoch %d)", self.config.node_id, end, snap.epoch)
 
     # -- persistence and notification ----------------------------------------------------
     def persist(self) -> None:
-        """Make new decisions durable, then wake the brokers waiting on the metadata log."""
+        """Propose the new decisions to the quorum; a request is answered once they are committed."""
         new = self.core.records[self.persisted :]
         if not new:
             return
-        assert self.metadata is not None
-        self.metadata.append(new)
+        assert self.quorum is not None
+        if not self.active:
+            raise NotLeader(f"controller {self.config.node_id} is not the active controller")
+        self.proposed_last = self.quorum.propose(new)
         self.persisted = len(self.core.records)
+        self._bytes_since_snapshot += sum(len(k) + 64 for k, _ in new)
         self.metrics.records_persisted(new, self._epochs)
         self.core.drain_changes()
-        waiters, self.waiters = self.waiters, []
-        for w in waiters:
-            if not w.done():
-                w.set_result(None)
 
     async def _ticker(self) -> None:
         last_balance = time.monotonic()
         while True:
             await asyncio.sleep(0.1)
+            if not self.active:
+                last_balance = time.monotonic()
+                continue
             try:
                 self.core.tick(now_ms())
                 if (
@@ -222,23 +366,36 @@ class ControllerServer:
                         if moved:
                             log.info("auto leader rebalance moved %d partitions", len(moved))
                 self.persist()
+            except NotLeader:
+                pass
             except Exception:
                 log.exception("controller tick failed")
 
     def on_connection_lost(self, conn: Any) -> None:
         broker = self.session_of.pop(conn, None)
-        if not self.serving:
-            return  # stopping: the metadata log is closed, and no one is left to tell
+        if not self.serving or not self.active:
+            return  # stopping, or a standby: only the active controller fences
         if broker is not None and broker not in self.session_of.values():
             b = self.core.brokers.get(broker)
             if b is not None and not b.fenced:
                 log.info("broker %d: its session connection closed; fencing it", broker)
                 self.core.fence(broker)
-                self.persist()
+                try:
+                    self.persist()
+                except NotLeader:
+                    pass
 
     # -- handlers --------------------------------------------------------------------------
     def dispatch_from(self, conn: Any, header: RequestHeader, frame: memoryview) -> Any:
         return _dispatch(self, conn, header, frame)
+
+    async def _answer_when_committed(self, key: int, version: int, req: Any, resp: dict[str, Any]) -> Any:
+        assert self.quorum is not None
+        try:
+            await self.quorum.committed(self.proposed_last, COMMIT_TIMEOUT_S)
+        except (NotLeader, TimeoutError):
+            return not_controller(key, version, req)
+        return resp
 
     def broker_registration(self, conn: Any, req: Any) -> dict[str, Any]:
         if self.config.cluster_id and req.cluster_id and req.cluster_id != self.config.cluster_id:
@@ -516,46 +673,6 @@ class ControllerServer:
         self.persist()
         return {"throttle_time": 0, "error_code": Err.NONE, "replica_election_results": results}
 
-    async def fetch_metadata(self, req: Any) -> dict[str, Any]:
-        """Fetch of __cluster_metadata-0: the brokers' way of following the metadata log."""
-        assert self.metadata is not None
-        offset = -1
-        for t in req.topics:
-            for p in t.partitions:
-                offset = int(p.fetch_offset)
-        plog = self.metadata.log
-        record_fetch(self.observers, int(req.replica_id), offset, plog.log_end_offset)
-        if 0 <= offset >= plog.log_end_offset and req.max_wait.total_seconds() > 0:
-            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self.waiters.append(fut)
-            try:
-                await asyncio.wait_for(fut, req.max_wait.total_seconds())
-            except TimeoutError:
-                pass
-            finally:
-                if fut in self.waiters:
-                    self.waiters.remove(fut)
-        row: dict[str, Any] = {
-            "partition_index": 0,
-            "high_watermark": plog.log_end_offset,
-            "last_stable_offset": plog.log_end_offset,
-            "log_start_offset": plog.log_start_offset,
-            "aborted_transactions": None,
-            "preferred_read_replica": -1,
-            "records": b"",
-            "error_code": Err.NONE,
-        }
-        if offset < 0 or offset > plog.log_end_offset:
-            row["error_code"] = Err.OFFSET_OUT_OF_RANGE
-        elif offset < plog.log_end_offset:
-            row["records"] = b"".join(plog.read(offset, 8 << 20, max_offset=None, min_one_batch=True).chunks)
-        return {
-            "throttle_time": 0,
-            "error_code": Err.NONE,
-            "session_id": 0,
-            "responses": [{"topic": METADATA_TOPIC, "partitions": [row]}],
-        }
-
 
 def _api_versions() -> dict[str, Any]:
     return {
@@ -572,6 +689,28 @@ def _dispatch(server: ControllerServer, conn: Any, header: RequestHeader, frame:
     if key == 18:
         return _api_versions()
     req = decode_body(frame, header)
+    if key in QUORUM_APIS:
+        assert server.quorum is not None
+        # Controllers dial each other as "controller-<id>-raft"; everyone else follows the log as an observer.
+        observer = not (header.client_id or "").startswith("controller-")
+        return server.quorum.handle(key, req, observer)
+    if key == 55:
+        return describe_quorum(server, req, version)
+    if key == 60:
+        return describe_cluster(server, version)
+    if key in ACTIVE_ONLY and not server.active:
+        return not_controller(key, version, req)
+    before = server.proposed_last
+    try:
+        resp = _decide(server, conn, key, version, req)
+    except NotLeader:
+        return not_controller(key, version, req)
+    if server.proposed_last != before:
+        return server._answer_when_committed(key, version, req, resp)
+    return resp
+
+
+def _decide(server: ControllerServer, conn: Any, key: int, version: int, req: Any) -> dict[str, Any]:
     if key == 62:
         return server.broker_registration(conn, req)
     if key == 63:
@@ -586,12 +725,6 @@ def _dispatch(server: ControllerServer, conn: Any, header: RequestHeader, frame:
         return server.create_partitions(req)
     if key == 43:
         return server.elect_leaders(req, version)
-    if key == 1:
-        return server.fetch_metadata(req)
-    if key == 55:
-        return describe_quorum(server, req, version)
-    if key == 60:
-        return describe_cluster(server, version)
     if key == 73:
         return server.assign_replicas_to_dirs(req)
     if key == 67:

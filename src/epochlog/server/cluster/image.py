@@ -31,6 +31,7 @@ class MetadataImage:
         self.by_id: dict[uuid.UUID, TopicInfo] = {}
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.offset = 0  # the next metadata log offset to fetch
+        self.last_epoch = -1  # the quorum epoch of the record before it (the fetch's LastFetchedEpoch)
         # Replicas on a failed log directory, per broker (Metadata's offline_replicas), until it registers.
         self.offline_replicas: dict[int, set[tuple[str, int]]] = {}
 

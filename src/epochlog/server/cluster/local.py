@@ -1,8 +1,10 @@
-"""A local cluster of real processes on 127.0.0.1: one controller and N brokers, each its own process.
+"""A local cluster of real processes on 127.0.0.1: a controller quorum and N brokers, each its own process.
 
 Used by `epochlog cluster up`, the demo, the benchmarks and the fault tests. Brokers 1..N listen on
-base_port .. base_port+N-1 and the controller on base_port+100. Every process is started here and
-stopped here by its own pid; nothing else is touched.
+base_port .. base_port+N-1; controllers on base_port+100 onwards. One controller is node 0 and named
+"controller"; a quorum of C is nodes 101..100+C, named "controller-1".."controller-C", with
+controller.quorum.voters naming them all. Every process is started here and stopped here by its own
+pid; nothing else is touched.
 """
 
 from __future__ import annotations
@@ -51,14 +53,15 @@ def _listen_port_range() -> tuple[int, int]:
     return (10000, max(low - CONTROLLER_PORT_OFFSET - 20, 10001))
 
 
-def free_base_port(brokers: int = 3, attempts: int = 200) -> int:
-    """A base port p such that p..p+brokers-1 and the controller's p+100 are free on 127.0.0.1 right now."""
+def free_base_port(brokers: int = 3, attempts: int = 200, controllers: int = 1) -> int:
+    """A base port p such that p..p+brokers-1 and the controllers' p+100.. are free on 127.0.0.1 right now."""
     import random
 
     lo, hi = _listen_port_range()
     for _ in range(attempts):
         base = random.randrange(lo, hi)
-        if all(_port_free(p) for p in [*range(base, base + brokers), base + CONTROLLER_PORT_OFFSET]):
+        cports = range(base + CONTROLLER_PORT_OFFSET, base + CONTROLLER_PORT_OFFSET + controllers)
+        if all(_port_free(p) for p in [*range(base, base + brokers), *cports]):
             return base
     raise RuntimeError("no free range of ports found on 127.0.0.1")
 
@@ -90,6 +93,7 @@ class LocalCluster:
     broker_settings: dict[str, str] = field(default_factory=dict)
     controller_settings: dict[str, str] = field(default_factory=dict)
     nodes: dict[str, Node] = field(default_factory=dict)
+    controllers: int = 1
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).resolve()
@@ -104,27 +108,30 @@ class LocalCluster:
             id_file.write_text(cluster_id + "\n")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "logs").mkdir(exist_ok=True)
-        cport = self.base_port + CONTROLLER_PORT_OFFSET
-        ctrl = Node(
-            "controller",
-            0,
-            cport,
-            self.data_dir / "controller.properties",
-            self.data_dir / "logs" / "controller.log",
-            "controller",
-        )
-        _write_properties(
-            ctrl.config,
-            {
-                "process.roles": "controller",
-                "node.id": "0",
-                "cluster.id": cluster_id,
-                "listeners": f"PLAINTEXT://127.0.0.1:{cport}",
-                "log.dirs": str(self.data_dir / "controller"),
-                **self.controller_settings,
-            },
-        )
-        self.nodes["controller"] = ctrl
+        cbase = self.base_port + CONTROLLER_PORT_OFFSET
+        if self.controllers == 1:
+            ctrls = [("controller", 0, cbase, "controller")]
+        else:
+            ctrls = [
+                (f"controller-{i}", 100 + i, cbase + i - 1, f"controller-{i}") for i in range(1, self.controllers + 1)
+            ]
+        voters = ",".join(f"{nid}@127.0.0.1:{port}" for _, nid, port, _ in ctrls)
+        for name, nid, port, dirname in ctrls:
+            logfile = self.data_dir / "logs" / f"{name}.log"
+            ctrl = Node(name, nid, port, self.data_dir / f"{name}.properties", logfile, "controller")
+            _write_properties(
+                ctrl.config,
+                {
+                    "process.roles": "controller",
+                    "node.id": str(nid),
+                    "cluster.id": cluster_id,
+                    "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                    "log.dirs": str(self.data_dir / dirname),
+                    "controller.quorum.voters": voters,
+                    **self.controller_settings,
+                },
+            )
+            self.nodes[name] = ctrl
         for i in range(1, self.brokers + 1):
             port = self.base_port + i - 1
             node = Node(
@@ -143,7 +150,7 @@ class LocalCluster:
                     "cluster.id": cluster_id,
                     "listeners": f"PLAINTEXT://127.0.0.1:{port}",
                     "log.dirs": str(self.data_dir / f"broker-{i}"),
-                    "controller.quorum.bootstrap.servers": f"127.0.0.1:{cport}",
+                    "controller.quorum.voters": voters,
                     "default.replication.factor": str(min(3, self.brokers)),
                     "offsets.topic.num.partitions": "5",
                     "offsets.topic.replication.factor": str(min(3, self.brokers)),
@@ -158,7 +165,29 @@ class LocalCluster:
 
     @property
     def controller(self) -> Node:
-        return self.nodes["controller"]
+        """The first controller (the only one, in a quorum of one)."""
+        return self.controller_nodes()[0]
+
+    def controller_nodes(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.role == "controller"]
+
+    @property
+    def bootstrap_controllers(self) -> str:
+        return ",".join(f"127.0.0.1:{n.port}" for n in self.controller_nodes())
+
+    def active_controller(self, timeout: float = 30.0) -> Node:
+        """The controller the quorum elected, as DescribeQuorum tells it."""
+        from epochlog.cli.metadata_quorum_cmd import leader_of
+
+        deadline = time.monotonic() + timeout
+        while True:
+            leader = leader_of([n.port for n in self.controller_nodes() if n.alive])
+            for n in self.controller_nodes():
+                if n.node_id == leader and n.alive:
+                    return n
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no active controller after {timeout}s")
+            time.sleep(0.05)
 
     def broker(self, node_id: int) -> Node:
         return self.nodes[f"broker-{node_id}"]
@@ -186,8 +215,10 @@ class LocalCluster:
 
     def start(self, timeout: float = 60.0) -> LocalCluster:
         try:
-            self.spawn(self.controller)
-            wait_for_port(self.controller.port, timeout, self.controller.proc)
+            for ctrl in self.controller_nodes():
+                self.spawn(ctrl)
+            for ctrl in self.controller_nodes():
+                wait_for_port(ctrl.port, timeout, ctrl.proc)
             for node in self.nodes.values():
                 if node.role == "broker":
                     self.spawn(node)
@@ -253,7 +284,8 @@ class LocalCluster:
             except subprocess.TimeoutExpired:
                 n.proc.kill()
                 n.proc.wait(10)
-        self.stop_node("controller", timeout)
+        for ctrl in self.controller_nodes():
+            self.stop_node(ctrl.name, timeout)
 
     def __enter__(self) -> LocalCluster:
         return self.start()

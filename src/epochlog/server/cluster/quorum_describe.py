@@ -1,17 +1,17 @@
 """DescribeQuorum (KIP-595) and DescribeCluster as a controller answers them.
 
-The metadata log has one voter today, the controller itself, so it leads every epoch and its log end is
-the high watermark; the brokers are observers, with the offset and time of their last metadata fetch.
+The quorum's leader knows every replica's position and last fetch; any other controller answers with
+what it knows (the leader and epoch), as Kafka's does with NOT_LEADER_OR_FOLLOWER for the details.
 `epochlog metadata-quorum describe` (cli/metadata_quorum_cmd.py) prints this with Kafka's field names.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.errors import Err
+from epochlog.raft.node import Role
 
 if TYPE_CHECKING:
     from epochlog.server.cluster.controller_server import ControllerServer
@@ -23,85 +23,76 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass
-class ObserverState:
-    log_end_offset: int
-    last_fetch_ms: int
-    last_caught_up_ms: int
-
-
-def record_fetch(observers: dict[int, ObserverState], replica_id: int, fetch_offset: int, log_end: int) -> None:
-    """A broker fetched the metadata log from ``fetch_offset``: what it holds is everything below it."""
-    if replica_id < 0:
-        return
-    now = _now_ms()
-    prev = observers.get(replica_id)
-    caught_up = now if fetch_offset >= log_end else (prev.last_caught_up_ms if prev else -1)
-    observers[replica_id] = ObserverState(fetch_offset, now, caught_up)
-
-
 def describe_quorum(server: ControllerServer, req: Any, version: int) -> dict[str, Any]:
-    assert server.metadata is not None
-    plog = server.metadata.log
+    assert server.quorum is not None
+    node = server.quorum.node
+    qlog = server.quorum.log
     now = _now_ms()
-    partitions_out: list[dict[str, Any]] = []
     topics_out: list[dict[str, Any]] = []
     for t in req.topics:
+        partitions_out: list[dict[str, Any]] = []
         for p in t.partitions:
             if t.topic_name != METADATA_TOPIC or int(p.partition_index) != 0:
                 partitions_out.append(_error_row(int(p.partition_index), Err.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            leo = plog.log_end_offset
-            voter = _replica(server.config.node_id, leo, now, now)
+            if node.role is not Role.LEADER or node.leader is None:
+                row = _error_row(0, Err.NOT_LEADER_OR_FOLLOWER)
+                row.update(leader_id=node.leader_id, leader_epoch=node.epoch)
+                partitions_out.append(row)
+                continue
+            lead = node.leader
+            voters = [_replica(node.node_id, qlog.log_end_offset, now, now)] + [
+                _replica(v, pr.end_offset, pr.last_fetch_ms, pr.last_caught_up_ms)
+                for v, pr in sorted(lead.voter_progress.items())
+            ]
+            # A combined node's broker follows the log as an observer under the voter's own id; Kafka's
+            # combined node shares one raft client, so it lists the node once, as a voter.
             observers = [
-                _replica(b, o.log_end_offset, o.last_fetch_ms, o.last_caught_up_ms)
-                for b, o in sorted(server.observers.items())
-                if b != server.config.node_id
+                _replica(b, pr.end_offset, pr.last_fetch_ms, pr.last_caught_up_ms)
+                for b, pr in sorted(lead.observer_progress.items())
+                if b not in server.quorum.voters
             ]
             partitions_out.append(
                 {
                     "partition_index": 0,
                     "error_code": Err.NONE,
                     "error_message": None,
-                    "leader_id": server.config.node_id,
-                    "leader_epoch": max(plog.epoch_cache.latest_epoch(), 0),
-                    "high_watermark": leo,
-                    "current_voters": [voter],
+                    "leader_id": node.node_id,
+                    "leader_epoch": node.epoch,
+                    "high_watermark": node.high_watermark,
+                    "current_voters": voters,
                     "observers": observers,
                 }
             )
         topics_out.append({"topic_name": t.topic_name, "partitions": partitions_out})
-        partitions_out = []
     out: dict[str, Any] = {"error_code": Err.NONE, "topics": topics_out}
     if version >= 2:
         out["error_message"] = None
         out["nodes"] = [
-            {
-                "node_id": server.config.node_id,
-                "listeners": [{"name": "CONTROLLER", "host": server.config.host, "port": server.bound_port()}],
-            }
+            {"node_id": v, "listeners": [{"name": "CONTROLLER", "host": h, "port": port}]}
+            for v, (h, port) in sorted(server.quorum.voters.items())
         ]
     return out
 
 
 def describe_cluster(server: ControllerServer, version: int) -> dict[str, Any]:
     """DescribeCluster with endpoint type 2 (controllers), as a controller answers `--bootstrap-controller`."""
-    me: dict[str, Any] = {
-        "broker_id": server.config.node_id,
-        "host": server.config.host,
-        "port": server.bound_port(),
-        "rack": None,
-    }
-    if version >= 2:
-        me["is_fenced"] = False
+    assert server.quorum is not None
+    controllers: list[dict[str, Any]] = []
+    for v, (h, port) in sorted(server.quorum.voters.items()):
+        row: dict[str, Any] = {"broker_id": v, "host": h, "port": port, "rack": None}
+        if version >= 2:
+            row["is_fenced"] = False
+        controllers.append(row)
+    leader = server.quorum.node.leader_id
     return {
         "throttle_time": 0,
         "error_code": Err.NONE,
         "error_message": None,
         "endpoint_type": 2,
         "cluster_id": server.cluster_id,
-        "controller_id": server.config.node_id,
-        "brokers": [me],
+        "controller_id": leader if leader >= 0 else -1,
+        "brokers": controllers,
         "cluster_authorized_operations": -2147483648,
     }
 

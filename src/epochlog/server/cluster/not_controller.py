@@ -1,0 +1,52 @@
+"""NOT_CONTROLLER answers: what a standby controller (or one that lost the leadership before a decision
+committed) says to a request only the active controller may decide. Brokers then look for the active
+controller and send it again (Kafka's NodeToControllerChannelManager does the same)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from epochlog.protocol.errors import Err
+from epochlog.server.handlers.admin import creatable_topic
+
+MESSAGE = "this controller is not the active controller"
+
+
+def not_controller(key: int, version: int, req: Any) -> dict[str, Any]:
+    code = Err.NOT_CONTROLLER
+    if key == 62:
+        return {"throttle_time": 0, "error_code": code, "broker_epoch": -1}
+    if key == 63:
+        return {
+            "throttle_time": 0,
+            "error_code": code,
+            "is_caught_up": False,
+            "is_fenced": True,
+            "should_shut_down": False,
+        }
+    if key == 56:
+        return {"throttle_time": 0, "error_code": code, "topics": []}
+    if key == 67:
+        return {"throttle_time": 0, "error_code": code, "producer_id_start": -1, "producer_id_len": 0}
+    if key == 73:
+        return {"throttle_time": 0, "error_code": code, "directories": []}
+    if key == 43:
+        return {"throttle_time": 0, "error_code": code, "replica_election_results": []}
+    if key == 19:
+        rows = [{**creatable_topic(t)[1], "error_code": code, "error_message": MESSAGE} for t in req.topics]
+        return {"throttle_time": 0, "topics": rows}
+    if key == 20:
+        if version >= 6:
+            items = [(t.name, t.topic_id) for t in req.topics]
+        else:
+            items = [(n, None) for n in req.topic_names]
+        return {
+            "throttle_time": 0,
+            "responses": [
+                {"name": n, "topic_id": tid, "error_code": code, "error_message": MESSAGE} for n, tid in items
+            ],
+        }
+    if key == 37:
+        rows = [{"name": t.name, "error_code": code, "error_message": MESSAGE} for t in req.topics]
+        return {"throttle_time": 0, "results": rows}
+    raise ValueError(f"api {key} has no NOT_CONTROLLER answer")

@@ -1,0 +1,213 @@
+"""The asyncio side of a quorum member: it carries out the raft core's Ready and moves its messages.
+
+Order per Ready, as the core demands: the quorum-state file is written and fsynced, then the log is
+flushed, then messages go out (answers to requests we hold, or new requests to other controllers), then
+the controller hears of the new high watermark. Requests from other controllers and from brokers (the
+observers) arrive through the controller's listener and wait here until the core answers them; a
+fetch with nothing new is parked by the core, not here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from epochlog.raft import messages as m
+from epochlog.raft.config import QuorumConfig
+from epochlog.raft.node import RaftNode, Role
+from epochlog.server.cluster.peer import PeerConnection, PeerError
+from epochlog.server.quorum import wire
+from epochlog.storage.metadata_raft_log import MetadataRaftLog
+from epochlog.storage.quorum_state_file import QuorumStateFile
+
+log = logging.getLogger("epochlog.quorum")
+TICK_S = 0.01
+MAX_FETCH_BYTES = 8 << 20
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class NotLeader(Exception):
+    """This controller is not (or no longer) the quorum's leader: the write was not committed by it."""
+
+
+class QuorumDriver:
+    def __init__(
+        self,
+        node_id: int,
+        voters: dict[int, tuple[str, int]],
+        metadata_dir: Path,
+        cluster_id: str,
+        config: QuorumConfig,
+        on_commit: Callable[[int], None],
+        on_role: Callable[[], None],
+        on_snapshot: Callable[[m.SnapshotId], None],
+    ) -> None:
+        self.node_id = node_id
+        self.voters = voters
+        self.cluster_id = cluster_id
+        self.config = config
+        self.on_commit, self.on_role, self.on_snapshot = on_commit, on_role, on_snapshot
+        metadata_dir.mkdir(parents=True, exist_ok=True)
+        self.log = MetadataRaftLog(metadata_dir)
+        self.state_file = QuorumStateFile(self.log.dir)
+        self.state_file.remove_leftovers()
+        state = self.state_file.read()  # QuorumStateCorrupt stops the controller here
+        self.node = RaftNode(node_id, tuple(voters), self.log, state, now_ms(), random.Random(), cluster_id, config)
+        self.peers: dict[int, PeerConnection] = {}
+        # Requests we serve, by request id: the future for the answer, and whether a broker asked.
+        self.waiting: dict[int, tuple[asyncio.Future[tuple[m.Response, bytes]], bool]] = {}
+        self.commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._ids = itertools.count(1)
+        self._task: asyncio.Task[None] | None = None
+        self._sends: set[asyncio.Task[None]] = set()
+        self.stopped = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._carry_out(self.node.take_ready())
+        self._task = asyncio.create_task(self._ticker())
+
+    async def stop(self) -> None:
+        if self.node.role is Role.LEADER:
+            self._carry_out(self.node.resign(now_ms()))
+            await asyncio.sleep(0.05)  # let the EndQuorumEpoch requests leave
+        self.stopped = True
+        if self._task is not None:
+            self._task.cancel()
+        for t in list(self._sends):
+            t.cancel()
+        for peer in self.peers.values():
+            peer.close()
+        self._fail_commit_waiters()
+        self.log.close()
+
+    async def _ticker(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            try:
+                self._carry_out(self.node.tick(now_ms()))
+            except Exception:
+                log.exception("quorum tick failed")
+
+    # -- the Ready ------------------------------------------------------------------------------------
+    def _carry_out(self, ready: m.Ready) -> None:
+        if self.stopped:
+            return
+        if ready.quorum_state is not None:
+            self.state_file.write(ready.quorum_state, self.cluster_id, tuple(self.voters))
+        if ready.flush:
+            self.log.flush()
+        for out in ready.messages:
+            msg = out.message
+            if isinstance(msg, m.Request):
+                task = asyncio.create_task(self._send(out.to, msg))
+                self._sends.add(task)
+                task.add_done_callback(self._sends.discard)
+            else:
+                entry = self.waiting.pop(msg.request_id, None)
+                if entry is not None and not entry[0].done():
+                    entry[0].set_result((msg, self._records_for(msg, entry[1])))
+        if ready.load_snapshot is not None:
+            self.on_snapshot(ready.load_snapshot)
+        if ready.high_watermark is not None:
+            self.on_commit(ready.high_watermark)
+            self._release_commit_waiters(ready.high_watermark)
+        if ready.role_changed:
+            if self.node.role is not Role.LEADER:
+                self._fail_commit_waiters()
+            log.info(
+                "controller %d is %s in epoch %d (leader %d)",
+                self.node_id,
+                self.node.role.value,
+                self.node.epoch,
+                self.node.leader_id,
+            )
+            self.on_role()
+
+    def _records_for(self, msg: m.Response, observer: bool) -> bytes:
+        if not isinstance(msg, m.FetchResponse) or msg.read_from < 0:
+            return b""
+        # An observer (a broker) keeps no log of its own: it is sent committed records only.
+        limit = max(self.node.high_watermark, 0) if observer else None
+        if limit is not None and msg.read_from >= limit:
+            return b""
+        return self.log.read_bytes(msg.read_from, MAX_FETCH_BYTES, limit)
+
+    async def _send(self, to: int, msg: m.Request) -> None:
+        peer = self.peers.get(to)
+        if peer is None:
+            host, port = self.voters[to]
+            peer = self.peers[to] = PeerConnection(host, port, f"controller-{self.node_id}-raft")
+        timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
+        try:
+            resp = await peer.request(wire.to_kio(msg), timeout=timeout)
+        except PeerError as e:
+            log.debug("controller %d: %s to %d failed: %s", self.node_id, type(msg).__name__, to, e)
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+            self._carry_out(self.node.request_failed(to, msg.request_id, now_ms()))
+            return
+        try:
+            answer = wire.response_from_kio(msg, to, resp)
+        except (ValueError, AttributeError, IndexError) as e:
+            log.warning("controller %d: unreadable answer from %d: %s", self.node_id, to, e)
+            self._carry_out(self.node.request_failed(to, msg.request_id, now_ms()))
+            return
+        self._carry_out(self.node.receive(answer, now_ms()))
+
+    # -- requests from others ---------------------------------------------------------------------
+    async def handle(self, api_key: int, req: Any, observer: bool) -> dict[str, Any]:
+        """``observer``: the request comes from a broker, not from another controller."""
+        rid = next(self._ids)
+        msg = wire.request_from_kio(api_key, req, rid, observer)
+        fut: asyncio.Future[tuple[m.Response, bytes]] = asyncio.get_running_loop().create_future()
+        self.waiting[rid] = (fut, observer)
+        try:
+            self._carry_out(self.node.receive(msg, now_ms()))
+            wait = (getattr(msg, "max_wait_ms", 0) + self.config.request_timeout_ms) / 1000
+            answer, records = await asyncio.wait_for(fut, wait)
+        finally:
+            self.waiting.pop(rid, None)
+        return wire.response_body(answer, records)
+
+    # -- the controller's writes ---------------------------------------------------------------------
+    def propose(self, records: list[Any]) -> int:
+        last, ready = self.node.propose(records, now_ms())
+        self._carry_out(ready)
+        if last < 0:
+            raise NotLeader(f"controller {self.node_id} is not the active controller")
+        return last
+
+    async def committed(self, offset: int, timeout: float) -> None:
+        """Wait until ``offset`` is below the high watermark; NotLeader if leadership goes first."""
+        if self.node.high_watermark > offset:
+            return
+        if self.node.role is not Role.LEADER:
+            raise NotLeader(f"controller {self.node_id} lost the leadership before offset {offset} committed")
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.commit_waiters.append((offset, fut))
+        await asyncio.wait_for(fut, timeout)
+
+    def _release_commit_waiters(self, hw: int) -> None:
+        keep = []
+        for offset, fut in self.commit_waiters:
+            if offset < hw:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                keep.append((offset, fut))
+        self.commit_waiters = keep
+
+    def _fail_commit_waiters(self) -> None:
+        waiters, self.commit_waiters = self.commit_waiters, []
+        for _, fut in waiters:
+            if not fut.done():
+                fut.set_exception(NotLeader(f"controller {self.node_id} lost the leadership"))
