@@ -20,6 +20,7 @@ from tests.integration.cluster_helpers import (
     leader_epoch,
     wait_until,
 )
+from tests.integration.tcp_proxy import TcpProxy
 from tests.integration.test_cluster import consume_all
 
 QUORUM = {"controller.quorum.election.timeout.ms": "1000", "controller.quorum.fetch.timeout.ms": "2000"}
@@ -148,3 +149,56 @@ def test_a_wiped_controller_rejoins_and_catches_up(quorum_cluster: LocalCluster)
     wait_until(lambda: leader_epoch(bs, "after-wipe"), 20, "the new topic's leader")
     for t in ("before-wipe", "while-down"):
         assert leader_epoch(bs, t)[0] >= 0
+
+
+def test_a_network_partition_isolates_the_active_controller(tmp_path: Path) -> None:
+    """Every link between controllers goes through a proxy the test controls; brokers reach all of them
+    directly. Cut the active controller off from the other two, both sides alive: the majority elects a
+    new leader, the old one resigns and commits nothing, brokers follow the new one, writes go on."""
+    base = free_base_port(3, controllers=3)
+    lc = LocalCluster(tmp_path / "cluster", 3, base, controller_settings=dict(QUORUM), controllers=3)
+    ctrls = lc.controller_nodes()
+    proxies = {(a.node_id, b.node_id): TcpProxy(b.port) for a in ctrls for b in ctrls if a is not b}
+    for a in ctrls:
+        voters = ",".join(
+            f"{b.node_id}@127.0.0.1:{b.port if a is b else proxies[(a.node_id, b.node_id)].port}" for b in ctrls
+        )
+        text = a.config.read_text().splitlines()
+        a.config.write_text(
+            "".join(
+                (f"controller.quorum.voters={voters}" if line.startswith("controller.quorum.voters=") else line) + "\n"
+                for line in text
+            )
+        )
+    lc.start()
+    try:
+        bs = lc.bootstrap
+        topic = "cut"
+        create_topic(bs, topic, 1, 3, {"min.insync.replicas": "2"})
+        wait_until(lambda: leader_epoch(bs, topic), 15, "a partition leader")
+        old = lc.active_controller()
+        prod = AckingProducer(bs, topic, rate_sleep=0.01).start()
+        wait_until(lambda: len(prod.acked) > 500, 30, "acknowledged writes")
+        links = [p for (a, b), p in proxies.items() if old.node_id in (a, b)]
+        for p in links:
+            p.partition()
+        t0 = time.monotonic()
+        others = [n.port for n in ctrls if n is not old]
+        new = wait_until(lambda: leader_of(others) not in (-1, old.node_id) and leader_of(others), 20, "a new leader")
+        elected = time.monotonic() - t0
+        # The old one, still reachable by brokers, must give up leading within check-quorum's 1.5 fetch timeouts.
+        wait_until(lambda: leader_of([old.port]) != old.node_id, 10, "the isolated controller to resign")
+        resigned = time.monotonic() - t0
+        create_topic(bs, "during-cut", 1, 3, {})
+        wait_until(lambda: leader_epoch(bs, "during-cut"), 20, "a topic made by the new active controller")
+        for p in links:
+            p.heal()
+        wait_until(lambda: leader_of([old.port]) == new, 20, "the old controller to follow the new one")
+        print(f"partition: new leader after {elected:.1f}s, the isolated one resigned after {resigned:.1f}s")
+        prod.stop()
+        assert prod.errors == []
+        _check_acked(bs, topic, prod)
+    finally:
+        lc.stop()
+        for p in proxies.values():
+            p.close()

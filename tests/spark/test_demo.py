@@ -1,4 +1,5 @@
-"""`epochlog demo` end to end, short: a real 3-broker cluster, a leader killed, Spark into Parquet, nothing lost."""
+"""`epochlog demo` end to end, short: 3 controllers and 3 brokers, a leader and the active controller killed,
+Spark into Parquet, nothing lost."""
 
 from __future__ import annotations
 
@@ -42,10 +43,12 @@ def test_demo_short_run(tmp_path: Path) -> None:
     assert "duplicated: 0\n" in out, out
     assert "kill -9 broker-" in out, out
     assert "-> broker-" in out, out  # a leader change was seen, with epochs
+    assert "the active controller" in out and "controller failover: controller" in out, out
     assert "PROBLEM" not in out, out
 
     page = report.read_text()
     assert "<svg" in page and "kill -9 broker-" in page and "lost: 0" in page
+    assert "controller failover" in page
 
     # The output is real Parquet, readable without Spark.
     assert list((data / "spark" / "raw").glob("batch=*/*.parquet"))

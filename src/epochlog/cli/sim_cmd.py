@@ -11,6 +11,8 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
+    register_quorum(app)
+
     @app.command()
     def sim(
         scenario: Annotated[str | None, typer.Option("--scenario", help="a named scenario (see --list)")] = None,
@@ -95,3 +97,41 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1 if failed else 0)
         console.print("nothing to do: give --list, --scenario NAME, --seed S or --seeds N")
         raise typer.Exit(2)
+
+
+def register_quorum(app: typer.Typer) -> None:
+    @app.command("quorum-sim")
+    def quorum_sim(
+        scenario: Annotated[str | None, typer.Option("--scenario", help="a named quorum scenario (see --list)")] = None,
+        list_: Annotated[bool, typer.Option("--list", help="list the named scenarios")] = False,
+        seeds: Annotated[int, typer.Option("--seeds", help="run N random fault schedules")] = 0,
+        start_seed: Annotated[int, typer.Option("--start-seed")] = 0,
+    ) -> None:
+        """Run the controller quorum (raft/) in the simulator; exit 1 when an invariant breaks."""
+        from epochlog.sim.quorum_scenarios import SCENARIOS, random_run
+
+        if list_:
+            for name, fn in SCENARIOS.items():
+                typer.echo(f"{name:26} {(fn.__doc__ or '').strip().splitlines()[0]}")
+            return
+        if scenario is not None:
+            fn = SCENARIOS.get(scenario)
+            if fn is None:
+                typer.echo(f"unknown scenario {scenario!r}; see epochlog quorum-sim --list", err=True)
+                raise typer.Exit(2)
+            run = fn()
+            typer.echo("\n".join(run.world.pictures))
+            typer.echo("facts: " + ", ".join(f"{k}={v}" for k, v in run.facts.items()))
+            for v in run.violations:
+                typer.echo(f"VIOLATION {v.invariant} at {v.at_ms} ms: {v.detail}")
+            typer.echo(f"{scenario}: {len(run.violations)} violation(s)")
+            raise typer.Exit(1 if run.violations else 0)
+        failed = []
+        t0 = time.perf_counter()
+        for s in range(start_seed, start_seed + seeds):
+            run = random_run(s)
+            if run.violations:
+                failed.append(s)
+                typer.echo(f"seed {s}: {run.violations[0].invariant}: {run.violations[0].detail}")
+        typer.echo(f"{seeds} seeds, {len(failed)} with violations, {time.perf_counter() - t0:.1f} s")
+        raise typer.Exit(1 if failed else 0)

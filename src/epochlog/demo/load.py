@@ -185,8 +185,9 @@ class LeaderWatcher(threading.Thread):
 
 
 class FaultSchedule(threading.Thread):
-    """kill -9 of partition 0's leader at kill_t and its restart at restart_t (seconds since the producer
-    started), on its own thread so that nothing the main loop waits for (Spark calls) can delay them."""
+    """kill -9 of partition 0's leader and the active controller at kill_t and their restart at restart_t
+    (seconds since the producer started), on its own thread so that nothing the main loop waits for (Spark
+    calls) can delay them."""
 
     def __init__(
         self,
@@ -202,6 +203,7 @@ class FaultSchedule(threading.Thread):
         self.cluster, self.watcher, self.res, self.event, self.clock = cluster, watcher, res, event, clock
         self.kill_t, self.restart_t = kill_t, restart_t
         self.killed: str | None = None
+        self.killed_names: set[str] = set()
         self._finish = threading.Event()
 
     def _wait_until(self, t: float) -> bool:
@@ -212,27 +214,55 @@ class FaultSchedule(threading.Thread):
         return True
 
     def _kill(self) -> None:
+        """kill -9 of partition 0's leader and of the active controller at the same moment: both the data
+        path and the control path must fail over, and the partition's new leader needs the new controller."""
         state = self.watcher.refresh()
         p0 = state[0]
+        controller = self.cluster.active_controller(timeout=10)
         self.killed = f"broker-{p0.leader}"
+        self.killed_names = {self.killed, controller.name}
         self.res.killed_broker, self.res.killed_epoch = p0.leader, p0.epoch
+        self.res.killed_controller = controller.node_id
+        self.cluster.kill9(controller.name)
         self.cluster.kill9(self.killed)
         self.res.kill_t = self.clock()
-        self.event("kill", f"kill -9 {self.killed}, leader of {self.watcher.topic}-0 in epoch {p0.epoch}")
+        self.event(
+            "kill",
+            f"kill -9 {self.killed}, leader of {self.watcher.topic}-0 in epoch {p0.epoch}, "
+            f"and of {controller.name}, the active controller",
+        )
+        self._watch_controller(controller.node_id)
+
+    def _watch_controller(self, old: int) -> None:
+        from epochlog.cli.metadata_quorum_cmd import leader_of
+
+        ports = [n.port for n in self.cluster.controller_nodes() if n.alive]
+        while not self._finish.is_set() and self.clock() - (self.res.kill_t or 0) < 30:
+            leader = leader_of(ports)
+            if leader not in (-1, old):
+                self.res.new_controller = leader
+                self.res.controller_failover_seconds = self.clock() - (self.res.kill_t or 0)
+                self.event(
+                    "controller",
+                    f"controller {leader} is active, {self.res.controller_failover_seconds:.2f} s after the kill",
+                )
+                return
+            self._finish.wait(0.05)
 
     def _restart(self) -> None:
         assert self.killed is not None
         self.res.restart_t = self.clock()
-        try:
-            self.cluster.start_node(self.killed, timeout=60)
-            self.event(
-                "restart",
-                f"{self.killed} restarted (listening after {self.clock() - self.res.restart_t:.1f} s)",
-                at=self.res.restart_t,
-            )
-        except (RuntimeError, TimeoutError) as e:
-            self.res.problems.append(f"{self.killed} did not restart: {e}")
-            self.event("problem", f"{self.killed} did not restart: {e}")
+        for name in sorted(self.killed_names):
+            try:
+                self.cluster.start_node(name, timeout=60)
+                self.event(
+                    "restart",
+                    f"{name} restarted (listening after {self.clock() - self.res.restart_t:.1f} s)",
+                    at=self.res.restart_t,
+                )
+            except (RuntimeError, TimeoutError) as e:
+                self.res.problems.append(f"{name} did not restart: {e}")
+                self.event("problem", f"{name} did not restart: {e}")
 
     def run(self) -> None:
         try:

@@ -96,6 +96,9 @@ class DemoResult:
     killed_epoch: int | None = None
     failover_seconds: float | None = None
     restart_t: float | None = None
+    killed_controller: int | None = None  # the active controller, killed with partition 0's leader
+    controller_failover_seconds: float | None = None  # until another controller was active
+    new_controller: int | None = None
     leader_changes: list[LeaderChange] = field(default_factory=list)
     leaders_before: dict[int, tuple[int, int]] = field(default_factory=dict)
     leaders_after: dict[int, tuple[int, int]] = field(default_factory=dict)

@@ -25,8 +25,14 @@ def summary_lines(res: DemoResult) -> list[str]:
     steps: list[tuple[float, str]] = []
     if res.kill_t is not None:
         steps.append(
-            (res.kill_t, f"kill -9 broker-{res.killed_broker} (leader of {res.topic}-0, epoch {res.killed_epoch})")
+            (
+                res.kill_t,
+                f"kill -9 broker-{res.killed_broker} (leader of {res.topic}-0, epoch {res.killed_epoch}) and "
+                f"controller {res.killed_controller} (the active controller)",
+            )
         )
+    if res.controller_failover_seconds is not None and res.kill_t is not None:
+        steps.append((res.kill_t + res.controller_failover_seconds, f"controller {res.new_controller} is active"))
     for c in res.leader_changes:
         steps.append(
             (
@@ -36,11 +42,16 @@ def summary_lines(res: DemoResult) -> list[str]:
             )
         )
     if res.restart_t is not None:
-        steps.append((res.restart_t, f"broker-{res.killed_broker} restarted"))
+        steps.append((res.restart_t, f"broker-{res.killed_broker} and controller {res.killed_controller} restarted"))
     out += [f"at +{t:.1f} s: {text}" for t, text in sorted(steps, key=lambda s: s[0])]
+    if res.controller_failover_seconds is not None:
+        out.append(
+            f"controller failover: controller {res.new_controller} active {res.controller_failover_seconds:.2f} s "
+            "after the kill (quorum polled every 0.05 s)"
+        )
     if res.failover_seconds is not None:
         out.append(
-            f"new leader of {res.topic}-0 seen {res.failover_seconds:.2f} s after the kill "
+            f"partition failover: new leader of {res.topic}-0 seen {res.failover_seconds:.2f} s after the kill "
             "(metadata polled every 0.25 s)"
         )
     out.append("leaders after: " + _leaders(res.leaders_after))
@@ -137,7 +148,9 @@ def throughput_svg(res: DemoResult, width: int = 860, height: int = 320) -> str:
         parts.append(f'<polyline points="{pts}" fill="none" stroke="#1f6feb" stroke-width="2"/>')
     marks = []
     if res.kill_t is not None:
-        marks.append((res.kill_t, "#d1242f", f"kill -9 broker-{res.killed_broker}"))
+        marks.append(
+            (res.kill_t, "#d1242f", f"kill -9 broker-{res.killed_broker} + controller {res.killed_controller}")
+        )
     for c in res.leader_changes:
         marks.append((c.t, "#1a7f37", f"p{c.partition}: broker-{c.new_leader}, epoch {c.new_epoch}"))
     if res.restart_t is not None:
@@ -205,6 +218,12 @@ def render_html(res: DemoResult) -> str:
         ("duplicated (extra copies in the output)", str(res.duplicated)),
         ("acknowledged offsets holding another event", str(res.mismatched)),
         ("leader changes", str(len(res.leader_changes))),
+        (
+            "controller failover (active controller killed)",
+            f"{res.controller_failover_seconds:.2f} s after the kill"
+            if res.controller_failover_seconds is not None
+            else "not seen",
+        ),
         (
             "failover of partition 0",
             f"{res.failover_seconds:.2f} s after the kill" if res.failover_seconds is not None else "not seen",

@@ -32,7 +32,7 @@ def _free_base_port() -> int:
     from epochlog.server.cluster.local import free_base_port
 
     try:
-        return free_base_port(3)
+        return free_base_port(3, controllers=3)
     except RuntimeError as e:
         raise DemoError(str(e)) from None
 
@@ -140,13 +140,14 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
 
     prog = Progress(console, opts.duration)
     try:
-        prog.phase(f"starting a local cluster: controller + 3 brokers (data and logs in {data_dir})")
+        prog.phase(f"starting a local cluster: 3 controllers (a quorum) + 3 brokers (data and logs in {data_dir})")
         cluster = LocalCluster(
             data_dir,
             brokers=3,
             base_port=_free_base_port(),
             broker_settings=dict(BROKER_SETTINGS),
             controller_settings=dict(CONTROLLER_SETTINGS),
+            controllers=3,
         )
         cluster.start(timeout=60)
         bootstrap = cluster.bootstrap
@@ -209,7 +210,7 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
         watcher.start()
         prog.phase(
             f"producing page views at {opts.rate}/s for {opts.duration:g} s (acks=all, idempotent); "
-            f"kill -9 of partition 0's leader at {opts.duration * opts.kill_at:.0f} s, "
+            f"kill -9 of partition 0's leader and the active controller at {opts.duration * opts.kill_at:.0f} s, "
             f"restart at {opts.duration * opts.restart_at:.0f} s"
         )
 
@@ -221,13 +222,13 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
             while clock() < opts.duration:
                 time.sleep(0.25)
                 now = clock()
-                killed = faults.killed
+                killed = faults.killed_names
                 if job.query is not None and not job.query.isActive:
                     exc = job.query.exception()
                     res.problems.append(f"the streaming query stopped: {exc}")
                     event("problem", f"the streaming query stopped: {str(exc)[:300]}")
                     break
-                dead = [n.name for n in cluster.nodes.values() if not n.alive and n.name != killed]
+                dead = [n.name for n in cluster.nodes.values() if not n.alive and n.name not in killed]
                 if dead:
                     res.problems.append(f"{', '.join(dead)} exited on its own; see {logs}")
                     event("problem", f"{', '.join(dead)} exited on its own")
@@ -236,7 +237,8 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
                     f"p{p} broker-{st.leader} e{st.epoch}" for p, st in sorted(watcher.snapshot().items())
                 )
                 if res.kill_t is not None:
-                    leaders += f"  (broker-{res.killed_broker} killed at {res.kill_t:.1f} s"
+                    leaders += f"  (broker-{res.killed_broker} and controller {res.killed_controller} killed at"
+                    leaders += f" {res.kill_t:.1f} s"
                     leaders += f", restarted at {res.restart_t:.1f} s)" if res.restart_t is not None else ")"
                 prog.update(
                     now,

@@ -50,11 +50,13 @@ def controller_crash(seed: int = 1, **kw: Any) -> QuorumRun:
     w.run_until(1000)
     old = w.leader()
     assert old is not None
+    w.snap("under load, before the crash")
     w.crash(old.node_id)
     run.facts["crashed"] = old.node_id
     run.facts["committed_before"] = len(w.checker.values)
     at = _wait_leader(w, 3000, exclude=old.node_id)
     run.facts["failover_ms"] = None if at is None else at - 1000
+    w.snap(f"a new leader, {run.facts['failover_ms']} ms after the crash")
     w.at(2000, lambda: w.restart(old.node_id))
     w.run_until(3000)
     w.settle(4000)
@@ -87,6 +89,7 @@ def zombie_controller(seed: int = 1, **kw: Any) -> QuorumRun:
             resigned_at.append(w.now)
 
     w.run_until(2500, on_event=watch)
+    w.snap("the cut-off leader resigned; the majority elected another; the observer follows it")
     run.facts["resigned_after_ms"] = resigned_at[0] - 1000 if resigned_at else None
     run.facts["committed_while_cut"] = committed_while_cut
     others = [n for n in w.leaders() if n.node_id != zombie.node_id]
@@ -167,9 +170,9 @@ def _run_until_true(w: QuorumWorld, cond: Callable[[], bool], deadline: int) -> 
 
 def figure_8(seed: int = 1, node_factory: Any = None, **kw: Any) -> QuorumRun:
     """The Raft paper's figure 8 in five voters. X is written in epoch 1 on two nodes only; a leader
-    of epoch 2 writes just its LeaderChange and dies; the first leader returns in epoch 3 and copies
-    X to a majority, but its own LeaderChange reaches no one before it dies; the epoch 2 node then
-    wins epoch 4 and overwrites X. The high watermark must never have covered X."""
+    of epoch 2 writes just its LeaderChange and dies; the first leader returns in a later epoch and
+    copies X to a majority, but its own LeaderChange reaches no one before it dies; the epoch 2 node
+    then wins and overwrites X. The high watermark must never have covered X."""
     extra = {"node_factory": node_factory} if node_factory is not None else {}
     w = QuorumWorld(seed, voters=5, fetch_max_records=1, **extra, **kw)
     run = QuorumRun(w)
@@ -187,6 +190,7 @@ def figure_8(seed: int = 1, node_factory: Any = None, **kw: Any) -> QuorumRun:
     w.propose(1)  # X, at offset 1 (offset 0 is epoch 1's LeaderChange)
     x_offset = 1
     assert _run_until_true(w, lambda: nodes[1].log.log_end_offset > x_offset, 600)
+    w.snap("X (v0) written in epoch 1 on nodes 0 and 1 only; the network splits {0,1} | {2,3,4}")
     only(2)
 
     def crash_new_leader() -> None:
@@ -195,6 +199,7 @@ def figure_8(seed: int = 1, node_factory: Any = None, **kw: Any) -> QuorumRun:
 
     w.run_until(w.now + 100, on_event=crash_new_leader)
     run.facts["epoch_2_leader_crashed"] = not nodes[2].alive
+    w.snap("node 2 won epoch 2, wrote its LeaderChange (LC:2) and died")
     _run_until_true(w, lambda: nodes[0].core.role is not Role.LEADER, w.now + 1000)  # check-quorum
     w.heal()
     only(0)
@@ -214,6 +219,7 @@ def figure_8(seed: int = 1, node_factory: Any = None, **kw: Any) -> QuorumRun:
     run.facts["x_on_majority"] = _run_until_true(w, x_on_majority, w.now + 1000)
     w.run_until(w.now + 30)  # the followers fetch past X: a leader that counts copies would commit it now
     run.facts["hw_of_epoch_3_leader"] = nodes[0].core.high_watermark
+    w.snap(f"node 0 leads epoch {nodes[0].core.epoch} and copied X to a majority; its own LC:0 reached no one")
     w.crash(0)
     w.shape = None
     w.restart(2)
@@ -221,6 +227,7 @@ def figure_8(seed: int = 1, node_factory: Any = None, **kw: Any) -> QuorumRun:
     _run_until_true(w, lambda: w.leader() is not None, w.now + 1000)
     lead = w.leader()
     run.facts["final_leader"] = None if lead is None else (lead.node_id, lead.core.epoch)
+    w.snap("node 0 died; node 2, whose last epoch (2) is later than X's (1), won and replaced X")
     entry = nodes[2].log.entry(x_offset)
     run.facts["x_survived"] = entry is not None and entry.value == "v0"
     w.settle(w.now + 1500)

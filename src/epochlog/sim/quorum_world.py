@@ -87,6 +87,7 @@ class QuorumWorld:
         self.proposed: list[str] = []
         self.events = 0
         self.log_lines: list[str] = []
+        self.pictures: list[str] = []
         self.checker = QuorumChecker(self)
         for n in [*self.voters, *range(voters, voters + observers)]:
             log = SimQuorumLog()
@@ -105,6 +106,21 @@ class QuorumWorld:
 
     def note(self, text: str) -> None:
         self.log_lines.append(f"{self.now:>6} ms  {text}")
+
+    def snap(self, label: str, max_cols: int = 12) -> str:
+        """A picture of every node's log now: role, epoch, HW, and the last entries as value/epoch."""
+        lines = [f"-- {self.now} ms: {label}"]
+        for n, node in sorted(self.nodes.items()):
+            log = node.log
+            first = max(log.log_start_offset, log.log_end_offset - max_cols)
+            cells = " ".join(f"{e.value}/e{e.epoch}" for _, e in log.read(first, max_cols))
+            state = f"{node.core.role.value} e{node.core.epoch}" if node.alive else "down"
+            kind = "voter" if n in self.voters else "observer"
+            more = f"… {first} earlier … " if first else ""
+            lines.append(f"  {kind} {n} [{state:>15}] hw={node.core.high_watermark:<4} | {more}{cells}")
+        text = "\n".join(lines)
+        self.pictures.append(text)
+        return text
 
     def _carry_out(self, node: SimNode, ready: Ready) -> None:
         """The driver's half of the contract, with a pending crash able to cut it short."""

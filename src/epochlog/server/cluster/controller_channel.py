@@ -45,6 +45,7 @@ class ControllerChannel:
         self.target = 0  # index into controllers of the one we believe is active
         self.leader_epoch = -1
         self.known_leader = -1
+        self.logged_leader = -1
         self._conns: dict[tuple[str, int], PeerConnection] = {}
         self.changed = asyncio.Event()
 
@@ -71,8 +72,10 @@ class ControllerChannel:
         for i, (cid, _h, _p) in enumerate(self.controllers):
             if cid == leader_id:
                 self.known_leader = leader_id
-                if i != self.target:
+                if leader_id != self.logged_leader:
+                    self.logged_leader = leader_id
                     log.info("broker %d: controller %d is active (epoch %d)", self.node_id, leader_id, epoch)
+                if i != self.target:
                     self.target = i
                     self.changed.set()
                     self.changed = asyncio.Event()

@@ -36,8 +36,9 @@ def describe_quorum(server: ControllerServer, req: Any, version: int) -> dict[st
                 partitions_out.append(_error_row(int(p.partition_index), Err.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             if node.role is not Role.LEADER or node.leader is None:
+                # Only a follower knows a live leader; a resigned leader's epoch has none left to name.
                 row = _error_row(0, Err.NOT_LEADER_OR_FOLLOWER)
-                row.update(leader_id=node.leader_id, leader_epoch=node.epoch)
+                row.update(leader_id=node.leader_id if node.role is Role.FOLLOWER else -1, leader_epoch=node.epoch)
                 partitions_out.append(row)
                 continue
             lead = node.leader
