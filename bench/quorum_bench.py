@@ -243,9 +243,9 @@ def main() -> None:
         lc = LocalCluster(Path(tmp) / "c", 3, free_base_port(3, controllers=3), controllers=3)
         lc.start()
         try:
-            AdminClient({"bootstrap.servers": lc.bootstrap}).create_topics(
-                [NewTopic("failover", 1, 3, config={"min.insync.replicas": "2"})]
-            )["failover"].result(30)
+            admin = AdminClient({"bootstrap.servers": lc.bootstrap})
+            topic = NewTopic("failover", 1, 3, config={"min.insync.replicas": "2"})
+            admin.create_topics([topic])["failover"].result(30)
             out["failover"] = [failover_round(lc, "failover") for _ in range(args.rounds)]
             time.sleep(3)
             out["create_topics"] = create_topics_latency(lc, args.topics)

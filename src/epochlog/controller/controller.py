@@ -12,10 +12,12 @@ the caller persists the records and tells brokers about partition changes. Rules
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
+from epochlog.controller import records as rec
+from epochlog.controller.image import BrokerInfo, ClusterImage, TopicInfo
+from epochlog.controller.records import MetadataRecord
 from epochlog.replication.types import AlterIsr, PartitionState
+
+__all__ = ["BrokerInfo", "Controller", "TopicInfo"]
 
 INVALID_UPDATE_VERSION = 108
 FENCED_LEADER_EPOCH = 74
@@ -24,58 +26,52 @@ NOT_LEADER_OR_FOLLOWER = 6
 NO_LEADER = -1
 
 
-@dataclass
-class BrokerInfo:
-    broker_id: int
-    epoch: int = 0
-    fenced: bool = True
-    last_heartbeat_ms: int = 0
-    shutting_down: bool = False
-    host: str = ""
-    port: int = 0
-
-
-@dataclass
-class TopicInfo:
-    name: str
-    partitions: dict[int, PartitionState] = field(default_factory=dict)
-    unclean_leader_election: bool = False
-    topic_id: str = ""
-    configs: dict[str, str] = field(default_factory=dict)
-
-
 class Controller:
     def __init__(self, session_timeout_ms: int = 9000) -> None:
         self.session_timeout_ms = session_timeout_ms
-        self.brokers: dict[int, BrokerInfo] = {}
-        self.topics: dict[str, TopicInfo] = {}
-        self.records: list[tuple[str, dict[str, Any]]] = []
+        self.image = ClusterImage()
+        self.records: list[MetadataRecord] = []
         self.changed: list[tuple[str, int]] = []  # partitions whose state changed since drained
-        self.next_producer_id = 0
-        # Replicas on a broker's failed log directory (KIP-858), until that broker registers again.
-        self.offline_replicas: dict[int, set[tuple[str, int]]] = {}
+
+    # The metadata state is the image's; these name its parts as the decisions below read them.
+    @property
+    def brokers(self) -> dict[int, BrokerInfo]:
+        return self.image.brokers
+
+    @property
+    def topics(self) -> dict[str, TopicInfo]:
+        return self.image.topics
+
+    @property
+    def next_producer_id(self) -> int:
+        return self.image.next_producer_id
+
+    @property
+    def offline_replicas(self) -> dict[int, set[tuple[str, int]]]:
+        return self.image.offline_replicas
 
     # -- records -------------------------------------------------------------------------
-    def _record(self, kind: str, **data: Any) -> None:
-        self.records.append((kind, data))
+    def _record(self, record: MetadataRecord) -> None:
+        """A decision: the record is kept for the caller to persist, and applied like any other."""
+        self.records.append(record)
+        self.changed += self.image.apply(record).partitions
 
     def _set(self, topic: str, partition: int, state: PartitionState) -> None:
-        self.topics[topic].partitions[partition] = state
         self._record(
-            "PartitionChange",
-            topic=topic,
-            partition=partition,
-            leader=state.leader,
-            leader_epoch=state.leader_epoch,
-            isr=sorted(state.isr),
-            replicas=list(state.replicas),
-            partition_epoch=state.partition_epoch,
+            rec.PartitionChange(
+                topic,
+                partition,
+                state.leader,
+                state.leader_epoch,
+                tuple(sorted(state.isr)),
+                tuple(state.replicas),
+                state.partition_epoch,
+            )
         )
-        self.changed.append((topic, partition))
 
     @classmethod
     def replay(
-        cls, records: list[tuple[str, dict[str, Any]]], session_timeout_ms: int = 9000, now_ms: int | None = None
+        cls, records: list[MetadataRecord], session_timeout_ms: int = 9000, now_ms: int | None = None
     ) -> Controller:
         """Rebuild the image from its own ordered records (the metadata log), recording nothing new.
 
@@ -86,8 +82,8 @@ class Controller:
         them all at once would leave partitions led by a broker nobody will ever fence again.)
         """
         c = cls(session_timeout_ms)
-        for kind, d in records:
-            c.apply(kind, d)
+        for record in records:
+            c.apply(record)
         for b in c.brokers.values():
             if now_ms is None:
                 b.fenced = True
@@ -96,37 +92,9 @@ class Controller:
         c.records = list(records)
         return c
 
-    def apply(self, kind: str, d: dict[str, Any]) -> None:
+    def apply(self, record: MetadataRecord) -> None:
         """Apply one committed record made elsewhere (replay, or a standby following the quorum)."""
-        if kind == "BrokerRegistration":
-            b = self.brokers.setdefault(d["broker"], BrokerInfo(d["broker"]))
-            self.offline_replicas.pop(d["broker"], None)
-            b.epoch, b.host, b.port = d["epoch"], d.get("host", ""), d.get("port", 0)
-            b.fenced, b.shutting_down = False, False
-        elif kind == "BrokerFenced":
-            if d["broker"] in self.brokers:
-                self.brokers[d["broker"]].fenced = True
-        elif kind == "BrokerShuttingDown":
-            if d["broker"] in self.brokers:
-                self.brokers[d["broker"]].fenced = True
-                self.brokers[d["broker"]].shutting_down = True
-        elif kind == "Topic":
-            self.topics[d["name"]] = TopicInfo(
-                d["name"],
-                unclean_leader_election=d.get("unclean", False),
-                topic_id=d.get("id", ""),
-                configs=dict(d.get("configs", {})),
-            )
-        elif kind == "TopicDeleted":
-            self.topics.pop(d["name"], None)
-        elif kind == "ProducerIds":
-            self.next_producer_id = max(self.next_producer_id, d["next"])
-        elif kind == "ReplicasOffline":
-            self.offline_replicas.setdefault(d["broker"], set()).update((t, p) for t, p in d["partitions"])
-        elif kind == "PartitionChange":
-            self.topics[d["topic"]].partitions[d["partition"]] = PartitionState(
-                d["leader"], d["leader_epoch"], frozenset(d["isr"]), tuple(d["replicas"]), d["partition_epoch"]
-            )
+        self.image.apply(record)
 
     def activate(self, now_ms: int, grace_ms: int | None = None) -> None:
         """This controller just became the active one. Every live broker must heartbeat it within
@@ -137,51 +105,9 @@ class Controller:
         for b in self.brokers.values():
             b.last_heartbeat_ms = now_ms - self.session_timeout_ms + grace
 
-    def snapshot_records(self) -> list[tuple[str, dict[str, Any]]]:
+    def snapshot_records(self) -> list[MetadataRecord]:
         """Records that rebuild this state from nothing: what a metadata snapshot holds."""
-        out: list[tuple[str, dict[str, Any]]] = []
-        for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
-            out.append(
-                ("BrokerRegistration", {"broker": b.broker_id, "epoch": b.epoch, "host": b.host, "port": b.port})
-            )
-            if b.shutting_down:
-                out.append(("BrokerShuttingDown", {"broker": b.broker_id}))
-            elif b.fenced:
-                out.append(("BrokerFenced", {"broker": b.broker_id}))
-        for broker, parts in sorted(self.offline_replicas.items()):
-            if parts:
-                out.append(("ReplicasOffline", {"broker": broker, "partitions": [[t, p] for t, p in sorted(parts)]}))
-        if self.next_producer_id:
-            out.append(("ProducerIds", {"broker": -1, "next": self.next_producer_id}))
-        for t in self.topics.values():
-            out.append(
-                (
-                    "Topic",
-                    {
-                        "name": t.name,
-                        "partitions": len(t.partitions),
-                        "unclean": t.unclean_leader_election,
-                        "id": t.topic_id,
-                        "configs": dict(t.configs),
-                    },
-                )
-            )
-            for p, st in sorted(t.partitions.items()):
-                out.append(
-                    (
-                        "PartitionChange",
-                        {
-                            "topic": t.name,
-                            "partition": p,
-                            "leader": st.leader,
-                            "leader_epoch": st.leader_epoch,
-                            "isr": sorted(st.isr),
-                            "replicas": list(st.replicas),
-                            "partition_epoch": st.partition_epoch,
-                        },
-                    )
-                )
-        return out
+        return self.image.snapshot()
 
     def drain_changes(self) -> list[tuple[str, int, PartitionState]]:
         out = [(t, p, self.topics[t].partitions[p]) for t, p in dict.fromkeys(self.changed) if t in self.topics]
@@ -199,21 +125,19 @@ class Controller:
         """A broker (re)joins. After an unclean shutdown it may have lost unflushed records, so it
         leaves every ISR it shares with other members and must catch up again (the idea of
         Kafka's KIP-966); a sole ISR member stays, there being no better copy."""
-        b = self.brokers.setdefault(broker_id, BrokerInfo(broker_id))
-        b.epoch += 1
-        b.fenced = False
-        b.shutting_down = False
-        b.last_heartbeat_ms = now_ms
-        b.host, b.port = host or b.host, port or b.port
-        self.offline_replicas.pop(broker_id, None)  # a restart brings its directories back
+        known = self.brokers.get(broker_id)
+        epoch = (known.epoch if known else 0) + 1
         self._record(
-            "BrokerRegistration",
-            broker=broker_id,
-            epoch=b.epoch,
-            clean_shutdown=clean_shutdown,
-            host=b.host,
-            port=b.port,
+            rec.BrokerRegistration(
+                broker_id,
+                epoch,
+                host or (known.host if known else ""),
+                port or (known.port if known else 0),
+                clean_shutdown,
+            )
         )
+        b = self.brokers[broker_id]
+        b.last_heartbeat_ms = now_ms
         for t in self.topics.values():
             for p, st in t.partitions.items():
                 others = [r for r in st.isr if r != broker_id and self.alive(r)]
@@ -245,8 +169,7 @@ class Controller:
         """A block of idempotent producer ids for one broker (Kafka's AllocateProducerIds): ids are unique
         across the cluster because only the controller hands them out, and the record makes it durable."""
         start = self.next_producer_id
-        self.next_producer_id += count
-        self._record("ProducerIds", broker=broker_id, next=self.next_producer_id)
+        self._record(rec.ProducerIds(broker_id, start + count))
         return start
 
     def heartbeat(self, broker_id: int, now_ms: int) -> bool:
@@ -265,25 +188,23 @@ class Controller:
         b = self.brokers.get(broker_id)
         if b is None or b.fenced:
             return
-        b.fenced = True
-        self._record("BrokerFenced", broker=broker_id)
+        self._record(rec.BrokerFenced(broker_id))
         self._move_away(broker_id)
 
     def controlled_shutdown(self, broker_id: int) -> None:
         b = self.brokers.get(broker_id)
         if b is None:
             return
-        b.shutting_down = True
-        self._record("BrokerShuttingDown", broker=broker_id)
+        # Recorded first: it takes the broker out of alive(), so no election below picks it.
+        self._record(rec.BrokerShuttingDown(broker_id))
         self._move_away(broker_id)
-        b.fenced = True
 
     def replicas_offline(self, broker_id: int, partitions: list[tuple[str, int]]) -> list[tuple[str, int]]:
         """A log directory of ``broker_id`` failed with these replicas on it (Kafka's
         ReplicationControlManager.handleDirectoriesOffline): they leave the ISR and, where the broker
         led, an in-sync replica elsewhere is elected; a sole in-sync replica leaves the partition
         leaderless rather than serve from a dead disk. Returns the replicas newly marked offline."""
-        known = self.offline_replicas.setdefault(broker_id, set())
+        known = self.offline_replicas.get(broker_id, set())
         new = [
             (t, p)
             for t, p in dict.fromkeys(partitions)
@@ -293,8 +214,7 @@ class Controller:
         ]
         if not new:
             return []
-        known.update(new)
-        self._record("ReplicasOffline", broker=broker_id, partitions=[[t, p] for t, p in new])
+        self._record(rec.ReplicasOffline(broker_id, tuple(new)))
         for t, p in new:
             info = self.topics[t]
             st = info.partitions[p]
@@ -333,13 +253,7 @@ class Controller:
         live = sorted(b for b in self.brokers if self.alive(b))
         if replication_factor > len(live):
             raise ValueError(f"replication factor {replication_factor} exceeds {len(live)} live brokers")
-        configs = dict(configs or {})
-        self.topics[name] = TopicInfo(
-            name, unclean_leader_election=unclean_leader_election, topic_id=topic_id, configs=configs
-        )
-        self._record(
-            "Topic", name=name, partitions=partitions, unclean=unclean_leader_election, id=topic_id, configs=configs
-        )
+        self._record(rec.Topic(name, partitions, unclean_leader_election, topic_id, dict(configs or {})))
         self.add_partitions(name, partitions, replication_factor)
 
     def add_partitions(self, name: str, count: int, replication_factor: int = 0) -> None:
@@ -360,14 +274,13 @@ class Controller:
         every partition is led by ``replica`` at the epoch it reached, so the node's epoch caches stay
         valid; when the node registers it is a returning leader and gets the next epoch."""
         unclean = configs.get("unclean.leader.election.enable", "false").lower() == "true"
-        self.topics[name] = TopicInfo(name, unclean_leader_election=unclean, topic_id=topic_id, configs=dict(configs))
-        self._record("Topic", name=name, partitions=len(leader_epochs), unclean=unclean, id=topic_id, configs=configs)
+        self._record(rec.Topic(name, len(leader_epochs), unclean, topic_id, dict(configs)))
         for p, epoch in enumerate(leader_epochs):
             self._set(name, p, PartitionState(replica, epoch, frozenset({replica}), (replica,), 0))
 
     def delete_topic(self, name: str) -> None:
-        if self.topics.pop(name, None) is not None:
-            self._record("TopicDeleted", name=name)
+        if name in self.topics:
+            self._record(rec.TopicDeleted(name))
 
     def _elect(self, t: TopicInfo, p: int, st: PartitionState, preferred: int | None = None) -> None:
         candidates = [
@@ -382,7 +295,7 @@ class Controller:
             candidates = [r for r in st.replicas if self.alive(r)]
             if candidates:
                 isr = frozenset({candidates[0]})  # the KIP-101 appendix: an unclean leader starts a new lineage
-                self._record("UncleanElection", topic=t.name, partition=p, leader=candidates[0])
+                self._record(rec.UncleanElection(t.name, p, candidates[0]))
         if not candidates:
             if st.leader != NO_LEADER:
                 self._set(

@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
 
+from epochlog.controller.records import MetadataRecord, from_json, to_json
 from epochlog.protocol.records import build_batch, iter_records
 from epochlog.storage.config import LogConfig
 from epochlog.storage.partition_log import PartitionLog
 
 TOPIC = "__cluster_metadata"
-Record = tuple[str, dict[str, Any]]
 METADATA_MAX_BATCH_BYTES = 8 * 1024 * 1024
 
 
@@ -28,22 +27,23 @@ class MetadataLog:
         config = LogConfig(max_message_bytes=METADATA_MAX_BATCH_BYTES)
         self.log = PartitionLog.open(directory / f"{TOPIC}-0", TOPIC, 0, config, recover=True)
 
-    def read_all(self) -> list[Record]:
-        out: list[Record] = []
+    def read_all(self) -> list[MetadataRecord]:
+        out: list[MetadataRecord] = []
         if self.log.log_end_offset == 0:
             return out
         data = b"".join(self.log.read(0, 1 << 62).chunks)
         for r in iter_records(data):
             if r.value is not None:
                 doc = json.loads(r.value)
-                out.append((doc["kind"], doc["data"]))
+                out.append(from_json(doc["kind"], doc["data"]))
         return out
 
-    def append(self, records: list[Record], epoch: int = 0) -> None:
+    def append(self, records: list[MetadataRecord], epoch: int = 0) -> None:
         """Append and fsync: a controller decision is acted on only once it is durable."""
         if not records:
             return
-        batch = build_batch([(None, json.dumps({"kind": k, "data": d}, sort_keys=True).encode()) for k, d in records])
+        docs = (dict(zip(("kind", "data"), to_json(r), strict=True)) for r in records)
+        batch = build_batch([(None, json.dumps(doc, sort_keys=True).encode()) for doc in docs])
         self.log.append_as_leader(batch, epoch, time.time_ns() // 1_000_000)
         self.log.flush()
         self.log.high_watermark = self.log.log_end_offset

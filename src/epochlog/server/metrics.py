@@ -158,17 +158,19 @@ class ControllerMetrics:
     def failovers_seen(self) -> None:
         self.activations.inc()
 
-    def records_persisted(self, records: list[tuple[str, dict[str, Any]]], before: dict[tuple[str, int], int]) -> None:
-        """Count elections from the decisions just made durable: an UncleanElection record, or a
+    def records_persisted(self, records: list[Any], before: dict[tuple[str, int], int]) -> None:
+        """Count elections from the decisions just proposed: an UncleanElection record, or a
         PartitionChange that gives a partition a new leader epoch (``before`` holds the epochs it had)."""
-        for kind, d in records:
-            if kind == "UncleanElection":
+        from epochlog.controller.records import PartitionChange, UncleanElection
+
+        for r in records:
+            if isinstance(r, UncleanElection):
                 self.unclean.inc()
-            elif kind == "PartitionChange":
-                key = (d["topic"], d["partition"])
-                if key in before and d["leader_epoch"] != before[key]:
+            elif isinstance(r, PartitionChange):
+                key = (r.topic, r.partition)
+                if key in before and r.leader_epoch != before[key]:
                     self.elections.inc()
-                before[key] = d["leader_epoch"]
+                before[key] = r.leader_epoch
 
     def serve(self, host: str, port: int) -> None:
         start_http_server(port, addr=host, registry=self.registry)

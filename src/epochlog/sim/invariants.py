@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from epochlog.controller.records import UncleanElection
 from epochlog.replication.types import Role
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ class InvariantChecker:
         st = w.state()
         if st.leader >= 0 and st.leader not in st.isr:
             self._fail("isr-has-leader", f"leader {st.leader} is not in the ISR {sorted(st.isr)}")
-        unclean = any(kind == "UncleanElection" for kind, _ in w.controller.records)
+        unclean = any(isinstance(r, UncleanElection) for r in w.controller.records)
         for bid, b in w.brokers.items():
             r = b.replica
             if not b.alive or r.role is not Role.LEADER:

@@ -1,23 +1,59 @@
-"""Read segment files batch by batch for `epochlog dump-log`, reporting a torn or corrupt tail."""
+"""Read segment files batch by batch for `epochlog dump-log`, reporting a torn or corrupt tail.
+
+Segments of ``__cluster_metadata`` and its snapshot files (``.checkpoint``) can also be decoded into
+their metadata records, as kafka-dump-log.sh does with ``--cluster-metadata-decoder``.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from epochlog.protocol.record_batch import CorruptBatchError, compute_crc, read_header
-from epochlog.protocol.records import CODEC_NAMES
+from epochlog.protocol.records import CODEC_NAMES, iter_records
 
 
-def _segment_files(path: Path) -> list[Path]:
+def _segment_files(path: Path, with_snapshots: bool) -> list[Path]:
     if path.is_dir():
-        return sorted(path.glob("*.log"))
+        found = sorted(path.glob("*.log"))
+        return found + sorted(path.glob("*.checkpoint")) if with_snapshots else found
     return [path]
 
 
-def dump(path: Path) -> Iterator[dict[str, Any]]:
-    for seg in _segment_files(path):
+def is_metadata_path(path: Path) -> bool:
+    """A path inside the metadata partition's directory, or a snapshot file."""
+    d = path if path.is_dir() else path.parent
+    return d.name == "__cluster_metadata-0" or path.suffix == ".checkpoint"
+
+
+def _decoded(value: bytes | None) -> dict[str, Any]:
+    from epochlog.controller.records import to_json
+    from epochlog.storage.metadata_raft_log import decode_record
+
+    if value is None:
+        return {"error": "null value"}
+    try:
+        kind, data = to_json(decode_record(value))
+    except (ValueError, KeyError, TypeError) as e:
+        return {"error": f"undecodable record: {e}"}
+    return {"kind": kind, "data": data}
+
+
+def _dump_snapshot(path: Path) -> Iterator[dict[str, Any]]:
+    data = path.read_bytes()
+    yield {"snapshot": str(path), "size": len(data)}
+    for n, line in enumerate(data.splitlines()):
+        if line.strip():
+            yield {"snapshot_record": n, **_decoded(line)}
+
+
+def dump(path: Path, decode_metadata: bool = False) -> Iterator[dict[str, Any]]:
+    for seg in _segment_files(path, decode_metadata):
+        if seg.suffix == ".checkpoint":
+            yield from _dump_snapshot(seg)
+            continue
         data = seg.read_bytes()
         pos = 0
         yield {"segment": str(seg), "size": len(data)}
@@ -53,6 +89,9 @@ def dump(path: Path) -> Iterator[dict[str, Any]]:
                 "is_transactional": h.is_transactional,
                 "is_control": h.is_control,
             }
+            if decode_metadata and compute_crc(data, pos, h) == h.crc:
+                for r in iter_records(data[pos : pos + h.size]):
+                    yield {"offset": r.offset, **_decoded(r.value)}
             pos += h.size
 
 
@@ -60,6 +99,12 @@ def format_dump(entries: Iterable[dict[str, Any]]) -> Iterator[str]:
     for e in entries:
         if "segment" in e:
             yield f"Dumping {e['segment']} ({e['size']} bytes)"
+        elif "snapshot" in e:
+            yield f"Dumping snapshot {e['snapshot']} ({e['size']} bytes)"
+        elif "kind" in e or ("error" in e and "position" not in e):
+            where = f"offset: {e['offset']}" if "offset" in e else f"snapshot record: {e['snapshot_record']}"
+            body = f"{e['kind']} {json.dumps(e['data'], sort_keys=True)}" if "kind" in e else f"ERROR {e['error']}"
+            yield f" | {where} {body}"
         elif "error" in e:
             yield f"position: {e['position']} CORRUPT TAIL ({e['remaining_bytes']} bytes): {e['error']}"
         else:

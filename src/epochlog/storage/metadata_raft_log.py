@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from epochlog.controller import records
+from epochlog.controller.records import MetadataRecord, from_json, to_json
 from epochlog.protocol.record_batch import read_header
 from epochlog.protocol.records import build_batch, iter_records
 from epochlog.raft.messages import LeaderChange, SnapshotId
@@ -28,31 +30,31 @@ log = logging.getLogger("epochlog.metadata")
 TOPIC = "__cluster_metadata"
 # Kafka's raft batches may be 8 MiB (KafkaRaftClient.MAX_BATCH_SIZE_BYTES).
 MAX_BATCH_BYTES = 8 * 1024 * 1024
-Record = tuple[str, dict[str, Any]]
 SUFFIX = ".checkpoint"
 
 
-def encode_record(record: Any) -> bytes:
-    if isinstance(record, LeaderChange):
-        kind, data = (
-            "LeaderChange",
-            {
-                "leader_id": record.leader_id,
-                "voters": list(record.voters),
-                "granting_voters": list(record.granting_voters),
-            },
-        )
-    else:
-        kind, data = record
+def encode_record(record: MetadataRecord | LeaderChange) -> bytes:
+    if isinstance(record, LeaderChange):  # the quorum core's own first record of an epoch
+        record = records.LeaderChange(record.leader_id, record.voters, record.granting_voters)
+    kind, data = to_json(record)
     return json.dumps({"kind": kind, "data": data}, sort_keys=True).encode()
 
 
-def decode_records(data: bytes | memoryview, start: int = 0) -> Iterator[tuple[int, Record]]:
+def decode_record(value: bytes) -> MetadataRecord:
+    doc = json.loads(value)
+    return from_json(doc["kind"], doc["data"])
+
+
+def decode_records(data: bytes | memoryview, start: int = 0) -> Iterator[tuple[int, MetadataRecord]]:
     """(offset, record) for every record at or after ``start`` in these batches."""
     for r in iter_records(data):
         if r.offset >= start and r.value is not None:
-            doc = json.loads(r.value)
-            yield r.offset, (doc["kind"], doc["data"])
+            yield r.offset, decode_record(r.value)
+
+
+def parse_snapshot(data: bytes) -> list[MetadataRecord]:
+    """A snapshot file's records (one JSON record per line)."""
+    return [decode_record(line) for line in data.splitlines() if line.strip()]
 
 
 def snapshot_name(snap: SnapshotId) -> str:
@@ -172,8 +174,8 @@ class MetadataRaftLog:
         self._trim(snapshot)
 
     # -- this node's own snapshots ----------------------------------------------------------
-    def write_snapshot(self, snapshot: SnapshotId, records: list[Record]) -> None:
-        body = b"".join(json.dumps({"kind": k, "data": d}, sort_keys=True).encode() + b"\n" for k, d in records)
+    def write_snapshot(self, snapshot: SnapshotId, snapshot_records: list[MetadataRecord]) -> None:
+        body = b"".join(encode_record(r) + b"\n" for r in snapshot_records)
         tmp = self.dir / (snapshot_name(snapshot) + ".part")
         ops = fileops.ops()
         ops.write_file(tmp, body)
@@ -181,15 +183,10 @@ class MetadataRaftLog:
         ops.fsync_dir(self.dir)
         self.snapshots.add(snapshot)
 
-    def read_snapshot_records(self, snapshot: SnapshotId) -> list[Record]:
-        out: list[Record] = []
-        for line in (self.dir / snapshot_name(snapshot)).read_bytes().splitlines():
-            if line.strip():
-                doc = json.loads(line)
-                out.append((doc["kind"], doc["data"]))
-        return out
+    def read_snapshot_records(self, snapshot: SnapshotId) -> list[MetadataRecord]:
+        return parse_snapshot((self.dir / snapshot_name(snapshot)).read_bytes())
 
-    def read_records(self, start: int, end: int) -> list[tuple[int, Record]]:
+    def read_records(self, start: int, end: int) -> list[tuple[int, MetadataRecord]]:
         """The records at offsets [start, end), LeaderChange records included."""
         if start >= end:
             return []

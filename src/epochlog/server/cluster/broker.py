@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import time
 import uuid
@@ -21,6 +20,7 @@ from typing import Any
 
 from kio.index import load_request_schema
 
+from epochlog.controller.records import MetadataRecord
 from epochlog.protocol.errors import Err
 from epochlog.protocol.record_batch import read_header
 from epochlog.protocol.records import iter_records
@@ -38,6 +38,7 @@ from epochlog.server.quorum import wire
 from epochlog.server.topics import TopicInfo
 from epochlog.storage import partition_log as storage_metrics
 from epochlog.storage.errors import KafkaStorageError
+from epochlog.storage.metadata_raft_log import decode_record, parse_snapshot
 from epochlog.storage.replica_log import PartitionReplicaLog
 
 log = logging.getLogger("epochlog.broker")
@@ -53,8 +54,8 @@ _ALTER = load_request_schema(56, 3)
 _REDIRECTS = {Err.NOT_LEADER_OR_FOLLOWER, Err.FENCED_LEADER_EPOCH, Err.UNKNOWN_LEADER_EPOCH}
 
 
-def _committed_records(data: bytes, start: int, hw: int) -> Iterator[tuple[int, int, str, dict[str, Any]]]:
-    """(offset, batch epoch, kind, data) of each record in [start, hw) of these metadata batches."""
+def _committed_records(data: bytes, start: int, hw: int) -> Iterator[tuple[int, int, MetadataRecord]]:
+    """(offset, batch epoch, record) of each record in [start, hw) of these metadata batches."""
     pos = 0
     while pos + 61 <= len(data):
         h = read_header(data, pos)
@@ -62,8 +63,7 @@ def _committed_records(data: bytes, start: int, hw: int) -> Iterator[tuple[int, 
         pos += h.size
         for r in iter_records(batch):
             if start <= r.offset < hw and r.value is not None:
-                doc = json.loads(r.value)
-                yield r.offset, h.partition_leader_epoch, doc["kind"], doc["data"]
+                yield r.offset, h.partition_leader_epoch, decode_record(r.value)
 
 
 _ALLOC = load_request_schema(67, 0)
@@ -334,11 +334,10 @@ class ClusterBroker(Broker):
                     )
                     return (*self._reset_image([]), hw)
                 if p.records:
-                    for offset, epoch, kind, data in _committed_records(bytes(p.records), self.image.offset, hw):
-                        if kind != "LeaderChange":
-                            c, d = self.image.apply(kind, data)
-                            changed += c
-                            deleted += d
+                    for offset, epoch, record in _committed_records(bytes(p.records), self.image.offset, hw):
+                        c, d = self.image.apply(record)
+                        changed += c
+                        deleted += d
                         self.image.offset = offset + 1
                         self.image.last_epoch = epoch
         return changed, deleted, hw
@@ -362,18 +361,17 @@ class ClusterBroker(Broker):
             position += len(chunk)
             if position >= int(p.size) or not chunk:
                 break
-        records = [json.loads(line) for line in b"".join(chunks).splitlines() if line.strip()]
         log.info("broker %d: loaded metadata snapshot at offset %d", self.config.node_id, snap.end_offset)
-        changed, deleted = self._reset_image([(r["kind"], r["data"]) for r in records])
+        changed, deleted = self._reset_image(parse_snapshot(b"".join(chunks)))
         self.image.offset, self.image.last_epoch = snap.end_offset, snap.epoch
         return changed, deleted
 
-    def _reset_image(self, records: list[tuple[str, dict[str, Any]]]) -> tuple[list[tuple[str, int]], list[TopicInfo]]:
+    def _reset_image(self, records: list[MetadataRecord]) -> tuple[list[tuple[str, int]], list[TopicInfo]]:
         old = self.image
         self.image = MetadataImage()
         changed: list[tuple[str, int]] = []
-        for kind, data in records:
-            changed += self.image.apply(kind, data)[0]
+        for record in records:
+            changed += self.image.apply(record)[0]
         deleted = [info for name, info in old.topics.items() if name not in self.image.topics]
         return changed, deleted
 

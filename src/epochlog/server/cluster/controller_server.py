@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from epochlog.controller.controller import Controller
+from epochlog.controller.records import MetadataRecord
 from epochlog.protocol.api_versions import kio_range as supported_range_any
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
@@ -65,6 +66,8 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {
 ACTIVE_ONLY = {62, 63, 56, 19, 20, 37, 43, 67, 73}
 QUORUM_APIS = {1, 52, 53, 54, 59}
 COMMIT_TIMEOUT_S = 30.0
+# A metadata record as stored is about this many bytes of JSON: what counts toward the snapshot interval.
+RECORD_BYTES_ESTIMATE = 160
 # A new active controller fences the brokers that have not heartbeated it within this long (see
 # Controller.activate). A live broker finds it within a metadata long poll plus METADATA_SILENCE_S of the
 # old one going quiet (about as long as the election takes), and heartbeats at once.
@@ -252,14 +255,14 @@ class ControllerServer:
         decisions that never committed (Kafka's controller reverts to its last committed state)."""
         assert self.quorum is not None
         qlog = self.quorum.log
-        records: list[tuple[str, dict[str, Any]]] = []
+        records: list[MetadataRecord] = []
         snap = qlog.latest_snapshot()
         start = qlog.log_start_offset
         if snap is not None:
             records += qlog.read_snapshot_records(snap)
             start = snap.end_offset
         hw = max(self.quorum.node.high_watermark, start)
-        records += [r for _, r in qlog.read_records(start, hw) if r[0] != "LeaderChange"]
+        records += [r for _, r in qlog.read_records(start, hw)]
         self.core = Controller.replay(records, self.config.session_timeout_ms, now_ms())
         self.persisted = len(self.core.records)
         self.applied = hw
@@ -273,10 +276,9 @@ class ControllerServer:
         if hw > self.applied:
             upto = min(hw, self.own_from)
             if upto > self.applied:
-                for _, (kind, data) in self.quorum.log.read_records(self.applied, upto):
-                    self._bytes_since_snapshot += len(kind) + 64
-                    if kind != "LeaderChange":
-                        self.core.apply(kind, data)
+                for _, record in self.quorum.log.read_records(self.applied, upto):
+                    self._bytes_since_snapshot += RECORD_BYTES_ESTIMATE
+                    self.core.apply(record)
                 self.core.records = self.core.records[: self.persisted]
             self.applied = hw
         self._maybe_activate()
@@ -342,7 +344,7 @@ class ControllerServer:
             raise NotLeader(f"controller {self.config.node_id} is not the active controller")
         self.proposed_last = self.quorum.propose(new)
         self.persisted = len(self.core.records)
-        self._bytes_since_snapshot += sum(len(k) + 64 for k, _ in new)
+        self._bytes_since_snapshot += RECORD_BYTES_ESTIMATE * len(new)
         self.metrics.records_persisted(new, self._epochs)
         self.core.drain_changes()
 

@@ -1,0 +1,133 @@
+"""The cluster's metadata state and the one function that changes it: ``ClusterImage.apply``.
+
+The controller's live path, its replay of the log, a broker following the log and the simulator all
+apply records here, so they cannot disagree on what a record means. Session state (when a broker last
+heartbeated) is not metadata and lives with the controller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from epochlog.controller.records import (
+    BrokerFenced,
+    BrokerRegistration,
+    BrokerShuttingDown,
+    LeaderChange,
+    MetadataRecord,
+    PartitionChange,
+    ProducerIds,
+    ReplicasOffline,
+    Topic,
+    TopicDeleted,
+    UncleanElection,
+)
+from epochlog.replication.types import PartitionState
+
+
+@dataclass
+class BrokerInfo:
+    broker_id: int
+    epoch: int = 0
+    fenced: bool = True
+    last_heartbeat_ms: int = 0  # session state: set by the controller, never by a record
+    shutting_down: bool = False
+    host: str = ""
+    port: int = 0
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    partitions: dict[int, PartitionState] = field(default_factory=dict)
+    unclean_leader_election: bool = False
+    topic_id: str = ""
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Applied:
+    """What one record changed, for a broker to act on."""
+
+    partitions: list[tuple[str, int]] = field(default_factory=list)
+    deleted: list[TopicInfo] = field(default_factory=list)
+    brokers: list[int] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
+
+
+class ClusterImage:
+    def __init__(self) -> None:
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.next_producer_id = 0
+        # Replicas on a broker's failed log directory (KIP-858), until that broker registers again.
+        self.offline_replicas: dict[int, set[tuple[str, int]]] = {}
+
+    def apply(self, record: MetadataRecord) -> Applied:
+        out = Applied()
+        if isinstance(record, BrokerRegistration):
+            b = self.brokers.setdefault(record.broker, BrokerInfo(record.broker))
+            self.offline_replicas.pop(record.broker, None)  # a restart brings its directories back
+            b.epoch = record.epoch
+            b.host, b.port = record.host or b.host, record.port or b.port
+            b.fenced = b.shutting_down = False
+            out.brokers.append(record.broker)
+        elif isinstance(record, BrokerFenced | BrokerShuttingDown):
+            b2 = self.brokers.get(record.broker)
+            if b2 is not None:
+                b2.fenced = True
+                if isinstance(record, BrokerShuttingDown):
+                    b2.shutting_down = True
+                out.brokers.append(record.broker)
+        elif isinstance(record, Topic):
+            self.topics[record.name] = TopicInfo(
+                record.name, unclean_leader_election=record.unclean, topic_id=record.id, configs=dict(record.configs)
+            )
+            out.topics.append(record.name)
+        elif isinstance(record, TopicDeleted):
+            info = self.topics.pop(record.name, None)
+            if info is not None:
+                out.deleted.append(info)
+        elif isinstance(record, PartitionChange):
+            t = self.topics.get(record.topic)
+            if t is not None:
+                t.partitions[record.partition] = PartitionState(
+                    record.leader,
+                    record.leader_epoch,
+                    frozenset(record.isr),
+                    tuple(record.replicas),
+                    record.partition_epoch,
+                )
+                out.partitions.append((record.topic, record.partition))
+        elif isinstance(record, ProducerIds):
+            self.next_producer_id = max(self.next_producer_id, record.next)
+        elif isinstance(record, ReplicasOffline):
+            self.offline_replicas.setdefault(record.broker, set()).update(record.partitions)
+        elif isinstance(record, UncleanElection | LeaderChange):
+            pass
+        return out
+
+    def snapshot(self) -> list[MetadataRecord]:
+        """Records that rebuild this image from nothing: what a metadata snapshot holds."""
+        out: list[MetadataRecord] = []
+        for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
+            out.append(BrokerRegistration(b.broker_id, b.epoch, b.host, b.port))
+            if b.shutting_down:
+                out.append(BrokerShuttingDown(b.broker_id))
+            elif b.fenced:
+                out.append(BrokerFenced(b.broker_id))
+        for broker, parts in sorted(self.offline_replicas.items()):
+            if parts:
+                out.append(ReplicasOffline(broker, tuple(sorted(parts))))
+        if self.next_producer_id:
+            out.append(ProducerIds(-1, self.next_producer_id))
+        for t in self.topics.values():
+            out.append(Topic(t.name, len(t.partitions), t.unclean_leader_election, t.topic_id, dict(t.configs)))
+            for p, st in sorted(t.partitions.items()):
+                out.append(
+                    PartitionChange(
+                        t.name, p, st.leader, st.leader_epoch, tuple(sorted(st.isr)), tuple(st.replicas),
+                        st.partition_epoch,
+                    )
+                )
+        return out

@@ -1,0 +1,157 @@
+"""The metadata records: a tagged union, one dataclass per kind, and the JSON they are stored as.
+
+Everything the cluster knows is what these records say, applied in order by ``ClusterImage.apply``
+(controller/image.py): the active controller's live decisions, a standby or a restarted controller
+replaying the log, a broker following it, and the simulator all go through that one function. The
+stored form is ``{"kind": ..., "data": {...}}`` (kinds and field names as the first logs wrote them);
+``from_json`` refuses a kind or a field it does not know rather than guess.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    broker: int
+    epoch: int
+    host: str = ""
+    port: int = 0
+    clean_shutdown: bool = True
+
+
+@dataclass(frozen=True)
+class BrokerFenced:
+    broker: int
+
+
+@dataclass(frozen=True)
+class BrokerShuttingDown:
+    broker: int
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    partitions: int
+    unclean: bool = False
+    id: str = ""
+    configs: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TopicDeleted:
+    name: str
+
+
+@dataclass(frozen=True)
+class PartitionChange:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    partition_epoch: int
+
+
+@dataclass(frozen=True)
+class ProducerIds:
+    broker: int
+    next: int
+
+
+@dataclass(frozen=True)
+class ReplicasOffline:
+    broker: int
+    partitions: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class UncleanElection:
+    """A report, not a change: the PartitionChange that follows it carries the new state."""
+
+    topic: str
+    partition: int
+    leader: int
+
+
+@dataclass(frozen=True)
+class LeaderChange:
+    """The quorum leader's first record of its epoch (raft/); nothing in the cluster's state changes."""
+
+    leader_id: int
+    voters: tuple[int, ...] = ()
+    granting_voters: tuple[int, ...] = ()
+
+
+MetadataRecord = (
+    BrokerRegistration
+    | BrokerFenced
+    | BrokerShuttingDown
+    | Topic
+    | TopicDeleted
+    | PartitionChange
+    | ProducerIds
+    | ReplicasOffline
+    | UncleanElection
+    | LeaderChange
+)
+
+KINDS: dict[str, type[Any]] = {
+    cls.__name__: cls
+    for cls in (
+        BrokerRegistration,
+        BrokerFenced,
+        BrokerShuttingDown,
+        Topic,
+        TopicDeleted,
+        PartitionChange,
+        ProducerIds,
+        ReplicasOffline,
+        UncleanElection,
+        LeaderChange,
+    )
+}
+_TUPLES = {"isr", "replicas", "voters", "granting_voters"}
+
+
+class UnknownRecord(ValueError):
+    pass
+
+
+def to_json(record: MetadataRecord) -> tuple[str, dict[str, Any]]:
+    data: dict[str, Any] = {}
+    for f in dataclasses.fields(record):
+        value = getattr(record, f.name)
+        if isinstance(value, tuple):
+            value = [list(v) if isinstance(v, tuple) else v for v in value]
+        elif isinstance(value, dict):
+            value = dict(value)
+        data[f.name] = value
+    return type(record).__name__, data
+
+
+def from_json(kind: str, data: dict[str, Any]) -> MetadataRecord:
+    cls = KINDS.get(kind)
+    if cls is None:
+        raise UnknownRecord(f"unknown metadata record kind {kind!r}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        raise UnknownRecord(f"{kind} record with unknown field(s) {sorted(unknown)}")
+    args = dict(data)
+    for name in _TUPLES & set(args):
+        args[name] = tuple(args[name])
+    if cls is ReplicasOffline:
+        args["partitions"] = tuple((str(t), int(p)) for t, p in args.get("partitions", ()))
+    if cls is Topic:
+        args["configs"] = dict(args.get("configs", {}))
+    try:
+        record: MetadataRecord = cls(**args)
+    except TypeError as e:
+        raise UnknownRecord(f"{kind} record: {e}") from None
+    return record
