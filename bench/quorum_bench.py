@@ -237,6 +237,7 @@ def main() -> None:
     ap.add_argument("--topics", type=int, default=100)
     ap.add_argument("--isr-changes", type=int, default=100_000)
     ap.add_argument("--snapshot-bytes", type=int, default=1 << 20)
+    ap.add_argument("--only", choices=("failover", "all"), default="all", help="failover: skip the other two")
     args = ap.parse_args()
     out: dict[str, Any] = {"args": vars(args)}
     with tempfile.TemporaryDirectory(prefix="quorum-bench-") as tmp:
@@ -247,11 +248,13 @@ def main() -> None:
             topic = NewTopic("failover", 1, 3, config={"min.insync.replicas": "2"})
             admin.create_topics([topic])["failover"].result(30)
             out["failover"] = [failover_round(lc, "failover") for _ in range(args.rounds)]
-            time.sleep(3)
-            out["create_topics"] = create_topics_latency(lc, args.topics)
+            if args.only == "all":
+                time.sleep(3)
+                out["create_topics"] = create_topics_latency(lc, args.topics)
         finally:
             lc.stop()
-        out["isr_churn"] = isr_churn(Path(tmp) / "churn", args.isr_changes, args.snapshot_bytes)
+        if args.only == "all":
+            out["isr_churn"] = isr_churn(Path(tmp) / "churn", args.isr_changes, args.snapshot_bytes)
     table = Table(title="controller quorum")
     table.add_column("measure")
     table.add_column("value", justify="right")
@@ -263,6 +266,9 @@ def main() -> None:
                 for k in ("controller_active_s", "partition_leader_visible_s", "first_ack_s", "client_side_s")
             ),
         )
+    if args.only == "failover":
+        Console().print(table)
+        return
     ct = out["create_topics"]
     table.add_row(
         f"CreateTopics, {ct['topics']} topics one by one: p50 / p99 / max (ms)",

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from epochlog.cli.metadata_quorum_cmd import leader_of
+from epochlog.server.cluster.controller_server import ACTIVATION_GRACE_MS
 from epochlog.server.cluster.local import LocalCluster, free_base_port
 from tests.integration.cluster_helpers import (
     AckingProducer,
@@ -67,15 +68,26 @@ def test_kill9_of_the_active_controller_and_a_partition_leader_at_once(quorum_cl
     lc.kill9(f"broker-{leader0}")
     t0 = time.monotonic()
     at_kill = len(prod.acked)
+    # The new active controller has no heartbeat history; the dead leader refuses its connection and is
+    # fenced at once, not when the activation grace ends (ACTIVATION_GRACE_MS after it became active).
+    new_active = wait_until(
+        lambda: _leader_id(lc) not in (-1, active.node_id) and _leader_id(lc),
+        20,
+        "a new active controller",
+        interval=0.02,
+    )
+    active_at = time.monotonic()
+    wait_until(lambda: leader_epoch(bs, topic)[0] not in (-1, leader0), 30, "a new partition leader", interval=0.02)
+    moved_after = time.monotonic() - active_at
+    assert moved_after < ACTIVATION_GRACE_MS / 1000 - 1, f"the partition moved {moved_after:.1f}s after activation"
     wait_until(lambda: len(prod.acked) > at_kill + 100, 30, "writes acknowledged after the kills", interval=0.01)
     resumed = time.monotonic() - t0
-    new_active = wait_until(
-        lambda: _leader_id(lc) not in (-1, active.node_id) and _leader_id(lc), 20, "a new active controller"
-    )
-    wait_until(lambda: leader_epoch(bs, topic)[0] not in (-1, leader0), 30, "a new partition leader")
     before = len(prod.acked)
     wait_until(lambda: len(prod.acked) > before + 2000, 30, "writes acknowledged after the failover")
-    print(f"failover to controller {new_active}: writes resumed {resumed:.1f}s after the kills")
+    print(
+        f"failover to controller {new_active}: partition moved {moved_after:.2f}s after it became active, "
+        f"writes resumed {resumed:.1f}s after the kills"
+    )
     prod.stop()
     assert prod.errors == []
     leader1, epoch1 = leader_epoch(bs, topic)

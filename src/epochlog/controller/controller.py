@@ -32,6 +32,7 @@ class Controller:
         self.image = ClusterImage()
         self.records: list[MetadataRecord] = []
         self.changed: list[tuple[str, int]] = []  # partitions whose state changed since drained
+        self.activated_ms = 0  # when this controller last became the active one
 
     # The metadata state is the image's; these name its parts as the decisions below read them.
     @property
@@ -102,8 +103,29 @@ class Controller:
         as soon as the metadata log names it, while a broker that died with the old controller never
         will, and its partitions should not wait a whole session timeout for a new leader."""
         grace = self.session_timeout_ms if grace_ms is None else min(grace_ms, self.session_timeout_ms)
+        self.activated_ms = now_ms
         for b in self.brokers.values():
             b.last_heartbeat_ms = now_ms - self.session_timeout_ms + grace
+
+    def unheard(self) -> list[BrokerInfo]:
+        """Brokers that count as alive but have not spoken to this controller since it became active:
+        the ones it cannot vouch for, having none of the previous controller's session history."""
+        return [
+            b
+            for b in self.brokers.values()
+            if not b.fenced and not b.shutting_down and b.last_heartbeat_ms < self.activated_ms
+        ]
+
+    def broker_unreachable(self, broker_id: int) -> bool:
+        """Its listener refused a connection: the process is gone. A broker still unheard since the
+        activation is fenced now instead of at the end of the grace, so its partitions get new leaders
+        as soon as the controller quorum has one (the counterpart of a session connection closing under
+        a controller that has been active all along). One that has heartbeat since is left alone."""
+        b = self.brokers.get(broker_id)
+        if b is None or b.fenced or b.shutting_down or b.last_heartbeat_ms >= self.activated_ms:
+            return False
+        self.fence(broker_id)
+        return True
 
     def snapshot_records(self) -> list[MetadataRecord]:
         """Records that rebuild this state from nothing: what a metadata snapshot holds."""

@@ -93,3 +93,43 @@ def test_preferred_leader_election() -> None:
     assert c.imbalance()[1] == 1.0
     assert c.elect_preferred() == [("t", 0)]
     assert st(c).leader == 1 and st(c).leader_epoch == 2
+
+
+def _new_active(session_ms: int = 9000) -> Controller:
+    """A controller that replayed the log of another (so it has no heartbeat history) and just took over."""
+    old = Controller(session_timeout_ms=session_ms)
+    for b in (1, 2, 3):
+        old.register_broker(b, 0)
+    old.create_topic("t", 1, 3)
+    c = Controller.replay(old.records, session_ms, 10_000)
+    c.activate(10_000, grace_ms=3000)
+    return c
+
+
+def test_a_new_active_controller_vouches_for_no_broker_until_it_hears_from_it() -> None:
+    c = _new_active()
+    assert sorted(b.broker_id for b in c.unheard()) == [1, 2, 3]
+    c.heartbeat(2, 10_100)
+    assert sorted(b.broker_id for b in c.unheard()) == [1, 3]
+    c.tick(12_999)
+    assert all(c.alive(b) for b in (1, 2, 3))  # the grace still runs
+    c.tick(13_001)
+    assert not c.alive(1) and not c.alive(3) and c.alive(2)
+
+
+def test_a_refused_connection_fences_an_unheard_leader_at_once_and_moves_its_partition() -> None:
+    c = _new_active()
+    leader = st(c).leader
+    epoch = st(c).leader_epoch
+    assert c.broker_unreachable(leader)
+    assert not c.alive(leader)
+    assert st(c).leader not in (leader, NO_LEADER) and st(c).leader_epoch == epoch + 1
+    assert leader not in st(c).isr
+
+
+def test_a_refused_connection_does_not_fence_a_broker_that_heartbeat_since_activation() -> None:
+    c = _new_active()
+    c.heartbeat(1, 10_050)
+    assert not c.broker_unreachable(1)
+    assert c.alive(1)
+    assert not c.broker_unreachable(99)  # unknown

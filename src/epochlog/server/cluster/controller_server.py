@@ -85,6 +85,18 @@ def _too_large(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+async def _refuses(host: str, port: int, timeout_s: float = 0.5) -> bool:
+    """True only if the host actively refused the connection; silence or success proves nothing."""
+    try:
+        _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    except ConnectionRefusedError:
+        return True
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    return False
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -308,6 +320,8 @@ class ControllerServer:
             return
         self.active = True
         self.core.activate(now_ms(), ACTIVATION_GRACE_MS)
+        self._tasks = [t for t in self._tasks if not t.done()]
+        self._tasks.append(asyncio.create_task(self._probe_unheard()))
         self.metrics.failovers_seen()
         log.info(
             "controller %d is active in epoch %d: %d brokers, %d topics",
@@ -372,6 +386,21 @@ class ControllerServer:
                 pass
             except Exception:
                 log.exception("controller tick failed")
+
+    async def _probe_unheard(self) -> None:
+        """Knock once on each broker the core cannot vouch for: a refused connection is a dead process,
+        which the core then fences without waiting out the grace."""
+        targets = [(b.broker_id, b.host, b.port) for b in self.core.unheard() if b.port > 0]
+        results = await asyncio.gather(*(_refuses(host, port) for _, host, port in targets))
+        if not self.active:
+            return
+        for (broker, host, port), refused in zip(targets, results, strict=True):
+            if refused and self.core.broker_unreachable(broker):
+                log.info("broker %d refused a connection at %s:%d; fenced without waiting", broker, host, port)
+        try:
+            self.persist()
+        except NotLeader:
+            pass
 
     def on_connection_lost(self, conn: Any) -> None:
         broker = self.session_of.pop(conn, None)
