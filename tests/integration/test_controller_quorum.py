@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from epochlog.cli.metadata_quorum_cmd import leader_of
-from epochlog.server.cluster.controller_server import ACTIVATION_GRACE_MS
+from epochlog.controller.quorum_controller import ACTIVATION_GRACE_MS
 from epochlog.server.cluster.local import LocalCluster, free_base_port
 from tests.integration.cluster_helpers import (
     AckingProducer,

@@ -106,9 +106,16 @@ def register_quorum(app: typer.Typer) -> None:
         list_: Annotated[bool, typer.Option("--list", help="list the named scenarios")] = False,
         seeds: Annotated[int, typer.Option("--seeds", help="run N random fault schedules")] = 0,
         start_seed: Annotated[int, typer.Option("--start-seed")] = 0,
+        controllers: Annotated[
+            bool, typer.Option("--controllers", help="random seeds with the controller core deciding on the quorum")
+        ] = False,
     ) -> None:
         """Run the controller quorum (raft/) in the simulator; exit 1 when an invariant breaks."""
+        from epochlog.sim.controller_world import ControllerWorld
         from epochlog.sim.quorum_scenarios import SCENARIOS, random_run
+        from epochlog.sim.quorum_world import QuorumWorld
+
+        world = ControllerWorld if controllers else QuorumWorld
 
         if list_:
             for name, fn in SCENARIOS.items():
@@ -129,7 +136,7 @@ def register_quorum(app: typer.Typer) -> None:
         failed = []
         t0 = time.perf_counter()
         for s in range(start_seed, start_seed + seeds):
-            run = random_run(s)
+            run = random_run(s, world=world)
             if run.violations:
                 failed.append(s)
                 typer.echo(f"seed {s}: {run.violations[0].invariant}: {run.violations[0].detail}")

@@ -106,4 +106,5 @@ def combined_configs(props: dict[str, str]) -> tuple[BrokerConfig, ControllerCon
     chost, cport = controller[0] if controller else (bcfg.host, 0)
     ccfg = ControllerConfig.from_properties({**props, "listeners": f"PLAINTEXT://{chost}:{cport}"})
     ccfg.log_dir = Path(props.get("metadata.log.dir") or bcfg.log_dir)
+    ccfg.colocated_broker = True
     return bcfg, ccfg

@@ -289,7 +289,9 @@ SCENARIOS: dict[str, Callable[..., QuorumRun]] = {
 }
 
 
-def random_run(seed: int, duration_ms: int = 3000, **kw: Any) -> QuorumRun:
+def random_run(
+    seed: int, duration_ms: int = 3000, world: Callable[..., QuorumWorld] = QuorumWorld, **kw: Any
+) -> QuorumRun:
     """Crashes (also part way through a Ready), pauses, partitions, message loss, duplication and
     reordering, and snapshots, all drawn from ``seed``; then the network heals and all must agree."""
     r = random.Random(seed)
@@ -299,8 +301,8 @@ def random_run(seed: int, duration_ms: int = 3000, **kw: Any) -> QuorumRun:
         max_delay_ms=r.choice([3, 10, 40]),
     )
     voters = r.choice([3, 3, 5])
-    w = QuorumWorld(seed, voters=voters, observers=r.choice([0, 1]), faults=faults,
-                    snapshot_every=r.choice([0, 20, 50]), **kw)
+    w = world(seed, voters=voters, observers=r.choice([0, 1]), faults=faults,
+              snapshot_every=r.choice([0, 20, 50]), **kw)
     run = QuorumRun(w)
     _load(w, 0, duration_ms, every=r.choice([5, 20]))
     t = 300

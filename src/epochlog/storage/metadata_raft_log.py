@@ -72,8 +72,10 @@ def parse_snapshot_name(name: str) -> SnapshotId | None:
 
 
 class MetadataRaftLog:
-    def __init__(self, metadata_dir: Path) -> None:
+    def __init__(self, metadata_dir: Path, segment_bytes: int | None = None) -> None:
         config = LogConfig(max_message_bytes=MAX_BATCH_BYTES)
+        if segment_bytes is not None:
+            config.segment_bytes = segment_bytes
         self.log = PartitionLog.open(metadata_dir / f"{TOPIC}-0", TOPIC, 0, config, recover=True)
         self.dir = self.log.dir
         self.snapshots: set[SnapshotId] = set()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from epochlog.controller.controller import Controller
+from epochlog.controller.quorum_controller import ACTIVATION_GRACE_MS, NotActive, QuorumController
 from epochlog.controller.records import MetadataRecord
 from epochlog.protocol.api_versions import kio_range as supported_range_any
 from epochlog.protocol.codec import RequestHeader, decode_body
@@ -68,10 +69,6 @@ QUORUM_APIS = {1, 52, 53, 54, 59}
 COMMIT_TIMEOUT_S = 30.0
 # A metadata record as stored is about this many bytes of JSON: what counts toward the snapshot interval.
 RECORD_BYTES_ESTIMATE = 160
-# A new active controller fences the brokers that have not heartbeated it within this long (see
-# Controller.activate). A live broker finds it within a metadata long poll plus METADATA_SILENCE_S of the
-# old one going quiet (about as long as the election takes), and heartbeats at once.
-ACTIVATION_GRACE_MS = 3000
 # Admin requests forwarded by brokers keep the client's version: accept all kio parses.
 for _key in (19, 20, 37, 43):
     CONTROLLER_APIS[_key] = supported_range_any(_key)
@@ -121,6 +118,8 @@ class ControllerConfig:
     voters: dict[int, tuple[str, int]] = field(default_factory=dict)
     quorum: QuorumConfig = field(default_factory=QuorumConfig)
     snapshot_bytes: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
+    segment_bytes: int = 1024 * 1024 * 1024  # metadata.log.segment.bytes
+    colocated_broker: bool = False  # combined mode: the broker with our node.id runs in this process
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> ControllerConfig:
@@ -152,6 +151,10 @@ class ControllerConfig:
             retry_backoff_ms=_int(props, "controller.quorum.retry.backoff.ms", 20, minimum=0),
         )
         c.snapshot_bytes = _int(props, "metadata.log.max.record.bytes.between.snapshots", 20 * 1024 * 1024, minimum=1)
+        # Snapshots free whole segments only, so the log is bounded by about one segment plus a snapshot.
+        # Kafka floors the segment size at the internal metadata.log.segment.min.bytes (8 MiB).
+        floor = _int(props, "metadata.log.segment.min.bytes", 8 * 1024 * 1024, minimum=1024)
+        c.segment_bytes = _int(props, "metadata.log.segment.bytes", 1024 * 1024 * 1024, minimum=floor)
         return c
 
 
@@ -182,13 +185,9 @@ class ControllerServer:
 
     def __init__(self, config: ControllerConfig) -> None:
         self.config = config
-        self.core = Controller(config.session_timeout_ms)
+        # What to apply, when to be active, what to propose: decided in controller/quorum_controller.py.
+        self.qc = QuorumController(config.session_timeout_ms, ACTIVATION_GRACE_MS)
         self.quorum: QuorumDriver | None = None
-        self.persisted = 0  # core.records[:persisted] are proposed to the quorum
-        self.proposed_last = -1  # offset of the last record this controller proposed
-        self.applied = 0  # the committed records below this offset are in ``core``
-        self.own_from = 1 << 62  # records from here on are this controller's own (already in ``core``)
-        self.active = False
         self.connections: set[Any] = set()
         self.session_of: dict[Any, int] = {}  # connection -> broker registered on it
         # KIP-858, per broker: its failed log directories (heartbeats) and which replicas each holds.
@@ -226,6 +225,7 @@ class ControllerServer:
             self._on_commit,
             self._on_role,
             self._on_snapshot,
+            segment_bytes=self.config.segment_bytes,
         )
         self._rebuild()
         self.quorum.start()
@@ -248,9 +248,21 @@ class ControllerServer:
         assert self.server is not None and self.server.sockets
         return int(self.server.sockets[0].getsockname()[1])
 
+    @property
+    def core(self) -> Controller:
+        return self.qc.core
+
+    @property
+    def active(self) -> bool:
+        return self.qc.active
+
+    @property
+    def proposed_last(self) -> int:
+        return self.qc.proposed_last
+
     async def stop(self) -> None:
         self.serving = False
-        self.active = False
+        self.qc.active = False
         if self.quorum is not None:
             await self.quorum.stop()
         if self.server is not None:
@@ -275,24 +287,16 @@ class ControllerServer:
             start = snap.end_offset
         hw = max(self.quorum.node.high_watermark, start)
         records += [r for _, r in qlog.read_records(start, hw)]
-        self.core = Controller.replay(records, self.config.session_timeout_ms, now_ms())
-        self.persisted = len(self.core.records)
-        self.applied = hw
-        self.own_from = 1 << 62
+        self.qc.rebuild(records, hw, now_ms())
         self._epochs = {
             (t.name, p): st.leader_epoch for t in self.core.topics.values() for p, st in t.partitions.items()
         }
 
     def _on_commit(self, hw: int) -> None:
         assert self.quorum is not None
-        if hw > self.applied:
-            upto = min(hw, self.own_from)
-            if upto > self.applied:
-                for _, record in self.quorum.log.read_records(self.applied, upto):
-                    self._bytes_since_snapshot += RECORD_BYTES_ESTIMATE
-                    self.core.apply(record)
-                self.core.records = self.core.records[: self.persisted]
-            self.applied = hw
+        qlog = self.quorum.log
+        applied = self.qc.on_commit(hw, lambda start, end: (r for _, r in qlog.read_records(start, end)))
+        self._bytes_since_snapshot += RECORD_BYTES_ESTIMATE * applied
         self._maybe_activate()
         self._maybe_snapshot()
 
@@ -300,15 +304,13 @@ class ControllerServer:
         assert self.quorum is not None
         node = self.quorum.node
         if node.role is Role.LEADER and node.leader is not None:
-            self.own_from = node.leader.epoch_start_offset
+            self.qc.became_leader(node.leader.epoch_start_offset)
             self._maybe_activate()
             return
-        if self.active or self.persisted < len(self.core.records) or self.proposed_last >= self.applied:
+        if self.qc.lost_leadership():
             log.warning("controller %d is no longer active; back to the committed state", self.config.node_id)
-            self.active = False
             self.session_of.clear()
             self._rebuild()
-        self.own_from = 1 << 62
 
     def _on_snapshot(self, snap: SnapshotId) -> None:
         log.info("controller %d loads metadata snapshot %d-%d", self.config.node_id, snap.end_offset, snap.epoch)
@@ -316,10 +318,8 @@ class ControllerServer:
 
     def _maybe_activate(self) -> None:
         assert self.quorum is not None
-        if self.active or not self.quorum.node.is_leader_ready() or self.applied < self.own_from:
+        if not self.qc.maybe_activate(self.quorum.node.is_leader_ready(), now_ms()):
             return
-        self.active = True
-        self.core.activate(now_ms(), ACTIVATION_GRACE_MS)
         self._tasks = [t for t in self._tasks if not t.done()]
         self._tasks.append(asyncio.create_task(self._probe_unheard()))
         self.metrics.failovers_seen()
@@ -334,10 +334,10 @@ class ControllerServer:
     def _maybe_snapshot(self) -> None:
         """A snapshot of the committed state once enough records went by, so the log can be trimmed."""
         assert self.quorum is not None
-        if self._bytes_since_snapshot < self.config.snapshot_bytes or self.proposed_last >= self.applied:
+        if self._bytes_since_snapshot < self.config.snapshot_bytes or not self.qc.all_committed():
             return
         qlog = self.quorum.log
-        end = self.applied
+        end = self.qc.applied
         if end <= qlog.log_start_offset:
             return
         epoch = qlog.log.epoch_cache.epoch_for_offset(end - 1)
@@ -350,17 +350,16 @@ class ControllerServer:
     # -- persistence and notification ----------------------------------------------------
     def persist(self) -> None:
         """Propose the new decisions to the quorum; a request is answered once they are committed."""
-        new = self.core.records[self.persisted :]
+        try:
+            new = self.qc.take_proposals()
+        except NotActive as e:
+            raise NotLeader(f"controller {self.config.node_id}: {e}") from e
         if not new:
             return
         assert self.quorum is not None
-        if not self.active:
-            raise NotLeader(f"controller {self.config.node_id} is not the active controller")
-        self.proposed_last = self.quorum.propose(new)
-        self.persisted = len(self.core.records)
+        self.qc.proposed(self.quorum.propose(new))
         self._bytes_since_snapshot += RECORD_BYTES_ESTIMATE * len(new)
         self.metrics.records_persisted(new, self._epochs)
-        self.core.drain_changes()
 
     async def _ticker(self) -> None:
         last_balance = time.monotonic()
@@ -390,7 +389,12 @@ class ControllerServer:
     async def _probe_unheard(self) -> None:
         """Knock once on each broker the core cannot vouch for: a refused connection is a dead process,
         which the core then fences without waiting out the grace."""
-        targets = [(b.broker_id, b.host, b.port) for b in self.core.unheard() if b.port > 0]
+        targets = [
+            (b.broker_id, b.host, b.port)
+            for b in self.core.unheard()
+            # The broker in this very process is starting, not gone; it registers as soon as it can.
+            if b.port > 0 and not (self.config.colocated_broker and b.broker_id == self.config.node_id)
+        ]
         results = await asyncio.gather(*(_refuses(host, port) for _, host, port in targets))
         if not self.active:
             return

@@ -50,6 +50,7 @@ class QuorumDriver:
         on_commit: Callable[[int], None],
         on_role: Callable[[], None],
         on_snapshot: Callable[[m.SnapshotId], None],
+        segment_bytes: int | None = None,
     ) -> None:
         self.node_id = node_id
         self.voters = voters
@@ -57,7 +58,7 @@ class QuorumDriver:
         self.config = config
         self.on_commit, self.on_role, self.on_snapshot = on_commit, on_role, on_snapshot
         metadata_dir.mkdir(parents=True, exist_ok=True)
-        self.log = MetadataRaftLog(metadata_dir)
+        self.log = MetadataRaftLog(metadata_dir, segment_bytes)
         self.state_file = QuorumStateFile(self.log.dir)
         self.state_file.remove_leftovers()
         state = self.state_file.read()  # QuorumStateCorrupt stops the controller here
