@@ -163,6 +163,25 @@ def test_a_wiped_controller_rejoins_and_catches_up(quorum_cluster: LocalCluster)
         assert leader_epoch(bs, t)[0] >= 0
 
 
+def test_a_damaged_quorum_state_stops_that_controller_only(quorum_cluster: LocalCluster) -> None:
+    """A voter that cannot read what it promised must not vote again from nothing: it exits with a
+    message naming the file, and the other two carry on."""
+    lc = quorum_cluster
+    active = lc.active_controller()
+    victim = next(n for n in lc.controller_nodes() if n.node_id != active.node_id)
+    lc.stop_node(victim.name)
+    [state] = list((lc.data_dir / victim.name).rglob("quorum-state"))
+    state.write_text('{"leaderEpoch": ')
+    lc.spawn(victim)
+    assert victim.proc is not None
+    assert victim.proc.wait(30) == 1
+    text = victim.log.read_text()
+    assert "refusing to start a voter" in text and str(state) in text
+    assert "Traceback" not in text
+    create_topic(lc.bootstrap, "after-damage", 1, 3, {})
+    wait_until(lambda: leader_epoch(lc.bootstrap, "after-damage"), 20, "a topic created by the other two")
+
+
 def test_a_network_partition_isolates_the_active_controller(tmp_path: Path) -> None:
     """Every link between controllers goes through a proxy the test controls; brokers reach all of them
     directly. Cut the active controller off from the other two, both sides alive: the majority elects a

@@ -34,6 +34,7 @@ def register(app: typer.Typer) -> None:
         """Run the controller (cluster metadata, elections, ISR changes) until Ctrl-C or SIGTERM."""
         from epochlog.server.cluster.controller_server import ControllerConfig, run_controller
         from epochlog.server.config import ConfigError
+        from epochlog.storage.errors import StorageError
 
         setup_logging(log_level)
         try:
@@ -43,7 +44,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2) from None
         try:
             run_controller(cfg)
-        except OSError as e:
+        except (OSError, StorageError) as e:
             typer.echo(f"epochlog controller: {e}", err=True)
             raise typer.Exit(1) from None
 

@@ -51,8 +51,10 @@ class RaftLog(Protocol):
         """Write into a snapshot being received (Kafka's ``.checkpoint.part``)."""
         ...
 
-    def install_snapshot(self, snapshot: SnapshotId) -> None:
-        """The received snapshot is complete: make it durable, drop the whole log, start at its end."""
+    def install_snapshot(self, snapshot: SnapshotId) -> bool:
+        """The received snapshot is complete: if it reads back whole, make it durable, drop the whole log,
+        start at its end and return True; if it does not (a malformed snapshot), discard it, change
+        nothing else and return False."""
         ...
 
     def trim_to_snapshot(self, snapshot: SnapshotId) -> None:

@@ -711,8 +711,11 @@ class RaftNode:
         self.log.write_snapshot_part(snap, position, resp.chunk)
         position += len(resp.chunk)
         if position >= resp.size:
-            self.log.install_snapshot(snap)
             self.snapshot_fetch = None
+            if not self.log.install_snapshot(snap):
+                # A snapshot that does not read back is refused whole; the next fetch starts over.
+                self.retry_at = now_ms + self.config.retry_backoff_ms
+                return
             self._ready.flush = True
             self._ready.load_snapshot = snap
             if snap.end_offset > self.high_watermark:

@@ -108,16 +108,23 @@ class SimQuorumLog:
         del part[position:]
         part += chunk
 
-    def install_snapshot(self, snapshot: SnapshotId) -> None:
+    def install_snapshot(self, snapshot: SnapshotId) -> bool:
         data = bytes(self.partial.pop(snapshot))
-        doc = json.loads(data)
+        try:
+            doc = json.loads(data)
+            values, chain = doc["values"], bytes.fromhex(doc["chain"])
+        except (ValueError, KeyError, TypeError):
+            return False
+        if not isinstance(values, list) or len(values) != snapshot.end_offset:
+            return False
         self.snapshots[snapshot] = data
-        self.snapshot_chains[snapshot] = bytes.fromhex(doc["chain"])
+        self.snapshot_chains[snapshot] = chain
         self.entries, self.flushed = [], 0
-        self.start, self.start_chain = snapshot.end_offset, bytes.fromhex(doc["chain"])
+        self.start, self.start_chain = snapshot.end_offset, chain
         self.base_snapshot = snapshot
         self.cache.clear()
         self.cache.assign(snapshot.epoch, snapshot.end_offset)
+        return True
 
     def trim_to_snapshot(self, snapshot: SnapshotId) -> None:
         cut = snapshot.end_offset - self.start

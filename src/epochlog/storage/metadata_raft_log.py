@@ -156,9 +156,16 @@ class MetadataRaftLog:
         finally:
             os.close(fd)
 
-    def install_snapshot(self, snapshot: SnapshotId) -> None:
+    def install_snapshot(self, snapshot: SnapshotId) -> bool:
         ops = fileops.ops()
         part = self.dir / (snapshot_name(snapshot) + ".part")
+        try:
+            parse_snapshot(part.read_bytes())
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            # The log below is dropped only for a snapshot this controller can load.
+            log.warning("refusing malformed metadata snapshot %s: %s", part.name, e)
+            ops.unlink(part)
+            return False
         fd = ops.open(part, os.O_RDONLY)
         try:
             ops.fsync(fd, part)
@@ -171,6 +178,7 @@ class MetadataRaftLog:
         self.log.epoch_cache.assign(snapshot.epoch, snapshot.end_offset)
         self._drop_older(snapshot)
         log.info("installed the leader's metadata snapshot %s", snapshot_name(snapshot))
+        return True
 
     def trim_to_snapshot(self, snapshot: SnapshotId) -> None:
         self._trim(snapshot)

@@ -14,12 +14,13 @@ from pathlib import Path
 
 from epochlog.raft.messages import QuorumStateData
 from epochlog.storage import fileops
+from epochlog.storage.errors import StorageError
 
 FILE_NAME = "quorum-state"
 
 
-class QuorumStateCorrupt(Exception):
-    pass
+class QuorumStateCorrupt(StorageError):
+    """The file exists but does not read back: the node stops rather than forget a vote."""
 
 
 class QuorumStateFile:

@@ -144,3 +144,39 @@ def test_a_single_voter_leads_itself_and_commits_its_own_writes() -> None:
     assert n.role is Role.LEADER and n.is_leader_ready()
     last, ready = n.propose(["x"], 5001)
     assert last == 1 and ready.flush and ready.high_watermark == 2
+
+
+def _follower_fetching_a_snapshot(snap: SnapshotId) -> tuple[RaftNode, int]:
+    """Node 2, follower of 1 in epoch 2, told by its leader to fetch ``snap``; returns it and the
+    FetchSnapshot request id in flight."""
+    f = node(QuorumStateData(2, 1, -1), node_id=2)
+    f.take_ready()
+    f.tick(1)
+    fetch_id = f.inflight[1][0]
+    f.receive(FetchResponse(1, fetch_id, Err.NONE, 2, 1, high_watermark=9, snapshot_id=snap), 2)
+    assert f.snapshot_fetch == (snap, 0)
+    return f, f.inflight[1][0]
+
+
+def test_a_malformed_snapshot_is_refused_and_changes_nothing() -> None:
+    snap = SnapshotId(9, 1)
+    f, rid = _follower_fetching_a_snapshot(snap)
+    end, hw = f.log.log_end_offset, f.high_watermark
+    garbage = b"\x00not a snapshot\xff"
+    ready = f.receive(FetchSnapshotResponse(1, rid, Err.NONE, 2, 1, snap, len(garbage), 0, garbage), 3)
+    assert ready.load_snapshot is None and ready.high_watermark is None
+    assert f.log.log_end_offset == end and f.high_watermark == hw and f.log.latest_snapshot() is None
+    assert f.snapshot_fetch is None  # it starts over from a fresh Fetch
+    assert f.role is Role.FOLLOWER and f.leader_id == 1
+
+
+def test_a_whole_snapshot_is_installed() -> None:
+    """The other side of the case above, so that one cannot pass by refusing every snapshot."""
+    leader_log = SimQuorumLog()
+    leader_log.append_as_leader([f"v{i}" for i in range(9)], 1, 0)
+    good = leader_log.take_snapshot([f"v{i}" for i in range(9)], 9)
+    assert good is not None
+    data = leader_log.read_snapshot(good, 0, 1 << 20)
+    f, rid = _follower_fetching_a_snapshot(good)
+    ready = f.receive(FetchSnapshotResponse(1, rid, Err.NONE, 2, 1, good, len(data), 0, data), 3)
+    assert ready.load_snapshot == good and f.log.log_end_offset == 9 and f.high_watermark == 9

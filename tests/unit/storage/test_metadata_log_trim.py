@@ -54,3 +54,19 @@ def test_segment_size_config_follows_kafka() -> None:
         ControllerConfig.from_properties({"metadata.log.segment.bytes": str(1 << 20)})  # under the 8 MiB floor
     small = {"metadata.log.segment.bytes": str(1 << 20), "metadata.log.segment.min.bytes": str(1 << 20)}
     assert ControllerConfig.from_properties(small).segment_bytes == 1 << 20
+
+
+def test_a_malformed_received_snapshot_is_refused_and_the_log_kept(tmp_path: Path) -> None:
+    log = MetadataRaftLog(tmp_path)
+    _fill(log, 3)
+    end = log.log_end_offset
+    snap = SnapshotId(end + 100, 2)
+    log.write_snapshot_part(snap, 0, b'{"kind": "BrokerFenced", "data": {"broker": 1}}\n{"kind": "Nope"')
+    assert log.install_snapshot(snap) is False
+    assert log.log_end_offset == end and log.latest_snapshot() is None
+    assert not any(p.name.endswith(".part") for p in log.dir.iterdir())
+    good = SnapshotId(end + 100, 2)
+    log.write_snapshot_part(good, 0, b'{"kind": "BrokerFenced", "data": {"broker": 1}}\n')
+    assert log.install_snapshot(good) is True
+    assert log.latest_snapshot() == good and log.log_end_offset == end + 100
+    log.close()
