@@ -9,6 +9,7 @@
    --snapshot-bytes: the log stays bounded because each snapshot lets the log below it go.
 
   .venv/bin/python bench/quorum_bench.py [--rounds 3] [--isr-changes 100000] [--snapshot-bytes 1048576]
+                                         [--segment-bytes 1048576 (0: Kafka's 1 GiB)] [--only failover|churn]
 
 Prints a table and writes JSON to bench/results/.
 """
@@ -118,7 +119,7 @@ def metadata_log_bytes(d: Path) -> int:
     return sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
 
 
-def isr_churn(work: Path, changes: int, snapshot_bytes: int) -> dict[str, Any]:
+def isr_churn(work: Path, changes: int, snapshot_bytes: int, segment_bytes: int) -> dict[str, Any]:
     """One real controller process; this script plays three brokers: registers them, keeps them heartbeating,
     creates a topic and flips its ISR between [1,2,3] and [1,2] with AlterPartition."""
     from kio.schema.alter_partition.v3.request import AlterPartitionRequest, BrokerState, PartitionData, TopicData
@@ -129,26 +130,27 @@ def isr_churn(work: Path, changes: int, snapshot_bytes: int) -> dict[str, Any]:
     from epochlog.client.wire import Connection
 
     base = free_base_port(1, controllers=1)
-    lc = LocalCluster(
-        work,
-        0,
-        base,
-        controller_settings={
-            "metadata.log.max.record.bytes.between.snapshots": str(snapshot_bytes),
-            "broker.session.timeout.ms": "60000",
-        },
-    )
+    settings = {
+        "metadata.log.max.record.bytes.between.snapshots": str(snapshot_bytes),
+        "broker.session.timeout.ms": "60000",
+    }
+    if segment_bytes:
+        # Snapshots free whole segments: with Kafka's 1 GiB segments nothing would go in this run.
+        settings["metadata.log.segment.bytes"] = str(segment_bytes)
+        settings["metadata.log.segment.min.bytes"] = str(segment_bytes)
+    lc = LocalCluster(work, 0, base, controller_settings=settings)
     lc.nodes = {k: v for k, v in lc.nodes.items() if v.role == "controller"}
     lc.start()
     try:
         ctrl = lc.controller
         conn = Connection("127.0.0.1", ctrl.port, client_id="bench-broker", timeout=30)
         epochs = {}
-        for b in (1, 2, 3):
-            r = conn.request(
+
+        def register(b: int) -> Any:
+            return conn.request(
                 BrokerRegistrationRequest(
                     broker_id=b,
-                    cluster_id=None,
+                    cluster_id=(work / "cluster.id").read_text().strip(),
                     incarnation_id=uuid.uuid4(),
                     listeners=(Listener(name="PLAINTEXT", host="127.0.0.1", port=1000 + b, security_protocol=0),),
                     features=(),
@@ -158,7 +160,32 @@ def isr_churn(work: Path, changes: int, snapshot_bytes: int) -> dict[str, Any]:
                     previous_broker_epoch=-1,
                 )
             )
+
+        def heartbeat(b: int) -> Any:
+            return conn.request(
+                BrokerHeartbeatRequest(
+                    broker_id=b,
+                    broker_epoch=epochs[b],
+                    current_metadata_offset=1 << 40,
+                    want_fence=False,
+                    want_shut_down=False,
+                    offline_log_dirs=(),
+                )
+            )
+
+        # The controller answers NOT_CONTROLLER until it is active; registered brokers start fenced
+        # and a heartbeat unfences them.
+        deadline = time.monotonic() + 30
+        for b in (1, 2, 3):
+            while (r := register(b)).error_code:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"BrokerRegistration failed with error {r.error_code}")
+                time.sleep(0.1)
             epochs[b] = int(r.broker_epoch)
+        while any((h := heartbeat(b)).error_code or h.is_fenced for b in (1, 2, 3)):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the brokers stayed fenced")
+            time.sleep(0.1)
         r = conn.request(
             CreateTopicsRequest(
                 topics=(
@@ -168,6 +195,8 @@ def isr_churn(work: Path, changes: int, snapshot_bytes: int) -> dict[str, Any]:
                 validate_only=False,
             )
         )
+        if r.topics[0].error_code:
+            raise RuntimeError(f"CreateTopics failed with error {r.topics[0].error_code}")
         topic_id = r.topics[0].topic_id
         leader_epoch_, partition_epoch = 0, 0
         samples = []
@@ -176,16 +205,7 @@ def isr_churn(work: Path, changes: int, snapshot_bytes: int) -> dict[str, Any]:
         for i in range(changes):
             if time.monotonic() - last_hb > 1:
                 for b in (1, 2, 3):
-                    conn.request(
-                        BrokerHeartbeatRequest(
-                            broker_id=b,
-                            broker_epoch=epochs[b],
-                            current_metadata_offset=0,
-                            want_fence=False,
-                            want_shut_down=False,
-                            offline_log_dirs=(),
-                        )
-                    )
+                    heartbeat(b)
                 last_hb = time.monotonic()
             isr = (1, 2, 3) if i % 2 else (1, 2)
             r = conn.request(
@@ -224,6 +244,7 @@ def isr_churn(work: Path, changes: int, snapshot_bytes: int) -> dict[str, Any]:
     return {
         "changes": changes,
         "snapshot_bytes": snapshot_bytes,
+        "segment_bytes": segment_bytes or "Kafka's default (1 GiB)",
         "changes_per_s": round(changes / took),
         "samples": samples,
         "max_metadata_dir_bytes": max(sizes),
@@ -237,10 +258,20 @@ def main() -> None:
     ap.add_argument("--topics", type=int, default=100)
     ap.add_argument("--isr-changes", type=int, default=100_000)
     ap.add_argument("--snapshot-bytes", type=int, default=1 << 20)
-    ap.add_argument("--only", choices=("failover", "all"), default="all", help="failover: skip the other two")
+    ap.add_argument(
+        "--segment-bytes", type=int, default=1 << 20, help="metadata.log.segment.bytes for the churn; 0: the default"
+    )
+    ap.add_argument("--only", choices=("failover", "churn", "all"), default="all", help="run one part only")
     args = ap.parse_args()
     out: dict[str, Any] = {"args": vars(args)}
     with tempfile.TemporaryDirectory(prefix="quorum-bench-") as tmp:
+        if args.only == "churn":
+            out["isr_churn"] = isr_churn(Path(tmp) / "churn", args.isr_changes, args.snapshot_bytes, args.segment_bytes)
+            ch = out["isr_churn"]
+            print(f"{ch['changes']:,} ISR changes at {ch['changes_per_s']:,}/s; metadata dir bytes max "
+                  f"{ch['max_metadata_dir_bytes']:,}, at the end {ch['last_metadata_dir_bytes']:,}")
+            write_results("quorum-churn", out)
+            return
         lc = LocalCluster(Path(tmp) / "c", 3, free_base_port(3, controllers=3), controllers=3)
         lc.start()
         try:
@@ -254,7 +285,9 @@ def main() -> None:
         finally:
             lc.stop()
         if args.only == "all":
-            out["isr_churn"] = isr_churn(Path(tmp) / "churn", args.isr_changes, args.snapshot_bytes)
+            out["isr_churn"] = isr_churn(
+                Path(tmp) / "churn", args.isr_changes, args.snapshot_bytes, args.segment_bytes
+            )
     table = Table(title="controller quorum")
     table.add_column("measure")
     table.add_column("value", justify="right")
