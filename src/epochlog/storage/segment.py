@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import logging
 import mmap
 import os
 import struct
@@ -25,6 +26,8 @@ from epochlog.protocol.record_batch import (
 )
 from epochlog.storage import fileops
 from epochlog.storage.checkpoints import write_atomically
+
+log = logging.getLogger("epochlog.storage")
 
 _IDX = struct.Struct(">ii")
 _TIDX = struct.Struct(">qi")
@@ -191,9 +194,15 @@ class Segment:
             return False
         if self.size and not pos:
             return False
+        tidx_ts = [t for t, _ in _TIDX.iter_unpack(tidx)]
+        tidx_rel = [r for _, r in _TIDX.iter_unpack(tidx)]
+        # Both grow with every entry as written; a damaged entry that breaks the order means a rebuild.
+        if any(b <= a for a, b in itertools.pairwise(tidx_ts)) or any(b < a for a, b in itertools.pairwise(tidx_rel)):
+            return False
+        if tidx_rel and (tidx_rel[0] < 0 or (rel and tidx_rel[-1] > max(rel[-1], 0) + _MAX_RELATIVE_OFFSET)):
+            return False
         self.idx_rel, self.idx_pos = rel, pos
-        self.tidx_ts = [t for t, _ in _TIDX.iter_unpack(tidx)]
-        self.tidx_rel = [r for _, r in _TIDX.iter_unpack(tidx)]
+        self.tidx_ts, self.tidx_rel = tidx_ts, tidx_rel
         if self.tidx_ts:
             self.max_timestamp = max(self.tidx_ts)
             self.offset_of_max_timestamp = self.base_offset + self.tidx_rel[self.tidx_ts.index(self.max_timestamp)]
@@ -277,12 +286,27 @@ class Segment:
             return None
         i = bisect.bisect_left(self.idx_rel, offset - self.base_offset) - 1
         pos = self.idx_pos[i] if i >= 0 else 0
+        if i >= 0 and not self._entry_holds(i):
+            # An index trusted at start (a clean shutdown) whose entry does not point at the batch it names:
+            # the file was damaged. Rebuild the indexes from the data rather than read from the wrong place.
+            log.warning("%s: offset index entry %d is wrong; rebuilding the indexes from the segment", self.path, i)
+            self.scan(validate_crc=False)
+            i = bisect.bisect_left(self.idx_rel, offset - self.base_offset) - 1
+            pos = self.idx_pos[i] if i >= 0 else 0
         while pos < self.size:
             h = self.header_at(pos)
             if h.last_offset >= offset:
                 return pos, h
             pos += h.size
         return None
+
+    def _entry_holds(self, i: int) -> bool:
+        """Whether offset index entry ``i`` points at a batch ending at the offset it names."""
+        try:
+            h = self.header_at(self.idx_pos[i])
+        except CorruptBatchError:
+            return False
+        return h.last_offset == self.base_offset + self.idx_rel[i]
 
     def read(self, position: int, size: int) -> bytes | memoryview:
         parts = self.read_parts(position, size)
