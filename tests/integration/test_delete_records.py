@@ -68,7 +68,9 @@ def segment_bases(part_dir: Path) -> list[int]:
     return sorted(int(p.name[:-4]) for p in part_dir.glob("*.log"))
 
 
-def delete_records_wire(port: int, topics: list[tuple[str, list[tuple[int, int]]]], version: int = 2) -> Any:
+def delete_records_wire(
+    port: int, topics: list[tuple[str, list[tuple[int, int]]]], version: int = 2, timeout_ms: int = 10_000
+) -> Any:
     m = schema_module(21, version)
     wire = WireClient(port)
     try:
@@ -81,7 +83,7 @@ def delete_records_wire(port: int, topics: list[tuple[str, list[tuple[int, int]]
                 )
                 for t, parts in topics
             ),
-            timeout=datetime.timedelta(seconds=10),
+            timeout=datetime.timedelta(milliseconds=timeout_ms),
         )
     finally:
         wire.close()

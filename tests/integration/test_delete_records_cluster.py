@@ -3,6 +3,8 @@ answer, the start survives kill -9 of the leader, and the new leader answers Lis
 
 from __future__ import annotations
 
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -16,9 +18,18 @@ from epochlog.storage import checkpoints
 from epochlog.storage.log_manager import LOG_STARTS
 from tests.integration.cluster_helpers import create_topic, leader_epoch, partition_info, wait_until
 from tests.integration.helpers import produce
-from tests.integration.test_delete_records import confluent_delete, first_offset, segment_bases, watermarks
+from tests.integration.test_delete_records import (
+    confluent_delete,
+    delete_records_wire,
+    first_offset,
+    rows,
+    segment_bases,
+    watermarks,
+)
 
 pytestmark = pytest.mark.timeout(240)
+
+REQUEST_TIMED_OUT = 7
 
 
 def broker_dir(lc: LocalCluster, b: int) -> Path:
@@ -75,6 +86,20 @@ def test_delete_records_reaches_every_replica_and_survives_kill9_of_the_leader(c
     wait_until(lambda: partition_info(bs, topic)[0] == leader0, 15, "the preferred leader back")
     wait_until(lambda: watermarks(bs, topic) == (50, 100), 15, "the restarted leader's watermarks")
     assert first_offset(bs, topic) == 50
+
+    # A follower that stops fetching (SIGSTOP: still registered, not fenced before its 9 s session ends)
+    # holds the answer back until the request's timeout: REQUEST_TIMED_OUT, with the low watermark reached.
+    follower = next(b for b in cluster.broker_ids() if b != leader0)
+    cluster.signal(f"broker-{follower}", signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        resp = delete_records_wire(cluster.broker(leader0).port, [(topic, [(0, 60)])], timeout_ms=1000)
+        assert rows(resp) == {(topic, 0): (REQUEST_TIMED_OUT, 50)}
+        assert 0.9 < time.monotonic() - t0 < 5
+    finally:
+        cluster.signal(f"broker-{follower}", signal.SIGCONT)
+    wait_until(lambda: start_offsets(cluster, topic)[follower] == 60, 15, "the paused follower to follow")
+    assert watermarks(bs, topic) == (60, 100)
 
 
 def _preferred() -> object:
