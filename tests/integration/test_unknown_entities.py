@@ -199,7 +199,32 @@ def _delete_group(port: int) -> int:
     return int(_req(port, 42, 2, groups_names=("g-none",)).results[0].error_code)
 
 
+def _delete_records(port: int, topic: str, partition: int) -> int:
+    m = schema_module(21, 2)
+    parts = (m.DeleteRecordsPartition(partition_index=partition, offset=0),)
+    r = _req(port, 21, 2, topics=(m.DeleteRecordsTopic(name=topic, partitions=parts),), timeout=TIMEOUT)
+    return int(r.topics[0].partitions[0].error_code)
+
+
+def _offset_delete(port: int, group: str, topic: str, of_partition: bool = False) -> int:
+    """The group's error, or the partition's (answered by the broker, before the group is looked at)."""
+    m = schema_module(47, 0)
+    parts = (m.OffsetDeleteRequestPartition(partition_index=0),)
+    r = _req(port, 47, 0, group_id=group, topics=(m.OffsetDeleteRequestTopic(name=topic, partitions=parts),))
+    return int(r.topics[0].partitions[0].error_code) if of_partition else int(r.error_code)
+
+
 CASES: dict[str, tuple[Callable[[int, str], int], int]] = {
+    "DeleteRecords of a missing topic": (
+        lambda port, t: _delete_records(port, "no-such-topic", 0),
+        UNKNOWN_TOPIC_OR_PARTITION,
+    ),
+    "DeleteRecords of a missing partition": (lambda port, t: _delete_records(port, t, 9), UNKNOWN_TOPIC_OR_PARTITION),
+    "OffsetDelete of a missing group": (lambda port, t: _offset_delete(port, "g-none", t), GROUP_ID_NOT_FOUND),
+    "OffsetDelete of a missing topic": (
+        lambda port, t: _offset_delete(port, "g-none", "no-such-topic", of_partition=True),
+        UNKNOWN_TOPIC_OR_PARTITION,
+    ),
     "Produce to a missing topic": (lambda port, t: _produce(port, "no-such-topic", 0), UNKNOWN_TOPIC_OR_PARTITION),
     "Produce to a missing partition": (lambda port, t: _produce(port, t, 9), UNKNOWN_TOPIC_OR_PARTITION),
     "Fetch by an unknown topic id": (lambda port, t: _fetch_by_id(port, uuid.uuid4()), UNKNOWN_TOPIC_ID),

@@ -32,12 +32,14 @@ SERVED: dict[int, str] = {
     18: "ApiVersions",
     19: "CreateTopics",
     20: "DeleteTopics",
+    21: "DeleteRecords",
     22: "InitProducerId",
     23: "OffsetForLeaderEpoch",
     32: "DescribeConfigs",
     37: "CreatePartitions",
     42: "DeleteGroups",
     43: "ElectLeaders",
+    47: "OffsetDelete",
     60: "DescribeCluster",
 }
 

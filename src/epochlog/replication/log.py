@@ -38,6 +38,11 @@ class ReplicaLog(Protocol):
 
     def truncate_to(self, offset: int) -> None: ...
 
+    def advance_log_start(self, offset: int, reason: str) -> bool:
+        """Start the log at ``offset`` (never backwards, never past the log end), durably, dropping what
+        lies below; returns whether it moved. The core never asks past the high watermark."""
+        ...
+
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and start it empty at ``offset`` (the leader's log start passed ours)."""
         ...

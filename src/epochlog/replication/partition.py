@@ -15,6 +15,9 @@ Rules and where they come from:
 - A follower leaves the ISR after replica.lag.time.max.ms without catching up and rejoins only when
   caught up past the start of the leader's current epoch (002; KIP-320 for fenced replicas).
 - Produce may carry the producer's leader epoch (KIP-359, 003_0c58b12ec142931e.txt).
+- DeleteRecords (KIP-107): the leader moves its log start offset up to a requested offset at most its HW
+  (-1: the HW); followers learn the leader's start from fetch responses and move theirs; the request is
+  answered once every replica on a live broker reports (in its fetches) a start at least that far.
 - TruncationMode.HIGH_WATERMARK restores the pre-KIP-101 rule (truncate to HW on becoming follower,
   no epoch-based divergence) so the simulator can show Scenario 1 and 2 losing data.
 """
@@ -52,6 +55,7 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     leader_end_at_last_fetch: int = -1
+    log_start_offset: int = -1  # as its last fetch said; -1 until it fetches in this term
 
 
 def check_epoch(request_epoch: int, my_epoch: int) -> int:
@@ -218,6 +222,8 @@ class PartitionReplica:
             ), None
         proposal = None
         if req.replica_id >= 0 and req.replica_id in self.followers:
+            if req.log_start_offset >= 0:
+                self.followers[req.replica_id].log_start_offset = req.log_start_offset
             proposal = self._update_follower(req.replica_id, req.fetch_offset, now_ms)
         return FetchDecision(NONE, self.high_watermark, self.log.log_start_offset, None, req.fetch_offset), proposal
 
@@ -311,6 +317,10 @@ class PartitionReplica:
             self.log.append_as_follower(resp.batches)
         self.high_watermark = max(self.high_watermark, min(resp.high_watermark, self.log.log_end_offset))
         self.hw_epoch = self.leader_epoch
+        if resp.log_start_offset > self.log.log_start_offset:
+            # The leader deleted records (DeleteRecords, or retention): follow its start. Our HW is at least
+            # that far once this answer is applied (we fetched at or above it); the cap is for safety.
+            self.log.advance_log_start(min(resp.log_start_offset, self.high_watermark), "the leader's log start")
         return "appended"
 
     def _out_of_range(self, leader_start: int, leader_hw: int) -> str:
@@ -333,6 +343,35 @@ class PartitionReplica:
         if self.high_watermark <= last_offset:
             return None
         return NONE if len(self.isr) >= self.min_isr else NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+    # -- DeleteRecords (leader) ----------------------------------------------------------------
+    def delete_records(self, offset: int) -> tuple[int, int]:
+        """(error, the offset the log now must start at) for a DeleteRecords partition; -1 asks for the HW.
+        Kafka's rules: only the leader; nothing at or above the HW can be deleted (a consumer may not have
+        been able to read it yet), nor a negative offset other than -1 (OFFSET_OUT_OF_RANGE)."""
+        if self.role is not Role.LEADER:
+            return NOT_LEADER_OR_FOLLOWER, -1
+        target = self.high_watermark if offset == -1 else offset
+        if target < 0 or target > self.high_watermark:
+            return OFFSET_OUT_OF_RANGE, -1
+        self.log.advance_log_start(target, "DeleteRecords")
+        return NONE, target
+
+    def low_watermark(self) -> int:
+        """The smallest log start offset among this leader and the replicas on live brokers (Kafka's
+        lowWatermarkIfLeader); a replica that has not fetched in this term counts as -1."""
+        low = self.log.log_start_offset
+        for r, f in self.followers.items():
+            if r not in self.ineligible:
+                low = min(low, f.log_start_offset)
+        return low
+
+    def delete_records_result(self, required: int) -> int | None:
+        """A DeleteRecords waiting for the replicas: None while some live replica still starts below
+        ``required``, else its answer."""
+        if self.role is not Role.LEADER:
+            return NOT_LEADER_OR_FOLLOWER
+        return NONE if self.low_watermark() >= required else None
 
     def _truncate_for(self, div: DivergingEpoch) -> None:
         if div.epoch == UNDEFINED_EPOCH:

@@ -37,6 +37,8 @@ class FetchRequest:
     fetch_offset: int
     last_fetched_epoch: int
     current_leader_epoch: int
+    # A follower's own log start offset (Fetch's LogStartOffset): how far its DeleteRecords have gone.
+    log_start_offset: int = -1
 
 
 @dataclass(frozen=True)

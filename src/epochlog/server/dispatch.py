@@ -23,7 +23,16 @@ _TABLE: dict[int, Handler] = {}
 
 
 def _load() -> None:
-    from epochlog.server.handlers import admin, fetch, groups, metadata, offsets, produce, producer_id
+    from epochlog.server.handlers import (
+        admin,
+        delete_records,
+        fetch,
+        groups,
+        metadata,
+        offsets,
+        produce,
+        producer_id,
+    )
 
     _TABLE.update(
         {
@@ -43,12 +52,14 @@ def _load() -> None:
             18: metadata.handle_api_versions,
             19: admin.handle_create_topics,
             20: admin.handle_delete_topics,
+            21: delete_records.handle_delete_records,
             22: producer_id.handle_init_producer_id,
             23: offsets.handle_offset_for_leader_epoch,
             32: admin.handle_describe_configs,
             37: admin.handle_create_partitions,
             43: admin.handle_elect_leaders,
             42: groups.handle_delete_groups,
+            47: groups.handle_offset_delete,
             60: metadata.handle_describe_cluster,
         }
     )

@@ -22,7 +22,17 @@ def _offset(waiter: tuple[int, Any]) -> int:
 
 
 class Partition:
-    __slots__ = ("acks_waiters", "log", "offline", "partition", "replica", "topic", "topic_id", "waiters")
+    __slots__ = (
+        "acks_waiters",
+        "delete_waiters",
+        "log",
+        "offline",
+        "partition",
+        "replica",
+        "topic",
+        "topic_id",
+        "waiters",
+    )
 
     def __init__(
         self,
@@ -40,6 +50,8 @@ class Partition:
         self.waiters: list[asyncio.Future[None]] = []
         # acks=all produces, by last offset: (last offset, future answered with an error code)
         self.acks_waiters: list[tuple[int, asyncio.Future[int]]] = []
+        # DeleteRecords waiting for every live replica's log start offset: (required offset, future).
+        self.delete_waiters: list[tuple[int, asyncio.Future[int]]] = []
         # Its log directory failed: it answers KAFKA_STORAGE_ERROR until the broker restarts.
         self.offline = False
 
@@ -88,8 +100,30 @@ class Partition:
                 fut.set_result(Err(code))
                 i += 1
             del waiting[:i]
+        if self.delete_waiters:
+            self._answer_delete_waiters()
         if moved:
             self.notify()
+
+    def _answer_delete_waiters(self) -> None:
+        still = []
+        for required, fut in self.delete_waiters:
+            if fut.done():
+                continue
+            code = self.replica.delete_records_result(required)
+            if code is None:
+                still.append((required, fut))
+            else:
+                fut.set_result(Err(code))
+        self.delete_waiters = still
+
+    def wait_log_start(self, required: int) -> asyncio.Future[int]:
+        """A future answered (with an error code) once every live replica starts at ``required`` or later,
+        or this replica stops leading."""
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.delete_waiters.append((required, fut))
+        self.sync()
+        return fut
 
     def go_offline(self) -> None:
         """The log directory failed: nothing more is acknowledged or read here; fetches waiting on this
@@ -99,10 +133,11 @@ class Partition:
         self.notify()
 
     def _fail_waiters(self, code: Err) -> None:
-        for _last, fut in self.acks_waiters:
+        for _last, fut in self.acks_waiters + self.delete_waiters:
             if not fut.done():
                 fut.set_result(code)
         self.acks_waiters.clear()
+        self.delete_waiters.clear()
 
     def appended_as_leader(self) -> None:
         """After a leader append the core learns the new log end (the HW moves at once when the ISR is

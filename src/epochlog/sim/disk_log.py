@@ -69,6 +69,13 @@ class SimLog:
         self.flushed = min(self.flushed, len(self.entries))
         self.cache.truncate_from_end(len(self.entries))
 
+    def advance_log_start(self, offset: int, reason: str) -> bool:
+        # The simulated log always starts at 0 and its leaders never delete records, so a follower never
+        # learns a start above it.
+        if offset <= 0:
+            return False
+        raise NotImplementedError("SimLog always starts at offset 0")
+
     def truncate_fully_and_start_at(self, offset: int) -> None:
         # The simulated log has no retention, so its start never passes a follower's end.
         raise NotImplementedError("SimLog always starts at offset 0")

@@ -140,6 +140,7 @@ class LogManager:
                 high_watermark=hws.get(parsed, 0),
                 failures=self.failures,
             )
+            plog.persist_log_start = self.checkpoint_log_starts
             self.logs[parsed] = plog
             if recover:
                 log.info(
@@ -169,6 +170,7 @@ class LogManager:
             topic_id=topic_id,
             failures=self.failures,
         )
+        plog.persist_log_start = self.checkpoint_log_starts
         self.logs[(topic, partition)] = plog
         return plog
 
@@ -197,6 +199,15 @@ class LogManager:
     def _checkpoint(self) -> None:
         checkpoints.write_offsets(self.dir / RECOVERY_POINTS, {k: v.recovery_point for k, v in self.logs.items()})
         checkpoints.write_offsets(self.dir / HIGH_WATERMARKS, {k: v.high_watermark for k, v in self.logs.items()})
+        self._write_log_starts()
+
+    def checkpoint_log_starts(self) -> None:
+        """log-start-offset-checkpoint alone, at once: a start offset moved by DeleteRecords (or learned from
+        a leader) must survive a kill -9, which the periodic checkpoint would not guarantee. Called from
+        inside a PartitionLog operation, whose own guard takes the directory offline on an I/O error."""
+        self._write_log_starts()
+
+    def _write_log_starts(self) -> None:
         checkpoints.write_offsets(self.dir / LOG_STARTS, {k: v.log_start_offset for k, v in self.logs.items()})
 
     def tick(self, now_ms: int) -> None:

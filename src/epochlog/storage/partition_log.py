@@ -192,6 +192,10 @@ class PartitionLog:
         self.producer_state = ProducerStateManager(directory)
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms()
+        # Set by the LogManager holding this log: makes log-start-offset-checkpoint (one file for the whole
+        # directory) durable. A start offset moved by DeleteRecords leaves the records below it in their
+        # segment, so without the checkpoint a restart would bring them back. None: a bare log (tests).
+        self.persist_log_start: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.topic}-{self.partition} [{self.log_start_offset}, {self.log_end_offset}))"
@@ -634,32 +638,69 @@ class PartitionLog:
         cfg = self.config
         if "delete" not in cfg.cleanup_policy:
             return 0
-        freed = 0
         total = self.size_bytes
-        while len(self.segments) > 1:
-            seg = self.segments[0]
+
+        def expired(seg: Segment) -> str | None:
+            nonlocal total
             if seg.next_offset > self.high_watermark:
-                break
+                return None
             by_time = cfg.retention_ms >= 0 and now_ms - seg.largest_timestamp_ms() > cfg.retention_ms
             by_size = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
             if not (by_time or by_size):
-                break
-            log.info(
-                "%s-%d: retention deletes segment %d (%d bytes, %s)",
-                self.topic,
-                self.partition,
-                seg.base_offset,
-                seg.size,
-                "time" if by_time else "size",
-            )
-            self.segments.pop(0)
-            self._bases.pop(0)
+                return None
             total -= seg.size
-            freed += seg.size
-            seg.delete()
+            return "time" if by_time else "size"
+
+        freed = self._delete_oldest_segments(expired)
         if freed:
             self.increment_log_start_offset(self.segments[0].base_offset)
         return freed
+
+    def _delete_oldest_segments(self, reason_to_delete: Callable[[Segment], str | None]) -> int:
+        """Delete segments from the oldest on while ``reason_to_delete`` names a reason (the active segment
+        always stays); returns the bytes freed."""
+        freed = 0
+        while len(self.segments) > 1:
+            seg = self.segments[0]
+            reason = reason_to_delete(seg)
+            if reason is None:
+                break
+            log.info(
+                "%s-%d: %s deletes segment %d (%d bytes)",
+                self.topic,
+                self.partition,
+                reason,
+                seg.base_offset,
+                seg.size,
+            )
+            self.segments.pop(0)
+            self._bases.pop(0)
+            freed += seg.size
+            seg.delete()
+        return freed
+
+    @_io
+    def advance_log_start(self, offset: int, reason: str) -> bool:
+        """Start the log at ``offset`` (DeleteRecords on a leader, a follower following its leader's start;
+        Kafka's maybeIncrementLogStartOffset). The caller (the replication core) decides the offset, at most
+        the high watermark; here it never goes backwards nor past the log end. The new start is durable
+        (log-start-offset-checkpoint) before any segment below it is deleted, so a crash in between leaves
+        the records below it unreadable rather than back. Returns whether the start moved."""
+        offset = min(offset, self.log_end_offset)
+        if offset <= self.log_start_offset:
+            return False
+        old = self.log_start_offset
+        self.log_start_offset = offset
+        self.epoch_cache.truncate_from_start(offset)
+        if self.persist_log_start is not None:
+            self.persist_log_start()
+        if self.active.size > 0 and self.active.next_offset <= offset:
+            # Everything is below the new start: roll, so the old active segment can go too.
+            self._new_segment(self.log_end_offset, _now_ms())
+        self._delete_oldest_segments(lambda seg: reason if seg.next_offset <= offset else None)
+        self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
+        log.info("%s-%d: log start offset %d -> %d (%s)", self.topic, self.partition, old, offset, reason)
+        return True
 
     @_io
     def increment_log_start_offset(self, offset: int) -> None:

@@ -45,6 +45,9 @@ class PartitionReplicaLog:
     def truncate_to(self, offset: int) -> None:
         self.log.truncate_to(offset)
 
+    def advance_log_start(self, offset: int, reason: str) -> bool:
+        return self.log.advance_log_start(offset, reason)
+
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.log.truncate_fully_and_start_at(offset)
 

@@ -490,6 +490,8 @@ class ClusterBroker(Broker):
         for part in self.partitions.values():
             if part.replica.ineligible != fenced:
                 part.replica.ineligible = fenced
+                if part.delete_waiters:
+                    part.sync()  # a DeleteRecords no longer waits for a replica on a fenced broker
 
     def _drop_topic(self, info: TopicInfo) -> None:
         for p in range(info.partitions):

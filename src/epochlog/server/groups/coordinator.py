@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from epochlog.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL
 from epochlog.protocol.errors import Err
 from epochlog.protocol.records import Record, build_batch, iter_records
 from epochlog.server.groups import records as rec
@@ -808,6 +809,51 @@ class GroupCoordinator:
                 }
             )
         return out
+
+    async def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[int, dict[tuple[str, int], int]]:
+        """OffsetDelete (KIP-496): (group error, error per partition). Kafka's rules: a group that does not
+        exist is GROUP_ID_NOT_FOUND; a group with members that does not use the consumer protocol is
+        NON_EMPTY_GROUP (its subscriptions cannot be known); in a consumer group with members, partitions
+        of a topic it subscribes to answer GROUP_SUBSCRIBED_TO_TOPIC and keep their offsets; every other
+        partition's offset is deleted by a tombstone in __consumer_offsets (none needed if it had none)."""
+        if err := self._unavailable(group_id):
+            return err, {}
+        if not group_id:
+            return Err.INVALID_GROUP_ID, {}
+        g = self.groups.get(group_id)
+        if g is None or g.state == DEAD:
+            return Err.GROUP_ID_NOT_FOUND, {}
+        result: dict[tuple[str, int], int] = {}
+        eligible: list[tuple[str, int]] = []
+        if g.state == EMPTY:
+            eligible = list(dict.fromkeys(partitions))
+        elif g.protocol_type != CONSUMER_PROTOCOL:
+            return Err.NON_EMPTY_GROUP, {}
+        else:
+            for tp in partitions:
+                if g.is_subscribed_to(tp[0]):
+                    result[tp] = Err.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    eligible.append(tp)
+        seen = {tp: g.offsets[tp] for tp in eligible if tp in g.offsets}
+        if seen:
+            tombstones: list[tuple[bytes, bytes | None]] = [(rec.offset_key(group_id, t, p), None) for t, p in seen]
+            try:
+                await self._append(group_id, tombstones)
+            except Exception:
+                log.exception("group %s: cannot write offset tombstones", group_id)
+                return Err.COORDINATOR_NOT_AVAILABLE, {}
+            if err := self._unavailable(group_id):  # the partition moved to another broker meanwhile
+                return err, {}
+            # An offset committed again while the tombstones waited for the ISR follows them in the log,
+            # so it stays.
+            for tp, value in seen.items():
+                if g.offsets.get(tp) is value:
+                    del g.offsets[tp]
+            log.info("group %s: deleted the committed offsets of %d partitions", group_id, len(seen))
+        return Err.NONE, result | {tp: Err.NONE for tp in eligible}
 
     async def delete_groups(self, group_ids: list[str]) -> list[tuple[str, int]]:
         """Kafka's rule: only a group with no members can be deleted; its offsets go with it."""

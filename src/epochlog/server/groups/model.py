@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from epochlog.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL
+from epochlog.protocol.consumer_protocol import subscribed_topics
 from epochlog.server.groups.records import OffsetValue
 from epochlog.server.groups.results import JoinResult, SyncResult
 
@@ -80,6 +82,33 @@ class Group:
             return None
         mid = self.static_members.get(group_instance_id)
         return self.members.get(mid) if mid is not None else None
+
+    def subscribed_topics(self) -> frozenset[str] | None:
+        """The topics the members of a "consumer" group subscribe to (the union of their subscriptions in
+        the chosen protocol); None when not known: another protocol type, no protocol chosen yet, or a
+        subscription that does not parse. Kafka keeps the set of the last generation; this reads the
+        members as they are now, which is the same set once the group is Stable."""
+        if self.protocol_type != CONSUMER_PROTOCOL:
+            return None
+        if not self.members:
+            return frozenset()
+        if self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        for m in self.members.values():
+            mine = subscribed_topics(m.metadata_for(self.protocol_name))
+            if mine is None:
+                return None
+            topics |= mine
+        return frozenset(topics)
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        """Kafka's rule: when the subscriptions are not known, a "consumer" group counts as subscribed to
+        every topic (its offsets are not deleted from under it), any other group to none."""
+        topics = self.subscribed_topics()
+        if topics is None:
+            return self.protocol_type == CONSUMER_PROTOCOL
+        return topic in topics
 
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)

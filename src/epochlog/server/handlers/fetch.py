@@ -105,7 +105,11 @@ def _read_partition(
         out["error_code"] = Err.KAFKA_STORAGE_ERROR
         return out, 0
     req = FetchRequest(
-        replica_id, p.fetch_offset, getattr(p, "last_fetched_epoch", -1), getattr(p, "current_leader_epoch", -1)
+        replica_id,
+        p.fetch_offset,
+        getattr(p, "last_fetched_epoch", -1),
+        getattr(p, "current_leader_epoch", -1),
+        getattr(p, "log_start_offset", -1) if replica_id >= 0 else -1,
     )
     decision, proposal = part.replica.handle_fetch(req, now_ms())
     if replica_id >= 0:

@@ -252,3 +252,30 @@ async def _delete(broker: Broker, req: Any) -> dict[str, Any]:
 
 def handle_delete_groups(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     return _delete(broker, decode_body(frame, header))
+
+
+async def _offset_delete(broker: Broker, req: Any) -> dict[str, Any]:
+    # As Kafka's KafkaApis: partitions the metadata does not know are answered here and never reach the
+    # coordinator; the rest are its to decide.
+    rows: dict[str, dict[int, int]] = {}
+    asked: list[tuple[str, int]] = []
+    for t in req.topics:
+        for p in t.partitions:
+            index = int(p.partition_index)
+            if (t.name, index) in broker.image.states:
+                asked.append((t.name, index))
+            else:
+                rows.setdefault(t.name, {})[index] = Err.UNKNOWN_TOPIC_OR_PARTITION
+    # Asked even with nothing left to delete: the group's own errors (GROUP_ID_NOT_FOUND...) still apply.
+    code, results = await broker.groups.delete_offsets(req.group_id, asked)
+    for (name, index), c in results.items():
+        rows.setdefault(name, {})[index] = c
+    topics = [
+        {"name": name, "partitions": [{"partition_index": i, "error_code": c} for i, c in parts.items()]}
+        for name, parts in rows.items()
+    ]
+    return {"error_code": code, "throttle_time": 0, "topics": topics}
+
+
+def handle_offset_delete(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+    return _offset_delete(broker, decode_body(frame, header))
