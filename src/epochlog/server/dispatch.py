@@ -46,8 +46,10 @@ def _load() -> None:
             22: producer_id.handle_init_producer_id,
             23: offsets.handle_offset_for_leader_epoch,
             32: admin.handle_describe_configs,
+            33: admin.handle_alter_configs,
             37: admin.handle_create_partitions,
             43: admin.handle_elect_leaders,
+            44: admin.handle_alter_configs,
             42: groups.handle_delete_groups,
             60: metadata.handle_describe_cluster,
         }
