@@ -11,9 +11,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from kio.schema.incremental_alter_configs.v1.request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
 
 from epochlog.client.configs import TOPIC
 from epochlog.client.configs import describe as wire_describe
+from epochlog.client.wire import Connection
 from epochlog.server.cluster.local import LocalCluster, free_base_port
 from tests.integration.cluster_helpers import create_topic, leader_epoch, partition_info, wait_until
 
@@ -106,6 +112,22 @@ def test_per_broker_min_insync_replicas_fails_acks_all_on_the_leader_without_res
     assert err is not None and err.code() == KafkaError.NOT_ENOUGH_REPLICAS, err
     assert topic_config(lc, leader, "guarded")["min.insync.replicas"] == ("3", "DYNAMIC_BROKER_CONFIG")
     alter(bs, ResourceType.BROKER, str(leader), {"min.insync.replicas": (DELETE, None)})
+    assert acks_all(bs, "guarded") is None
+    # Another broker refuses to alter the leader's own configs, as Kafka's do: clients send them to it.
+    other = next(b for b in lc.broker_ids() if b != leader)
+    req = IncrementalAlterConfigsRequest(
+        resources=(
+            AlterConfigsResource(
+                resource_type=4,
+                resource_name=str(leader),
+                configs=(AlterableConfig(name="min.insync.replicas", config_operation=0, value="3"),),
+            ),
+        ),
+        validate_only=False,
+    )
+    with Connection("127.0.0.1", lc.broker(other).port, timeout=10) as conn:
+        row = conn.request(req).responses[0]
+    assert int(row.error_code) == KafkaError.INVALID_REQUEST and "Unexpected broker id" in row.error_message
     assert acks_all(bs, "guarded") is None
     alter(bs, ResourceType.TOPIC, "guarded", {"min.insync.replicas": (SET, "3")})
     err = acks_all(bs, "guarded")

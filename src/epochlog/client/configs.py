@@ -74,9 +74,23 @@ def alter(
         validate_only=validate_only,
     )
     with _connect(bootstrap, timeout) as conn:
-        resp = conn.request(req)
+        resp = _send(conn, req, resource_type, name, timeout)
     for row in resp.responses:
         _check(row)
+
+
+def _send(conn: Connection, req: Any, resource_type: int, name: str, timeout: float) -> Any:
+    """Send ``req`` where Kafka wants it: a broker's own configs to that broker, the rest to any."""
+    if resource_type != BROKER or not name:
+        return conn.request(req)
+    try:
+        target = _broker_address(conn, int(name))
+    except ValueError:
+        raise ConfigsError(42, f"broker {name!r} is not a broker id") from None
+    if target is None:
+        raise ConfigsError(42, f"no broker {name} in the cluster")
+    with Connection(*target, timeout=timeout, client_id="epochlog-configs") as direct:
+        return direct.request(req)
 
 
 def _broker_address(conn: Connection, broker_id: int) -> tuple[str, int] | None:
@@ -104,19 +118,7 @@ def describe(bootstrap: str, resource_type: int, name: str, timeout: float = 15.
         include_documentation=False,
     )
     with _connect(bootstrap, timeout) as conn:
-        target = None
-        if resource_type == BROKER and name:
-            try:
-                target = _broker_address(conn, int(name))
-            except ValueError:
-                raise ConfigsError(42, f"broker {name!r} is not a broker id") from None
-            if target is None:
-                raise ConfigsError(42, f"no broker {name} in the cluster")
-        if target is None:
-            resp = conn.request(req)
-        else:
-            with Connection(*target, timeout=timeout, client_id="epochlog-configs") as direct:
-                resp = direct.request(req)
+        resp = _send(conn, req, resource_type, name, timeout)
     rows = []
     for result in resp.results:
         _check(result)

@@ -30,6 +30,10 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_CONFIG = 40
 INVALID_REQUEST = 42
 
+# A broker config that is read-only or has a bad value: Kafka's brokers answer INVALID_REQUEST, not
+# INVALID_CONFIG, for these (KAFKA-13609 keeps it so for compatibility); topic configs get INVALID_CONFIG.
+BROKER_VALIDATION_FAILED = INVALID_REQUEST
+
 # IncrementalAlterConfigs operations.
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -115,7 +119,9 @@ def _definition(change: ConfigChange, name: str) -> ConfigDef:
     if d is not None:
         return d
     if name in STATIC_BROKER_CONFIGS:
-        raise _Refused(INVALID_CONFIG, f"Cannot update these configs dynamically: {name} (read-only)")
+        raise _Refused(BROKER_VALIDATION_FAILED, f"Cannot update these configs dynamically: {name} (read-only)")
+    # Kafka would keep an unknown broker name as a custom config; a typo kept and silently ignored helps
+    # nobody, so it is refused as an unknown topic config is.
     raise _Refused(INVALID_CONFIG, f"Unknown broker config name: {name}")
 
 
@@ -152,6 +158,7 @@ def _apply_ops(change: ConfigChange, current: dict[str, str], incremental: bool)
             value = op.value.strip() if d.type.name != "STRING" else op.value
         problem = validate_value(d, value, shown)
         if problem:
-            raise _Refused(INVALID_CONFIG, problem)
+            code = INVALID_CONFIG if change.resource_type == RESOURCE_TOPIC else BROKER_VALIDATION_FAILED
+            raise _Refused(code, problem)
         target[op.name] = value
     return target

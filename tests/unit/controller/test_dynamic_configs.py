@@ -151,10 +151,13 @@ def test_broker_configs_per_broker_and_cluster_default() -> None:
 @pytest.mark.parametrize(
     ("name", "op", "code"),
     [
-        ("1", ConfigOp("log.dirs", "/tmp/x"), INVALID_CONFIG),  # read-only
-        ("1", ConfigOp("node.id", "7"), INVALID_CONFIG),
-        ("1", ConfigOp("retention.ms", "7"), INVALID_CONFIG),  # a topic name is not a broker config
-        ("1", ConfigOp("log.segment.bytes", "3"), INVALID_CONFIG),
+        # read-only and bad values: INVALID_REQUEST, as Kafka's brokers answer (KAFKA-13609)
+        ("1", ConfigOp("log.dirs", "/tmp/x"), INVALID_REQUEST),
+        ("1", ConfigOp("node.id", "7"), INVALID_REQUEST),
+        ("", ConfigOp("log.segment.bytes", "3"), INVALID_REQUEST),
+        ("1", ConfigOp("log.retention.ms", "soon"), INVALID_REQUEST),
+        ("1", ConfigOp("log.retention.ms", "7", APPEND), INVALID_CONFIG),  # not a list
+        ("1", ConfigOp("retention.ms", "7"), INVALID_CONFIG),  # unknown: a topic name is not a broker config
         ("abc", ConfigOp("log.retention.ms", "7"), INVALID_REQUEST),
     ],
 )

@@ -4,6 +4,7 @@ IncrementalAlter)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -162,17 +163,64 @@ def handle_alter_configs(broker: Broker, header: RequestHeader, frame: memoryvie
     return _alter_configs(broker, header, req)
 
 
+def _wrong_broker(broker: Broker, r: Any) -> str | None:
+    """As Kafka's brokers: a broker's own configs are altered through that broker (clients send them there);
+    only the cluster-wide default (empty name) may go through any broker."""
+    if int(r.resource_type) != RESOURCE_BROKER or not r.resource_name:
+        return None
+    if not r.resource_name.isdigit():
+        return f"Node id must be an integer, but it is: {r.resource_name}"
+    if int(r.resource_name) != broker.config.node_id:
+        return f"Unexpected broker id, expected {broker.config.node_id}, but received {r.resource_name}"
+    return None
+
+
 async def _alter_configs(broker: Broker, header: RequestHeader, req: Any) -> Any:
+    refused = {i: msg for i, r in enumerate(req.resources) if (msg := _wrong_broker(broker, r)) is not None}
+    forwarded = [r for i, r in enumerate(req.resources) if i not in refused]
+    # Taken before the controller decides: what "changed" means while waiting for this broker's metadata.
+    before = {res: _config_view(broker, res) for res, _ops in _config_ops(header, req)}
+    answers: list[Any] = []
+    if forwarded:
+        sub = dataclasses.replace(req, resources=tuple(forwarded))
+        resp = await _forward(broker, header, sub, None, True)
+        answers = list(_get(resp, "responses") or ())
+    rows: list[dict[str, Any]] = []
+    from_controller = iter(answers)
+    for i, r in enumerate(req.resources):
+        if i in refused:
+            code, message = int(Err.INVALID_REQUEST), refused[i]
+        else:
+            got = next(from_controller, None)
+            if got is None:
+                code, message = int(Err.UNKNOWN_SERVER_ERROR), "the controller returned fewer results than expected"
+            else:
+                code, message = int(_get(got, "error_code") or 0), _get(got, "error_message")
+        rows.append(
+            {
+                "error_code": code,
+                "error_message": message,
+                "resource_type": r.resource_type,
+                "resource_name": r.resource_name,
+            }
+        )
+    out = {"throttle_time": 0, "responses": rows}
+    if getattr(req, "validate_only", False) or not forwarded:
+        return out
+    await _wait_for_configs(broker, header, req, rows, before)
+    return out
+
+
+async def _wait_for_configs(
+    broker: Broker,
+    header: RequestHeader,
+    req: Any,
+    rows: list[dict[str, Any]],
+    before: dict[tuple[int, str], dict[str, str] | None],
+) -> None:
+    """Until this broker's metadata shows what the controller accepted (bounded)."""
     wanted = _config_ops(header, req)
-    before = {res: _config_view(broker, res) for res, _ops in wanted}
-    resp = await _forward(broker, header, req, None, True)
-    if getattr(req, "validate_only", False):
-        return resp
-    ok = {
-        (int(_get(r, "resource_type")), _get(r, "resource_name"))
-        for r in _get(resp, "responses") or ()
-        if int(_get(r, "error_code") or 0) == 0
-    }
+    ok = {(int(r["resource_type"]), r["resource_name"]) for r in rows if r["error_code"] == 0}
     waits = []
     for res, ops in wanted:
         old = before.get(res)
@@ -194,7 +242,6 @@ async def _alter_configs(broker: Broker, header: RequestHeader, req: Any) -> Any
 
     if waits:
         await broker.wait_for_metadata(shown)
-    return resp
 
 
 async def _forward(broker: Broker, header: RequestHeader, req: Any, names: list[str] | None, present: bool) -> Any:
