@@ -228,6 +228,9 @@ def test_segment_bytes_and_retention_ms_take_effect_without_restart(broker_facto
     r = cli(b.bootstrap, "--entity-type", "topics", "--entity-name", topic, "--describe")
     assert r.returncode == 0, r.stderr
     assert "retention.ms=500" in r.stdout and "segment.bytes=2048" in r.stdout
+    assert "retention.bytes" not in r.stdout  # only dynamic configs without --all
+    r = cli(b.bootstrap, "--entity-type", "topics", "--entity-name", topic, "--describe", "--all")
+    assert "retention.bytes=-1 (DEFAULT_CONFIG)" in r.stdout, r.stdout
 
 
 def test_cli_describe_default_and_refusals(broker: BrokerProcess) -> None:

@@ -50,7 +50,8 @@ def configs(
         bool, typer.Option("--entity-default", help="the cluster-wide broker default")
     ] = False,
     alter: Annotated[bool, typer.Option("--alter", help="change configs")] = False,
-    describe: Annotated[bool, typer.Option("--describe", help="show configs and where they come from")] = False,
+    describe: Annotated[bool, typer.Option("--describe", help="show dynamic configs and their synonyms")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="with --describe: every config, not only dynamic ones")] = False,
     add_config: Annotated[str, typer.Option("--add-config", help="k=v[,k=v]; lists as k=[a,b]")] = "",
     delete_config: Annotated[
         list[str], typer.Option("--delete-config", help="config name(s) to remove (repeat or k1,k2)")
@@ -98,7 +99,7 @@ def configs(
         syn = ", ".join(f"{s}:{n}={v}" for n, v, s in r.synonyms)
         typer.echo(f"  {r.name}={r.value} sensitive=false synonyms={{{syn}}}")
     others = [r for r in rows if not r.source.startswith("DYNAMIC")]
-    if others:
+    if others and all_:
         typer.echo(f"All other configs for {shown} are:")
         for r in others:
             flag = " (read-only)" if r.read_only else ""
