@@ -130,6 +130,8 @@ def test_per_broker_min_insync_replicas_fails_acks_all_on_the_leader_without_res
     assert int(row.error_code) == KafkaError.INVALID_REQUEST and "Unexpected broker id" in row.error_message
     assert acks_all(bs, "guarded") is None
     alter(bs, ResourceType.TOPIC, "guarded", {"min.insync.replicas": (SET, "3")})
+    # Any broker may have taken the topic's change; the leader applies it when its metadata shows it.
+    wait_until(lambda: on_every_broker(lc, "guarded", "min.insync.replicas", "3"), 10, "every broker to apply it")
     err = acks_all(bs, "guarded")
     assert err is not None and err.code() == KafkaError.NOT_ENOUGH_REPLICAS, err
 
