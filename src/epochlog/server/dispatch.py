@@ -23,7 +23,7 @@ _TABLE: dict[int, Handler] = {}
 
 
 def _load() -> None:
-    from epochlog.server.handlers import admin, fetch, groups, metadata, offsets, produce, producer_id
+    from epochlog.server.handlers import admin, configs, fetch, groups, metadata, offsets, produce, producer_id
 
     _TABLE.update(
         {
@@ -45,11 +45,11 @@ def _load() -> None:
             20: admin.handle_delete_topics,
             22: producer_id.handle_init_producer_id,
             23: offsets.handle_offset_for_leader_epoch,
-            32: admin.handle_describe_configs,
-            33: admin.handle_alter_configs,
+            32: configs.handle_describe_configs,
+            33: configs.handle_alter_configs,
             37: admin.handle_create_partitions,
             43: admin.handle_elect_leaders,
-            44: admin.handle_alter_configs,
+            44: configs.handle_alter_configs,
             42: groups.handle_delete_groups,
             60: metadata.handle_describe_cluster,
         }
