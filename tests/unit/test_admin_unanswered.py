@@ -18,6 +18,8 @@ REQUESTS = {
     20: SimpleNamespace(topics=[TOPIC], topic_names=["t"]),
     37: SimpleNamespace(topics=[TOPIC]),
     43: SimpleNamespace(topic_partitions=[SimpleNamespace(topic="t", partitions=[0, 1])]),
+    33: SimpleNamespace(resources=[SimpleNamespace(resource_type=2, resource_name="t")]),
+    44: SimpleNamespace(resources=[SimpleNamespace(resource_type=4, resource_name="")]),
 }
 
 

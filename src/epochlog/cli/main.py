@@ -16,7 +16,16 @@ def _register_subcommands() -> None:
     # Each command group lives in its own module and adds itself to the app.
     import importlib
 
-    for name in ("up_cmd", "cluster_cmd", "topics_cmd", "dump_log_cmd", "sim_cmd", "demo_cmd", "metadata_quorum_cmd"):
+    for name in (
+        "up_cmd",
+        "cluster_cmd",
+        "topics_cmd",
+        "dump_log_cmd",
+        "sim_cmd",
+        "demo_cmd",
+        "metadata_quorum_cmd",
+        "configs_cmd",
+    ):
         try:
             mod = importlib.import_module(f"epochlog.cli.{name}")
         except ModuleNotFoundError as e:

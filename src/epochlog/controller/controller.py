@@ -13,6 +13,8 @@ the caller persists the records and tells brokers about partition changes. Rules
 from __future__ import annotations
 
 from epochlog.controller import records as rec
+from epochlog.controller.config_changes import INVALID_REQUEST, ConfigChange, ConfigOutcome, duplicates, plan
+from epochlog.controller.config_defs import RESOURCE_TOPIC
 from epochlog.controller.image import BrokerInfo, ClusterImage, TopicInfo
 from epochlog.controller.records import MetadataRecord
 from epochlog.replication.types import AlterIsr, PartitionState
@@ -304,7 +306,45 @@ class Controller:
         if name in self.topics:
             self._record(rec.TopicDeleted(name))
 
-    def _elect(self, t: TopicInfo, p: int, st: PartitionState, preferred: int | None = None) -> None:
+    # -- dynamic configs ------------------------------------------------------------------
+    def alter_configs(
+        self, changes: list[ConfigChange], incremental: bool, validate_only: bool = False
+    ) -> list[ConfigOutcome]:
+        """(Incremental)AlterConfigs: one outcome per resource, in request order. Accepted changes are
+        recorded (unless ``validate_only``); turning unclean election on elects a leader, uncleanly, for
+        each partition of the affected topics that has none (Kafka's controller does so too)."""
+        dup = duplicates(changes)
+        outcomes = []
+        for change in changes:
+            if (change.resource_type, change.resource_name) in dup:
+                outcomes.append(ConfigOutcome(INVALID_REQUEST, "Each resource may appear only once in a request"))
+                continue
+            outcome = plan(self.image, change, incremental)
+            outcomes.append(outcome)
+            if outcome.error_code or validate_only:
+                continue
+            for record in outcome.records:
+                self._record(record)
+            if any(r.name == "unclean.leader.election.enable" for r in outcome.records):
+                scope = [change.resource_name] if change.resource_type == RESOURCE_TOPIC else list(self.topics)
+                self.elect_leaderless(scope)
+        return outcomes
+
+    def elect_leaderless(self, topics: list[str]) -> list[tuple[str, int]]:
+        """Elect where a partition of ``topics`` has no live leader and unclean election now allows one."""
+        moved = []
+        for name in topics:
+            t = self.topics.get(name)
+            if t is None or not self.image.unclean_enabled(t):
+                continue
+            for p, st in list(t.partitions.items()):
+                if (st.leader == NO_LEADER or not self.alive(st.leader)) and self.elect_leader(name, p):
+                    moved.append((name, p))
+        return moved
+
+    def _elect(
+        self, t: TopicInfo, p: int, st: PartitionState, preferred: int | None = None, unclean: bool | None = None
+    ) -> None:
         candidates = [
             r
             for r in st.replicas
@@ -313,7 +353,8 @@ class Controller:
         if preferred is not None:
             candidates = [preferred] if preferred in candidates else []
         isr = st.isr
-        if not candidates and t.unclean_leader_election and preferred is None:
+        allow_unclean = self.image.unclean_enabled(t) if unclean is None else unclean
+        if not candidates and allow_unclean and preferred is None:
             candidates = [r for r in st.replicas if self.alive(r)]
             if candidates:
                 isr = frozenset({candidates[0]})  # the KIP-101 appendix: an unclean leader starts a new lineage
@@ -329,12 +370,15 @@ class Controller:
         leader = candidates[0]
         self._set(t.name, p, PartitionState(leader, st.leader_epoch + 1, isr, st.replicas, st.partition_epoch + 1))
 
-    def elect_leader(self, topic: str, partition: int, broker: int | None = None) -> bool:
-        """Force an election; with ``broker``, only that replica may win (tests, preferred)."""
+    def elect_leader(
+        self, topic: str, partition: int, broker: int | None = None, unclean: bool | None = None
+    ) -> bool:
+        """Force an election; with ``broker``, only that replica may win (tests, preferred); ``unclean``
+        overrides the topic's unclean.leader.election.enable (ElectLeaders with the UNCLEAN type)."""
         t = self.topics[topic]
         st = t.partitions[partition]
         before = st.leader_epoch
-        self._elect(t, partition, st, preferred=broker)
+        self._elect(t, partition, st, preferred=broker, unclean=unclean)
         return t.partitions[partition].leader_epoch != before
 
     def elect_preferred(self) -> list[tuple[str, int]]:

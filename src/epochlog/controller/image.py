@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from epochlog.controller.config_defs import RESOURCE_BROKER, RESOURCE_TOPIC
 from epochlog.controller.records import (
     BrokerFenced,
     BrokerRegistration,
     BrokerShuttingDown,
+    ConfigRecord,
     LeaderChange,
     MetadataRecord,
     PartitionChange,
@@ -53,6 +55,8 @@ class Applied:
     deleted: list[TopicInfo] = field(default_factory=list)
     brokers: list[int] = field(default_factory=list)
     topics: list[str] = field(default_factory=list)
+    # Resources whose dynamic configs changed: (resource type, name); a broker's name is its id, "" the default.
+    configs: list[tuple[int, str]] = field(default_factory=list)
 
 
 class ClusterImage:
@@ -62,6 +66,9 @@ class ClusterImage:
         self.next_producer_id = 0
         # Replicas on a broker's failed log directory (KIP-858), until that broker registers again.
         self.offline_replicas: dict[int, set[tuple[str, int]]] = {}
+        # Dynamic broker configs (broker names, e.g. log.retention.ms): per broker id as a string, and the
+        # cluster-wide default under "". Topic overrides live in TopicInfo.configs.
+        self.broker_configs: dict[str, dict[str, str]] = {}
 
     def apply(self, record: MetadataRecord) -> Applied:
         out = Applied()
@@ -103,9 +110,39 @@ class ClusterImage:
             self.next_producer_id = max(self.next_producer_id, record.next)
         elif isinstance(record, ReplicasOffline):
             self.offline_replicas.setdefault(record.broker, set()).update(record.partitions)
+        elif isinstance(record, ConfigRecord):
+            self._apply_config(record, out)
         elif isinstance(record, UncleanElection | LeaderChange):
             pass
         return out
+
+    def _apply_config(self, record: ConfigRecord, out: Applied) -> None:
+        if record.resource_type == RESOURCE_TOPIC:
+            topic = self.topics.get(record.resource_name)
+            if topic is None:
+                return  # deleted after the change was decided: nothing left to configure
+            configs = topic.configs
+        elif record.resource_type == RESOURCE_BROKER:
+            configs = self.broker_configs.setdefault(record.resource_name, {})
+        else:
+            return
+        if record.value is None:
+            configs.pop(record.name, None)
+        else:
+            configs[record.name] = record.value
+        if record.resource_type == RESOURCE_BROKER and not configs:
+            del self.broker_configs[record.resource_name]
+        out.configs.append((record.resource_type, record.resource_name))
+
+    def unclean_enabled(self, topic: TopicInfo) -> bool:
+        """unclean.leader.election.enable as the controller applies it: the topic's override, else the
+        cluster-wide dynamic default, else what the topic was created with (the controller's static config)."""
+        raw = topic.configs.get("unclean.leader.election.enable")
+        if raw is None:
+            raw = self.broker_configs.get("", {}).get("unclean.leader.election.enable")
+        if raw is None:
+            return topic.unclean_leader_election
+        return raw.strip().lower() == "true"
 
     def snapshot(self) -> list[MetadataRecord]:
         """Records that rebuild this image from nothing: what a metadata snapshot holds."""
@@ -121,6 +158,9 @@ class ClusterImage:
                 out.append(ReplicasOffline(broker, tuple(sorted(parts))))
         if self.next_producer_id:
             out.append(ProducerIds(-1, self.next_producer_id))
+        for resource, configs in sorted(self.broker_configs.items()):
+            for name, value in sorted(configs.items()):
+                out.append(ConfigRecord(RESOURCE_BROKER, resource, name, value))
         for t in self.topics.values():
             out.append(Topic(t.name, len(t.partitions), t.unclean_leader_election, t.topic_id, dict(t.configs)))
             for p, st in sorted(t.partitions.items()):

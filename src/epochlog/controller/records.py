@@ -80,6 +80,18 @@ class UncleanElection:
 
 
 @dataclass(frozen=True)
+class ConfigRecord:
+    """One dynamic config of a resource set (``value``) or removed (``None``): a topic's override
+    (resource type 2, the topic's name), a broker's (type 4, its id) or the cluster-wide broker default
+    (type 4, empty name). Kafka's ConfigRecord."""
+
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None = None
+
+
+@dataclass(frozen=True)
 class LeaderChange:
     """The quorum leader's first record of its epoch (raft/); nothing in the cluster's state changes."""
 
@@ -99,6 +111,7 @@ MetadataRecord = (
     | ReplicasOffline
     | UncleanElection
     | LeaderChange
+    | ConfigRecord
 )
 
 KINDS: dict[str, type[Any]] = {
@@ -114,6 +127,7 @@ KINDS: dict[str, type[Any]] = {
         ReplicasOffline,
         UncleanElection,
         LeaderChange,
+        ConfigRecord,
     )
 }
 _TUPLES = {"isr", "replicas", "voters", "granting_voters"}

@@ -36,9 +36,11 @@ SERVED: dict[int, str] = {
     22: "InitProducerId",
     23: "OffsetForLeaderEpoch",
     32: "DescribeConfigs",
+    33: "AlterConfigs",
     37: "CreatePartitions",
     42: "DeleteGroups",
     43: "ElectLeaders",
+    44: "IncrementalAlterConfigs",
     47: "OffsetDelete",
     60: "DescribeCluster",
 }

@@ -11,6 +11,7 @@ from epochlog.server.config import BrokerConfig
 from epochlog.server.limits import ConnectionLimits
 from epochlog.server.metrics import BrokerMetrics
 from epochlog.server.partition import Partition
+from epochlog.server.topic_configs import DynamicBrokerConfigs, topic_properties
 from epochlog.server.topics import TopicInfo
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log_dirs import LogDirs
@@ -131,9 +132,14 @@ class Broker:
         # Each group's partition loads when this broker takes its leadership.
         await self.groups.start(load_all=False)
 
+    def dynamic_broker_configs(self) -> DynamicBrokerConfigs:
+        """This broker's and the cluster-wide dynamic configs; none outside a cluster's metadata."""
+        return DynamicBrokerConfigs()
+
     def topic_log_config(self, info: TopicInfo) -> LogConfig:
         props = dict(self.config.log_properties())
-        props.update(info.configs)
+        # The effective values by topic name win over the log.* names in LogConfig.from_properties.
+        props.update(topic_properties(self.config, info.configs, self.dynamic_broker_configs()))
         return LogConfig.from_properties(props)
 
     def offline_log_dir_count(self) -> int:

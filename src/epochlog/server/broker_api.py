@@ -6,6 +6,7 @@ offsets store are written against this Protocol only."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from epochlog.server.config import BrokerConfig
     from epochlog.server.metrics import BrokerMetrics
     from epochlog.server.partition import Partition
+    from epochlog.server.topic_configs import DynamicBrokerConfigs
     from epochlog.server.topics import TopicInfo
 
 
@@ -48,3 +50,7 @@ class BrokerApi(Protocol):
     async def forward(self, req: Any, timeout: float = 30) -> Any: ...
 
     async def wait_for_topics(self, names: list[str], present: bool, timeout: float = 5.0) -> None: ...
+
+    async def wait_for_metadata(self, done: Callable[[], bool], timeout: float = 5.0) -> None: ...
+
+    def dynamic_broker_configs(self) -> DynamicBrokerConfigs: ...

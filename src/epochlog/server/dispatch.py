@@ -25,6 +25,7 @@ _TABLE: dict[int, Handler] = {}
 def _load() -> None:
     from epochlog.server.handlers import (
         admin,
+        configs,
         delete_records,
         fetch,
         groups,
@@ -55,9 +56,11 @@ def _load() -> None:
             21: delete_records.handle_delete_records,
             22: producer_id.handle_init_producer_id,
             23: offsets.handle_offset_for_leader_epoch,
-            32: admin.handle_describe_configs,
+            32: configs.handle_describe_configs,
+            33: configs.handle_alter_configs,
             37: admin.handle_create_partitions,
             43: admin.handle_elect_leaders,
+            44: configs.handle_alter_configs,
             42: groups.handle_delete_groups,
             47: groups.handle_offset_delete,
             60: metadata.handle_describe_cluster,

@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -35,6 +35,7 @@ from epochlog.server.cluster.peer import PeerError
 from epochlog.server.config import BrokerConfig
 from epochlog.server.partition import Partition
 from epochlog.server.quorum import wire
+from epochlog.server.topic_configs import DynamicBrokerConfigs, topic_properties
 from epochlog.server.topics import TopicInfo
 from epochlog.storage import partition_log as storage_metrics
 from epochlog.storage.errors import KafkaStorageError
@@ -373,6 +374,7 @@ class ClusterBroker(Broker):
         for record in records:
             changed += self.image.apply(record)[0]
         deleted = [info for name, info in old.topics.items() if name not in self.image.topics]
+        self.image.config_changes.add((4, ""))  # a new image: every partition re-reads its configs
         return changed, deleted
 
     async def _catch_up_metadata(self) -> None:
@@ -410,15 +412,46 @@ class ClusterBroker(Broker):
                     # would otherwise hold the event loop, and every client with it, for seconds.
                     await asyncio.sleep(0)
             self._update_ineligible()
-            if changed or deleted:
+            configs_changed = bool(self.image.config_changes)
+            self._reconfigure()
+            if changed or deleted or configs_changed:
                 self.fetchers.wake()
                 self.metadata_changed.set()
                 self.metadata_changed = asyncio.Event()
 
     # -- partitions --------------------------------------------------------------------------
+    def dynamic_broker_configs(self) -> DynamicBrokerConfigs:
+        return DynamicBrokerConfigs.of(self.image.cluster.broker_configs, self.config.node_id)
+
     def _min_isr(self, info: TopicInfo) -> int:
-        raw = info.configs.get("min.insync.replicas")
-        return int(raw) if raw else self.config.min_insync_replicas
+        props = topic_properties(self.config, info.configs, self.dynamic_broker_configs())
+        return int(props.get("min.insync.replicas") or self.config.min_insync_replicas)
+
+    def _reconfigure(self) -> None:
+        """Dynamic configs changed: every hosted partition takes the new effective values at once (retention
+        at the next check, segment size at the next roll, min.insync.replicas at the next acks=all produce)."""
+        changes, self.image.config_changes = self.image.config_changes, set()
+        if not changes:
+            return
+        per_topic: dict[str, tuple[Any, int]] = {}
+        for (topic, p), part in self.partitions.items():
+            info = self.image.topics.get(topic)
+            if info is None or part.offline:
+                continue
+            if topic not in per_topic:
+                try:
+                    per_topic[topic] = (self.topic_log_config(info), self._min_isr(info))
+                except ValueError as e:  # the controller validated it; a value storage refuses is kept out
+                    log.error("%s: dynamic config not applied: %s", topic, e)
+                    continue
+            cfg, min_isr = per_topic[topic]
+            if part.log.config != cfg or part.replica.min_isr != min_isr:
+                part.log.config = cfg
+                part.replica.min_isr = min_isr
+                log.info(
+                    "%s-%d: configs now retention.ms=%d retention.bytes=%d segment.bytes=%d min.insync.replicas=%d",
+                    topic, p, cfg.retention_ms, cfg.retention_bytes, cfg.segment_bytes, min_isr,
+                )
 
     def _apply_partition(self, topic: str, p: int) -> None:
         st = self.image.states.get((topic, p))
@@ -602,9 +635,16 @@ class ClusterBroker(Broker):
         return await self.controller.request("rpc", req, timeout=timeout)
 
     async def wait_for_topics(self, names: list[str], present: bool, timeout: float = 5.0) -> None:
+        def shown() -> bool:
+            return all((n in self.image.topics and self.image.topics[n].partitions > 0) == present for n in names)
+
+        await self.wait_for_metadata(shown, timeout)
+
+    async def wait_for_metadata(self, done: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Until ``done()`` holds of this broker's metadata, or ``timeout`` seconds passed."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if all((n in self.image.topics and self.image.topics[n].partitions > 0) == present for n in names):
+            if done():
                 return
             ev = self.metadata_changed
             try:

@@ -2,7 +2,8 @@
 
 Brokers register (BrokerRegistration), heartbeat (BrokerHeartbeat), ask for ISR changes
 (AlterPartition) and follow the ordered metadata log by fetching ``__cluster_metadata-0``; admin
-requests (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders) arrive forwarded by a broker.
+requests (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterConfigs,
+IncrementalAlterConfigs) arrive forwarded by a broker.
 Every decision is appended to the metadata log and fsynced before anyone is answered or told.
 
 Beyond Kafka: when the connection a broker registered on closes (the process died, so the kernel
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from epochlog.controller.config_changes import ConfigChange, ConfigOp
 from epochlog.controller.controller import Controller
 from epochlog.controller.quorum_controller import ACTIVATION_GRACE_MS, NotActive, QuorumController
 from epochlog.controller.records import MetadataRecord
@@ -36,7 +38,7 @@ from epochlog.server.config import ConfigError, _bool, _int, parse_listener
 from epochlog.server.handlers.admin import creatable_topic
 from epochlog.server.metrics import ControllerMetrics
 from epochlog.server.quorum.driver import NotLeader, QuorumDriver
-from epochlog.server.topic_configs import unknown_configs
+from epochlog.server.topic_configs import invalid_topic_configs
 from epochlog.server.topics import validate_topic_name
 
 log = logging.getLogger("epochlog.controller")
@@ -64,13 +66,13 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {
     73: (0, 0),  # AssignReplicasToDirs
 }
 # Requests only the active controller may decide; a standby answers them NOT_CONTROLLER.
-ACTIVE_ONLY = {62, 63, 56, 19, 20, 37, 43, 67, 73}
+ACTIVE_ONLY = {62, 63, 56, 19, 20, 33, 37, 43, 44, 67, 73}
 QUORUM_APIS = {1, 52, 53, 54, 59}
 COMMIT_TIMEOUT_S = 30.0
 # A metadata record as stored is about this many bytes of JSON: what counts toward the snapshot interval.
 RECORD_BYTES_ESTIMATE = 160
 # Admin requests forwarded by brokers keep the client's version: accept all kio parses.
-for _key in (19, 20, 37, 43):
+for _key in (19, 20, 33, 37, 43, 44):
     CONTROLLER_APIS[_key] = supported_range_any(_key)
 
 
@@ -576,7 +578,7 @@ class ControllerServer:
             parts = int(t.num_partitions)
             rf = int(t.replication_factor)
             reason = validate_topic_name(t.name)
-            bad = unknown_configs(configs)
+            bad = invalid_topic_configs(configs)
             live = sum(1 for b in self.core.brokers if self.core.alive(b))
             if parts == -1:
                 parts = self.config.num_partitions  # as KRaft: the controller's num.partitions
@@ -590,7 +592,7 @@ class ControllerServer:
             elif t.assignments:
                 code, msg = Err.INVALID_REQUEST, "manual replica assignments are not supported yet"
             elif bad:
-                code, msg = Err.INVALID_CONFIG, f"unknown topic config(s): {', '.join(sorted(bad))}"
+                code, msg = Err.INVALID_CONFIG, bad
             elif parts < 1:
                 code, msg = Err.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {parts}"
             elif rf < 1 or rf > live:
@@ -666,6 +668,40 @@ class ControllerServer:
         self.persist()
         return {"throttle_time": 0, "results": out}
 
+    def alter_configs(self, req: Any, incremental: bool) -> dict[str, Any]:
+        """AlterConfigs (replace a resource's dynamic set) and IncrementalAlterConfigs (KIP-339)."""
+        changes = [
+            ConfigChange(
+                int(r.resource_type),
+                r.resource_name,
+                tuple(
+                    ConfigOp(c.name, c.value, int(c.config_operation) if incremental else 0) for c in r.configs
+                ),
+            )
+            for r in req.resources
+        ]
+        validate_only = bool(req.validate_only)
+        outcomes = self.core.alter_configs(changes, incremental, validate_only)
+        rows = []
+        for change, outcome in zip(changes, outcomes, strict=True):
+            rows.append(
+                {
+                    "error_code": outcome.error_code,
+                    "error_message": outcome.message,
+                    "resource_type": change.resource_type,
+                    "resource_name": change.resource_name,
+                }
+            )
+            if outcome.records and not validate_only:
+                log.info(
+                    "configs of %s %r: %s",
+                    "topic" if change.resource_type == 2 else "broker",
+                    change.resource_name,
+                    ", ".join(f"{r.name}={'(deleted)' if r.value is None else r.value}" for r in outcome.records),
+                )
+        self.persist()
+        return {"throttle_time": 0, "responses": rows}
+
     def elect_leaders(self, req: Any, version: int) -> dict[str, Any]:
         election_type = int(getattr(req, "election_type", 0))
         wanted: list[tuple[str, list[int]]] = []
@@ -695,14 +731,8 @@ class ControllerServer:
                     else:
                         if st.leader >= 0 and self.core.alive(st.leader):
                             code, msg = Err.ELECTION_NOT_NEEDED, "the partition has a live leader"
-                        else:
-                            saved = t.unclean_leader_election
-                            t.unclean_leader_election = True
-                            try:
-                                if not self.core.elect_leader(name, p):
-                                    code, msg = Err.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live replica"
-                            finally:
-                                t.unclean_leader_election = saved
+                        elif not self.core.elect_leader(name, p, unclean=True):
+                            code, msg = Err.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live replica"
                 rows.append({"partition_id": p, "error_code": code, "error_message": msg})
             results.append({"topic": name, "partition_result": rows})
         self.persist()
@@ -760,6 +790,8 @@ def _decide(server: ControllerServer, conn: Any, key: int, version: int, req: An
         return server.create_partitions(req)
     if key == 43:
         return server.elect_leaders(req, version)
+    if key in (33, 44):
+        return server.alter_configs(req, key == 44)
     if key == 73:
         return server.assign_replicas_to_dirs(req)
     if key == 67:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from epochlog.controller.config_defs import RESOURCE_TOPIC
 from epochlog.controller.image import ClusterImage
-from epochlog.controller.records import MetadataRecord, Topic, TopicDeleted
+from epochlog.controller.records import ConfigRecord, MetadataRecord, Topic, TopicDeleted
 from epochlog.replication.types import PartitionState
 from epochlog.server.broker import OFFSETS_TOPIC
 from epochlog.server.topics import TopicInfo
@@ -35,6 +36,8 @@ class MetadataImage:
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.offset = 0  # the next metadata log offset to fetch
         self.last_epoch = -1  # the quorum epoch of the record before it (the fetch's LastFetchedEpoch)
+        # Resources whose dynamic configs changed since the broker last took them: (resource type, name).
+        self.config_changes: set[tuple[int, str]] = set()
 
     @property
     def offline_replicas(self) -> dict[int, set[tuple[str, int]]]:
@@ -55,6 +58,11 @@ class MetadataImage:
             info = TopicInfo(record.name, tid, 0, dict(record.configs), [], internal=record.name == OFFSETS_TOPIC)
             self.topics[info.name] = info
             self.by_id[tid] = info
+        if isinstance(record, ConfigRecord):
+            for rtype, rname in applied.configs:
+                if rtype == RESOURCE_TOPIC and rname in self.topics:
+                    self.topics[rname].configs = dict(self.cluster.topics[rname].configs)
+                self.config_changes.add((rtype, rname))
         deleted: list[TopicInfo] = []
         if isinstance(record, TopicDeleted):
             gone = self.topics.pop(record.name, None)

@@ -49,4 +49,15 @@ def not_controller(key: int, version: int, req: Any) -> dict[str, Any]:
     if key == 37:
         rows = [{"name": t.name, "error_code": code, "error_message": MESSAGE} for t in req.topics]
         return {"throttle_time": 0, "results": rows}
+    if key in (33, 44):
+        rows = [
+            {
+                "error_code": code,
+                "error_message": MESSAGE,
+                "resource_type": r.resource_type,
+                "resource_name": r.resource_name,
+            }
+            for r in req.resources
+        ]
+        return {"throttle_time": 0, "responses": rows}
     raise ValueError(f"api {key} has no NOT_CONTROLLER answer")

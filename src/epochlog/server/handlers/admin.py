@@ -1,4 +1,4 @@
-"""CreateTopics, DeleteTopics, CreatePartitions and DescribeConfigs."""
+"""CreateTopics, DeleteTopics, CreatePartitions and ElectLeaders (the configs APIs: handlers/configs.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
-from epochlog.server.topic_configs import effective_topic_configs
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
@@ -57,64 +56,6 @@ def handle_create_partitions(broker: Broker, header: RequestHeader, frame: memor
 
 def handle_elect_leaders(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     return _forward(broker, header, decode_body(frame, header), None, True)
-
-
-def handle_describe_configs(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
-    req = decode_body(frame, header)
-    results = []
-    for r in req.resources:
-        row: dict[str, Any] = {
-            "resource_type": r.resource_type,
-            "resource_name": r.resource_name,
-            "error_message": None,
-            "configs": [],
-        }
-        keys = set(r.configuration_keys) if r.configuration_keys else None
-        if r.resource_type == RESOURCE_TOPIC:
-            info = broker.image.topics.get(r.resource_name)
-            if info is None:
-                row.update(
-                    error_code=Err.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"topic {r.resource_name!r} does not exist"
-                )
-            else:
-                row["error_code"] = Err.NONE
-                row["configs"] = [
-                    {
-                        "name": n,
-                        "value": v,
-                        "read_only": False,
-                        "config_source": s,
-                        "is_sensitive": False,
-                        "synonyms": [],
-                        "config_type": 0,
-                        "documentation": None,
-                    }
-                    for n, v, s in effective_topic_configs(broker.config, info.configs)
-                    if keys is None or n in keys
-                ]
-        elif r.resource_type == RESOURCE_BROKER:
-            if r.resource_name not in ("", str(broker.config.node_id)):
-                row.update(error_code=Err.INVALID_REQUEST, error_message=f"no broker {r.resource_name}")
-            else:
-                row["error_code"] = Err.NONE
-                row["configs"] = [
-                    {
-                        "name": n,
-                        "value": v,
-                        "read_only": True,
-                        "config_source": 4,
-                        "is_sensitive": False,
-                        "synonyms": [],
-                        "config_type": 0,
-                        "documentation": None,
-                    }
-                    for n, v in sorted(broker.config.raw.items())
-                    if keys is None or n in keys
-                ]
-        else:
-            row.update(error_code=Err.INVALID_REQUEST, error_message=f"resource type {r.resource_type} unsupported")
-        results.append(row)
-    return {"throttle_time": 0, "results": results}
 
 
 async def _forward(broker: Broker, header: RequestHeader, req: Any, names: list[str] | None, present: bool) -> Any:
@@ -192,4 +133,15 @@ def unanswered(header: RequestHeader, req: Any, code: Err, message: str) -> dict
             for tp in req.topic_partitions or []
         ]
         return {"throttle_time": 0, "error_code": code, "replica_election_results": results}
+    if key in (33, 44):
+        rows = [
+            {
+                "error_code": code,
+                "error_message": message,
+                "resource_type": r.resource_type,
+                "resource_name": r.resource_name,
+            }
+            for r in req.resources
+        ]
+        return {"throttle_time": 0, "responses": rows}
     raise ValueError(f"api {key} is not forwarded")

@@ -1,0 +1,110 @@
+"""`epochlog configs`: describe and alter dynamic configs of topics, brokers and the cluster-wide broker
+default, with kafka-configs.sh's options."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+ENTITY_TYPES = {"topics": 2, "brokers": 4}
+
+
+def split_configs(text: str) -> dict[str, str]:
+    """k=v[,k=v]; a list value goes in brackets as in kafka-configs.sh: cleanup.policy=[compact,delete]."""
+    out: dict[str, str] = {}
+    depth, start = 0, 0
+    parts = []
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    for part in (p.strip() for p in parts):
+        if not part:
+            continue
+        if "=" not in part:
+            raise ValueError(f"{part!r} is not key=value")
+        k, v = part.split("=", 1)
+        v = v.strip()
+        if v.startswith("[") and v.endswith("]"):
+            v = v[1:-1]
+        out[k.strip()] = v
+    return out
+
+
+def _fail(msg: str) -> None:
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(1)
+
+
+def configs(
+    entity_type: Annotated[str, typer.Option("--entity-type", help="topics or brokers")],
+    entity_name: Annotated[str | None, typer.Option("--entity-name", help="topic name or broker id")] = None,
+    entity_default: Annotated[
+        bool, typer.Option("--entity-default", help="the cluster-wide broker default")
+    ] = False,
+    alter: Annotated[bool, typer.Option("--alter", help="change configs")] = False,
+    describe: Annotated[bool, typer.Option("--describe", help="show dynamic configs and their synonyms")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="with --describe: every config, not only dynamic ones")] = False,
+    add_config: Annotated[str, typer.Option("--add-config", help="k=v[,k=v]; lists as k=[a,b]")] = "",
+    delete_config: Annotated[
+        list[str], typer.Option("--delete-config", help="config name(s) to remove (repeat or k1,k2)")
+    ] = [],  # noqa: B006
+    bootstrap: Annotated[str, typer.Option("--bootstrap-server", "-b", help="host:port of any broker")] = (
+        DEFAULT_BOOTSTRAP
+    ),
+) -> None:
+    """Describe or alter dynamic configs, like kafka-configs.sh."""
+    from epochlog.client.configs import ConfigsError, WireError
+    from epochlog.client.configs import alter as alter_configs
+    from epochlog.client.configs import describe as describe_configs
+
+    rtype = ENTITY_TYPES.get(entity_type)
+    if rtype is None:
+        _fail(f"--entity-type must be one of {', '.join(ENTITY_TYPES)}")
+    if alter == describe:
+        _fail("exactly one of --alter or --describe")
+    if entity_default and (entity_name is not None or entity_type != "brokers"):
+        _fail("--entity-default names the cluster-wide broker default: use it with --entity-type brokers only")
+    if not entity_default and entity_name is None:
+        _fail("--entity-name or --entity-default is required")
+    name = "" if entity_default else str(entity_name)
+    shown = "default broker" if entity_default else f"{entity_type[:-1]} {name}"
+    try:
+        if alter:
+            try:
+                to_set = split_configs(add_config)
+            except ValueError as e:
+                _fail(str(e))
+            to_delete = [k.strip() for item in delete_config for k in item.split(",") if k.strip()]
+            if not to_set and not to_delete:
+                _fail("--alter needs --add-config or --delete-config")
+            alter_configs(bootstrap, rtype or 0, name, to_set, to_delete)
+            typer.echo(f"Completed updating config for {shown}.")
+            return
+        rows = describe_configs(bootstrap, rtype or 0, name)
+    except ConfigsError as e:
+        _fail(str(e))
+    except WireError as e:
+        _fail(f"cannot reach {bootstrap}: {e}")
+    dynamic = [r for r in rows if r.source.startswith("DYNAMIC")]
+    typer.echo(f"Dynamic configs for {shown} are:")
+    for r in dynamic:
+        syn = ", ".join(f"{s}:{n}={v}" for n, v, s in r.synonyms)
+        typer.echo(f"  {r.name}={r.value} sensitive=false synonyms={{{syn}}}")
+    others = [r for r in rows if not r.source.startswith("DYNAMIC")]
+    if others and all_:
+        typer.echo(f"All other configs for {shown} are:")
+        for r in others:
+            flag = " (read-only)" if r.read_only else ""
+            typer.echo(f"  {r.name}={r.value} ({r.source}){flag}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("configs")(configs)

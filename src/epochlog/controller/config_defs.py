@@ -1,0 +1,195 @@
+"""Which configs exist, their types, defaults and bounds, and which broker configs may change at runtime.
+
+The controller validates dynamic config changes against this table (Kafka's LogConfig and
+DynamicBrokerConfig rules) and the brokers describe configs from it, so both agree on what a name
+means. Names and defaults are Kafka's. A topic config falls back to its broker synonym
+(``retention.ms`` -> ``log.retention.ms``); that synonym is what a per-broker or cluster-wide dynamic
+config sets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+# Resource types of the *Configs APIs.
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+
+class ConfigType(IntEnum):
+    """DescribeConfigs' config_type values."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+
+
+class ConfigSource(IntEnum):
+    """DescribeConfigs' config_source values."""
+
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str  # the topic-level name
+    type: ConfigType
+    default: str
+    broker_name: str  # the broker config that supplies the default, and that dynamic broker configs set
+    minimum: int | None = None
+    choices: tuple[str, ...] = ()
+    doc: str = ""
+    # Older broker spellings read from server.properties (in precedence order after broker_name) and the
+    # factor that turns their unit into the topic config's.
+    static_aliases: tuple[tuple[str, int], ...] = ()
+
+
+_DEFS = (
+    ConfigDef(
+        "cleanup.policy", ConfigType.LIST, "delete", "log.cleanup.policy", choices=("compact", "delete"),
+        doc="delete old segments, compact to the latest value per key, or both",
+    ),
+    ConfigDef(
+        "compression.type", ConfigType.STRING, "producer", "compression.type",
+        choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+        doc="the codec batches are stored with; producer keeps what the producer sent",
+    ),
+    ConfigDef(
+        "flush.messages", ConfigType.LONG, str(LONG_MAX), "log.flush.interval.messages", minimum=1,
+        doc="fsync after this many messages",
+    ),
+    ConfigDef("flush.ms", ConfigType.LONG, str(LONG_MAX), "log.flush.interval.ms", minimum=0, doc="fsync this often"),
+    ConfigDef(
+        "index.interval.bytes", ConfigType.INT, "4096", "log.index.interval.bytes", minimum=0,
+        doc="bytes between offset index entries",
+    ),
+    ConfigDef(
+        "max.message.bytes", ConfigType.INT, "1048588", "message.max.bytes", minimum=0,
+        doc="the largest record batch accepted",
+    ),
+    ConfigDef(
+        "message.timestamp.after.max.ms", ConfigType.LONG, "3600000", "log.message.timestamp.after.max.ms",
+        minimum=0, doc="how far in the future a CreateTime timestamp may be",
+    ),
+    ConfigDef(
+        "message.timestamp.before.max.ms", ConfigType.LONG, str(LONG_MAX), "log.message.timestamp.before.max.ms",
+        minimum=0, doc="how far in the past a CreateTime timestamp may be",
+    ),
+    ConfigDef(
+        "message.timestamp.type", ConfigType.STRING, "CreateTime", "log.message.timestamp.type",
+        choices=("CreateTime", "LogAppendTime"), doc="whose timestamp records carry",
+    ),
+    ConfigDef(
+        "min.insync.replicas", ConfigType.INT, "1", "min.insync.replicas", minimum=1,
+        doc="in-sync replicas an acks=all produce needs",
+    ),
+    ConfigDef(
+        "retention.bytes", ConfigType.LONG, "-1", "log.retention.bytes",
+        doc="delete old segments beyond this partition size; -1: no limit",
+    ),
+    ConfigDef(
+        "retention.ms", ConfigType.LONG, "604800000", "log.retention.ms", minimum=-1,
+        doc="delete segments older than this; -1: no limit",
+        static_aliases=(("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)),
+    ),
+    ConfigDef(
+        "segment.bytes", ConfigType.INT, "1073741824", "log.segment.bytes", minimum=14,
+        doc="roll a new segment at this size",
+    ),
+    ConfigDef(
+        "segment.index.bytes", ConfigType.INT, "10485760", "log.index.size.max.bytes", minimum=4,
+        doc="the offset index's size",
+    ),
+    ConfigDef(
+        "segment.ms", ConfigType.LONG, "604800000", "log.roll.ms", minimum=1,
+        doc="roll a new segment after this long", static_aliases=(("log.roll.hours", 3_600_000),),
+    ),
+    ConfigDef(
+        "unclean.leader.election.enable", ConfigType.BOOLEAN, "false", "unclean.leader.election.enable",
+        doc="elect an out-of-sync replica when no in-sync one is left (may lose data)",
+    ),
+)
+
+TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
+# Broker configs that change without a restart, per broker or cluster-wide (Kafka's DynamicLogConfig:
+# the primary broker synonym of each topic config).
+DYNAMIC_BROKER_CONFIGS: dict[str, ConfigDef] = {d.broker_name: d for d in _DEFS}
+# Broker configs epochlog knows that only server.properties sets: altering them is INVALID_CONFIG.
+STATIC_BROKER_CONFIGS = frozenset(
+    {
+        "advertised.listeners", "auto.create.topics.enable", "auto.leader.rebalance.enable",
+        "broker.heartbeat.interval.ms", "broker.id", "broker.session.timeout.ms", "cluster.id",
+        "connections.max.idle.ms", "controlled.shutdown.enable", "controller.listener.names",
+        "controller.quorum.bootstrap.servers", "controller.quorum.voters", "default.replication.factor",
+        "delete.topic.enable", "fetch.max.bytes", "group.initial.rebalance.delay.ms",
+        "group.max.session.timeout.ms", "group.min.session.timeout.ms", "leader.imbalance.check.interval.seconds",
+        "leader.imbalance.per.broker.percentage", "listeners", "log.dir", "log.dir.failure.timeout.ms", "log.dirs",
+        "log.retention.check.interval.ms", "log.retention.hours", "log.retention.minutes", "log.roll.hours",
+        "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides", "node.id",
+        "num.partitions", "offsets.commit.timeout.ms", "offsets.retention.minutes", "offsets.topic.num.partitions",
+        "offsets.topic.replication.factor", "process.roles", "producer.id.expiration.ms", "queued.max.request.bytes",
+        "replica.fetch.max.bytes", "replica.fetch.response.max.bytes", "replica.fetch.wait.max.ms",
+        "replica.lag.time.max.ms", "request.timeout.ms", "socket.request.max.bytes",
+    }
+)
+
+
+def broker_config_def(name: str) -> ConfigDef | None:
+    return DYNAMIC_BROKER_CONFIGS.get(name)
+
+
+def is_list(d: ConfigDef) -> bool:
+    return d.type is ConfigType.LIST
+
+
+def split_list(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def validate_value(d: ConfigDef, value: str, as_name: str | None = None) -> str | None:
+    """Why ``value`` is not a valid value of ``d`` (Kafka's message shape), or None if it is."""
+    name = as_name or d.name
+    bad = f"Invalid value {value} for configuration {name}"
+    if d.type is ConfigType.BOOLEAN:
+        if value.strip().lower() not in ("true", "false"):
+            return f"{bad}: Expected value to be either true or false"
+        return None
+    if d.type in (ConfigType.INT, ConfigType.LONG):
+        try:
+            n = int(value.strip())
+        except ValueError:
+            return f"{bad}: Not a number of type {d.type.name}"
+        top = INT_MAX if d.type is ConfigType.INT else LONG_MAX
+        if not -top - 1 <= n <= top:
+            return f"{bad}: Not a number of type {d.type.name}"
+        if d.minimum is not None and n < d.minimum:
+            return f"{bad}: Value must be at least {d.minimum}"
+        return None
+    if d.type is ConfigType.DOUBLE:
+        try:
+            float(value)
+        except ValueError:
+            return f"{bad}: Not a number of type DOUBLE"
+        return None
+    if d.type is ConfigType.LIST:
+        items = split_list(value)
+        if not items:
+            return f"{bad}: the list must not be empty"
+        wrong = [i for i in items if d.choices and i not in d.choices]
+        if wrong:
+            return f"{bad}: String must be one of: {', '.join(d.choices)}"
+        return None
+    if d.choices and value not in d.choices:
+        return f"{bad}: String must be one of: {', '.join(d.choices)}"
+    return None
