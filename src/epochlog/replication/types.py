@@ -37,6 +37,7 @@ class FetchRequest:
     fetch_offset: int
     last_fetched_epoch: int
     current_leader_epoch: int
+    read_committed: bool = False  # a consumer's isolation_level=1: read up to the last stable offset
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,8 @@ class FetchDecision:
     log_start_offset: int = -1
     diverging: DivergingEpoch | None = None
     read_from: int = -1  # the server reads batches from this offset...
-    read_to: int | None = None  # ...up to here (a consumer: the HW), or to the log end (None: a follower)
+    read_to: int | None = None  # ...up to here (a consumer: the HW or LSO), or to the log end (None: a follower)
+    last_stable_offset: int = -1
 
 
 @dataclass
