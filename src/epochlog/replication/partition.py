@@ -215,17 +215,29 @@ class PartitionReplica:
         if req.replica_id < 0:
             # A consumer reads only what the ISR holds. Between a new leader's lagging HW and its log end
             # the records exist but are not known committed yet: retry (OFFSET_NOT_AVAILABLE, seed 002).
+            lso = self.last_stable_offset()
             if self.high_watermark < req.fetch_offset:
-                return FetchDecision(OFFSET_NOT_AVAILABLE, self.high_watermark, self.log.log_start_offset), None
+                return FetchDecision(
+                    OFFSET_NOT_AVAILABLE, self.high_watermark, self.log.log_start_offset, last_stable_offset=lso
+                ), None
+            # read_committed stops at the first undecided transaction (KIP-98).
+            bound = lso if req.read_committed else self.high_watermark
             return FetchDecision(
-                NONE, self.high_watermark, self.log.log_start_offset, None, req.fetch_offset, self.high_watermark
+                NONE, self.high_watermark, self.log.log_start_offset, None, req.fetch_offset, bound, lso
             ), None
         proposal = None
         if req.replica_id >= 0 and req.replica_id in self.followers:
             if req.log_start_offset >= 0:
                 self.followers[req.replica_id].log_start_offset = req.log_start_offset
             proposal = self._update_follower(req.replica_id, req.fetch_offset, now_ms)
-        return FetchDecision(NONE, self.high_watermark, self.log.log_start_offset, None, req.fetch_offset), proposal
+        lso = self.last_stable_offset()
+        return FetchDecision(
+            NONE, self.high_watermark, self.log.log_start_offset, None, req.fetch_offset, None, lso
+        ), proposal
+
+    def last_stable_offset(self) -> int:
+        first = self.log.first_unstable_offset(self.high_watermark)
+        return self.high_watermark if first is None else min(first, self.high_watermark)
 
     def _update_follower(self, replica: int, fetch_offset: int, now_ms: int) -> AlterIsr | None:
         f = self.followers[replica]

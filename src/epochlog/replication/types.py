@@ -39,6 +39,7 @@ class FetchRequest:
     current_leader_epoch: int
     # A follower's own log start offset (Fetch's LogStartOffset): how far its DeleteRecords have gone.
     log_start_offset: int = -1
+    read_committed: bool = False  # a consumer's isolation_level=1: read up to the last stable offset
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,8 @@ class FetchDecision:
     log_start_offset: int = -1
     diverging: DivergingEpoch | None = None
     read_from: int = -1  # the server reads batches from this offset...
-    read_to: int | None = None  # ...up to here (a consumer: the HW), or to the log end (None: a follower)
+    read_to: int | None = None  # ...up to here (a consumer: the HW or LSO), or to the log end (None: a follower)
+    last_stable_offset: int = -1
 
 
 @dataclass

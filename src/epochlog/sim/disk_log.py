@@ -80,6 +80,9 @@ class SimLog:
         # The simulated log has no retention, so its start never passes a follower's end.
         raise NotImplementedError("SimLog always starts at offset 0")
 
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        return None  # the simulated producers write no transactions
+
     def flush(self) -> None:
         self.flushed = len(self.entries)
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
+from epochlog.protocol.control_records import Marker, read_marker
 from epochlog.protocol.record_batch import (
     BatchHeader,
     CorruptBatchError,
@@ -39,8 +40,9 @@ from epochlog.storage.errors import (
     RecordTooLargeError,
 )
 from epochlog.storage.log_dir_failure import LogDirFailureChannel
-from epochlog.storage.producer_state import ProducerStateManager
+from epochlog.storage.producer_state import CompletedTxn, ProducerStateManager
 from epochlog.storage.segment import Segment
+from epochlog.storage.transaction_index import AbortedTxn, TransactionIndexCorrupt
 
 log = logging.getLogger("epochlog.storage")
 
@@ -265,7 +267,8 @@ class PartitionLog:
             for h in self.read_headers(start):
                 if h.partition_leader_epoch > self.epoch_cache.latest_epoch():
                     self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-        self.producer_state.load(self.log_start_offset, self.log_end_offset, self.read_headers)
+        self._check_txn_indexes()
+        self._load_producer_state()
 
     def _load_topic_id(self, topic_id: uuid.UUID | None) -> None:
         path = self.dir / PARTITION_METADATA
@@ -398,8 +401,12 @@ class PartitionLog:
         """``crc_checked``: the caller verified every batch's CRC (produce validation does) and the bytes
         have not changed since, so the append does not compute it again."""
         batches = self._validate(records, crc=not crc_checked)
-        for _pos, h in batches:
-            if h.has_producer_id and not h.is_control:
+        for pos, h in batches:
+            if h.has_producer_id and h.is_control:
+                marker = read_marker(records, pos)
+                if marker is not None:
+                    self.producer_state.check_marker(h, marker)
+            elif h.has_producer_id:
                 dup = self.producer_state.check(h)
                 if dup is not None:
                     return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset, 0, True)
@@ -454,12 +461,72 @@ class PartitionLog:
             seg.delete(sync_dir=False)  # _new_segment syncs the directory
             seg = self._new_segment(batches[0][1].base_offset, now_ms)
         seg.append(buf, batches)
-        for _pos, h in batches:
+        for pos, h in batches:
             if h.has_producer_id:
-                self.producer_state.update(h, h.base_offset, h.last_offset, h.max_timestamp)
+                marker = read_marker(buf, pos) if h.is_control else None
+                if marker is not None:
+                    txn = self.producer_state.complete_txn(h, h.base_offset, marker, h.max_timestamp)
+                    self._index_completed(txn, self.producer_state.stable_after(txn))
+                else:
+                    self.producer_state.update(h, h.base_offset, h.last_offset, h.max_timestamp)
             self.unflushed_messages += h.record_count
         if self.unflushed_messages >= self.config.flush_interval_messages:
             self.flush()
+
+    # -- transactions ------------------------------------------------------------------------
+    def _marker_of(self, h: BatchHeader) -> Marker | None:
+        i = self._segment_index(h.base_offset)
+        seg = self.segments[i]
+        found = seg.find_position(h.base_offset)
+        if found is None:
+            return None
+        return read_marker(seg.read(found[0], found[1].size))
+
+    def _index_completed(self, txn: CompletedTxn, stable: int) -> None:
+        """An aborted transaction goes into the index of the segment holding its marker, once."""
+        if not txn.aborted:
+            return
+        seg = self.segments[self._segment_index(txn.last_offset)]
+        if txn.last_offset > seg.txn_index.last_offset:
+            seg.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, stable))
+
+    def _load_producer_state(self) -> None:
+        self.producer_state.load(
+            self.log_start_offset, self.log_end_offset, self.read_headers, self._marker_of, self._index_completed
+        )
+
+    def _check_txn_indexes(self) -> None:
+        """Entries past the log end (recovery cut the log) go; an unreadable index is rebuilt from the
+        markers, by replaying the whole log into the producer state."""
+        rebuild = False
+        for seg in self.segments:
+            try:
+                seg.txn_index.truncate_to(self.log_end_offset)
+            except TransactionIndexCorrupt as e:
+                log.error("%s: %s; rebuilding the transaction index from the log", self, e)
+                seg.txn_index.rewrite([])
+                rebuild = True
+        if rebuild:
+            self.producer_state.delete_snapshots_above(-1)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed reads stop: the first offset of a transaction not yet decided (or decided by
+        a marker not yet below the high watermark), capped by the high watermark."""
+        first = self.producer_state.first_unstable_offset(self.high_watermark)
+        return self.high_watermark if first is None else min(first, self.high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed reader of [fetch_offset, upper_bound) must know of."""
+        out: list[AbortedTxn] = []
+        for seg in self.segments[self._segment_index(fetch_offset) :]:
+            if seg.base_offset >= upper_bound:
+                break
+            found, done = seg.txn_index.collect(fetch_offset, upper_bound)
+            out += found
+            if done:
+                break
+        return out
 
     # -- reads -------------------------------------------------------------------------------
     def _segment_index(self, offset: int) -> int:
@@ -616,8 +683,9 @@ class PartitionLog:
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        seg.txn_index.truncate_to(self.log_end_offset)
         self.producer_state.delete_snapshots_above(self.log_end_offset)
-        self.producer_state.load(self.log_start_offset, self.log_end_offset, self.read_headers)
+        self._load_producer_state()
 
     @_io
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -630,7 +698,7 @@ class PartitionLog:
         self.recovery_point = offset
         self.epoch_cache.clear()
         self.producer_state.delete_snapshots_above(-1)
-        self.producer_state.load(offset, offset, self.read_headers)
+        self._load_producer_state()
 
     @_io
     def apply_retention(self, now_ms: int) -> int:

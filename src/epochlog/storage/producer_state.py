@@ -10,6 +10,12 @@ Snapshots use Kafka's layout (facts of the format): version int16, crc32c int32 
 then an array of producer entries (producerId int64, epoch int16, lastSequence int32,
 lastOffset int64, offsetDelta int32, timestamp int64, coordinatorEpoch int32,
 currentTxnFirstOffset int64).
+
+Transactions (KIP-98): a producer's transactional batches open a transaction at the first one's offset,
+and its COMMIT or ABORT marker closes it. The partition's last stable offset (LSO) is the first offset of
+the earliest transaction not yet decided, or of a decided one whose marker is not yet below the high
+watermark, capped by the high watermark; read_committed consumers read up to it. An aborted transaction is
+returned to the log for its segment's transaction index.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from pathlib import Path
 
 import crc32c
 
+from epochlog.protocol.control_records import ControlType, Marker
 from epochlog.protocol.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 from epochlog.storage import fileops
 from epochlog.storage.checkpoints import write_atomically
@@ -31,6 +38,7 @@ log = logging.getLogger("epochlog.storage")
 
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
+TRANSACTION_COORDINATOR_FENCED = 52
 MAX_CACHED_BATCHES = 5
 INT32_MAX = 2**31 - 1
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -60,11 +68,21 @@ class BatchMetadata:
     timestamp: int
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    aborted: bool
+
+
 @dataclass
 class ProducerEntry:
     epoch: int = NO_PRODUCER_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
     last_timestamp: int = -1
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1  # -1: no open transaction on this partition
 
     @property
     def last_seq(self) -> int:
@@ -81,6 +99,9 @@ class ProducerStateManager:
         self.expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerEntry] = {}
         self._map_end_offset = 0
+        self.ongoing: dict[int, int] = {}  # first offset of an open transaction -> its producer id
+        # Decided transactions whose marker may still be above the high watermark: first offset -> marker.
+        self.unreplicated: dict[int, int] = {}
 
     @property
     def map_end_offset(self) -> int:
@@ -132,13 +153,84 @@ class ProducerStateManager:
                 BatchMetadata(header.base_sequence, header.last_sequence, first_offset, last_offset, timestamp_ms)
             )
         entry.last_timestamp = max(entry.last_timestamp, timestamp_ms)
+        if header.is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+            self.ongoing[first_offset] = header.producer_id
+
+    # -- transactions ----------------------------------------------------------------------
+    def check_marker(self, header: BatchHeader, marker: Marker) -> None:
+        """A marker from an older producer epoch or an older coordinator is refused (Kafka's checks)."""
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            return
+        if header.producer_epoch < entry.epoch:
+            raise ProducerStateError(
+                f"marker for producer {header.producer_id} at epoch {header.producer_epoch}, "
+                f"older than its current {entry.epoch}",
+                INVALID_PRODUCER_EPOCH,
+            )
+        if marker.coordinator_epoch < entry.coordinator_epoch:
+            raise ProducerStateError(
+                f"marker for producer {header.producer_id} from coordinator epoch {marker.coordinator_epoch}, "
+                f"older than {entry.coordinator_epoch}",
+                TRANSACTION_COORDINATOR_FENCED,
+            )
+
+    def complete_txn(self, header: BatchHeader, offset: int, marker: Marker, timestamp_ms: int) -> CompletedTxn:
+        """The marker at ``offset`` decides its producer's open transaction (a marker for a producer with
+        nothing open on this partition decides an empty one at the marker itself, as in Kafka)."""
+        self._map_end_offset = max(self._map_end_offset, offset + 1)
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            entry = self.producers[header.producer_id] = ProducerEntry()
+        if header.producer_epoch != entry.epoch:
+            entry.epoch = header.producer_epoch
+            entry.batches.clear()
+        entry.coordinator_epoch = max(entry.coordinator_epoch, marker.coordinator_epoch)
+        entry.last_timestamp = max(entry.last_timestamp, timestamp_ms)
+        first = entry.current_txn_first_offset
+        if first >= 0:
+            self.ongoing.pop(first, None)
+            entry.current_txn_first_offset = -1
+            self.unreplicated[first] = offset
+        else:
+            first = offset
+        return CompletedTxn(header.producer_id, first, offset, marker.type is ControlType.ABORT)
+
+    def stable_after(self, txn: CompletedTxn) -> int:
+        """The LSO just after ``txn`` was decided, ignoring the high watermark: what Kafka records with an
+        aborted transaction in the index."""
+        return min(self.ongoing) if self.ongoing else txn.last_offset + 1
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset a read_committed reader may not see yet, None when everything is decided.
+        Decided transactions whose marker is now below the high watermark are forgotten here."""
+        for first, marker in list(self.unreplicated.items()):
+            if marker < high_watermark:
+                del self.unreplicated[first]
+        candidates = [*self.ongoing, *self.unreplicated]
+        return min(candidates) if candidates else None
+
+    def ongoing_transactions(self) -> list[tuple[int, int]]:
+        """(producer id, first offset) of every open transaction, oldest first (DescribeProducers)."""
+        return sorted(((pid, first) for first, pid in self.ongoing.items()), key=lambda t: t[1])
 
     # -- rebuilding ----------------------------------------------------------------------
     def load(
-        self, log_start_offset: int, log_end_offset: int, read_headers: Callable[[int], Iterable[BatchHeader]]
+        self,
+        log_start_offset: int,
+        log_end_offset: int,
+        read_headers: Callable[[int], Iterable[BatchHeader]],
+        read_marker: Callable[[BatchHeader], Marker | None] | None = None,
+        on_completed: Callable[[CompletedTxn, int], None] | None = None,
     ) -> None:
-        """Newest usable snapshot at or below the log end, then a replay of the log after it."""
+        """Newest usable snapshot at or below the log end, then a replay of the log after it.
+
+        ``read_marker`` reads a control batch's marker; ``on_completed(txn, lso)`` hears of every
+        transaction the replay sees decided (the log rebuilds its transaction index from them)."""
         self.producers = {}
+        self.ongoing = {}
+        self.unreplicated = {}
         self._map_end_offset = log_start_offset
         for offset in reversed(self._snapshot_offsets()):
             if offset > log_end_offset:
@@ -151,6 +243,13 @@ class ProducerStateManager:
         replay_from = self._map_end_offset
         for h in read_headers(replay_from):
             if h.next_offset <= replay_from:
+                continue
+            if h.is_control and h.has_producer_id and read_marker is not None:
+                marker = read_marker(h)
+                if marker is not None:
+                    txn = self.complete_txn(h, h.base_offset, marker, h.max_timestamp)
+                    if on_completed is not None:
+                        on_completed(txn, self.stable_after(txn))
                 continue
             self.update(h, h.base_offset, h.last_offset, h.max_timestamp)
         self._map_end_offset = max(self._map_end_offset, log_end_offset)
@@ -182,11 +281,15 @@ class ProducerStateManager:
             return False
         # One entry per cached batch, oldest first, so the five-batch window survives a clean
         # restart; a reader that keeps the last entry per producer (as Kafka's does) still works.
-        for pid, epoch, last_seq, last_offset, delta, ts, _coord, _txn in _SNAP_ENTRY.iter_unpack(data[10:]):
+        for pid, epoch, last_seq, last_offset, delta, ts, coord, txn in _SNAP_ENTRY.iter_unpack(data[10:]):
             entry = self.producers.get(pid)
             if entry is None or entry.epoch != epoch:
                 entry = self.producers[pid] = ProducerEntry(epoch=epoch)
             entry.last_timestamp = max(entry.last_timestamp, ts)
+            entry.coordinator_epoch = max(entry.coordinator_epoch, coord)
+            if txn >= 0 and entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = txn
+                self.ongoing[txn] = pid
             if last_seq != NO_SEQUENCE:
                 first_seq = (last_seq - delta) % (INT32_MAX + 1)
                 entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, ts))
@@ -198,12 +301,13 @@ class ProducerStateManager:
             return
         entries = []
         for pid, e in self.producers.items():
+            coord, txn = e.coordinator_epoch, e.current_txn_first_offset
             if not e.batches:
-                entries.append(_SNAP_ENTRY.pack(pid, e.epoch, NO_SEQUENCE, -1, 0, e.last_timestamp, -1, -1))
+                entries.append(_SNAP_ENTRY.pack(pid, e.epoch, NO_SEQUENCE, -1, 0, e.last_timestamp, coord, txn))
             for b in e.batches:
                 entries.append(
                     _SNAP_ENTRY.pack(
-                        pid, e.epoch, b.last_seq, b.last_offset, b.last_offset - b.first_offset, b.timestamp, -1, -1
+                        pid, e.epoch, b.last_seq, b.last_offset, b.last_offset - b.first_offset, b.timestamp, coord, txn
                     )
                 )
         body = struct.pack(">i", len(entries)) + b"".join(entries)
@@ -224,6 +328,10 @@ class ProducerStateManager:
                 self._delete_snapshot(o)
 
     def remove_expired(self, now_ms: int) -> None:
-        expired = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp > self.expiration_ms]
+        expired = [
+            pid
+            for pid, e in self.producers.items()
+            if now_ms - e.last_timestamp > self.expiration_ms and e.current_txn_first_offset < 0
+        ]
         for pid in expired:
             del self.producers[pid]

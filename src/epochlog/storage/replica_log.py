@@ -54,6 +54,9 @@ class PartitionReplicaLog:
     def flush(self) -> None:
         self.log.flush()
 
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        return self.log.producer_state.first_unstable_offset(high_watermark)
+
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Whole batches from ``offset`` up to the log end, for a follower's fetch."""
         if offset >= self.log.log_end_offset:

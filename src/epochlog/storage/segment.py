@@ -26,6 +26,7 @@ from epochlog.protocol.record_batch import (
 )
 from epochlog.storage import fileops
 from epochlog.storage.checkpoints import write_atomically
+from epochlog.storage.transaction_index import TransactionIndex
 
 log = logging.getLogger("epochlog.storage")
 
@@ -90,6 +91,7 @@ class Segment:
         self.path = directory / file_name(base_offset, ".log")
         self.index_path = directory / file_name(base_offset, ".index")
         self.time_index_path = directory / file_name(base_offset, ".timeindex")
+        self.txn_index = TransactionIndex(directory / file_name(base_offset, ".txnindex"))
         self.fd = fileops.ops().open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self.fd).st_size
         self.next_offset = base_offset
@@ -248,6 +250,7 @@ class Segment:
             # A failed fdatasync leaves ``unflushed`` set, and the caller takes the directory offline: it
             # is never retried, since a second call may "succeed" after the kernel dropped the pages.
             fileops.ops().fdatasync(self.fd, self.path)
+            self.txn_index.flush()
             self.unflushed = False
 
     def write_indexes(self) -> None:
@@ -367,7 +370,7 @@ class Segment:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-        for p in (self.path, self.index_path, self.time_index_path):
+        for p in (self.path, self.index_path, self.time_index_path, self.txn_index.path):
             fileops.ops().unlink(p)
         if sync_dir:
             fileops.ops().fsync_dir(self.dir)

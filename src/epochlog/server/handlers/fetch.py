@@ -84,6 +84,7 @@ def _read_partition(
     spliced: list[list[Any]],
     replica_id: int = -1,
     deferred: list[_Deferred] | None = None,
+    read_committed: bool = False,
 ) -> tuple[dict[str, Any], int]:
     """One partition of a Fetch. The core decides for followers and consumers alike (leadership, KIP-320
     fencing, divergence, range, how far to read); this reads the bytes it allows."""
@@ -110,6 +111,7 @@ def _read_partition(
         getattr(p, "last_fetched_epoch", -1),
         getattr(p, "current_leader_epoch", -1),
         getattr(p, "log_start_offset", -1) if replica_id >= 0 else -1,
+        read_committed and replica_id < 0,
     )
     decision, proposal = part.replica.handle_fetch(req, now_ms())
     if replica_id >= 0:
@@ -117,7 +119,7 @@ def _read_partition(
         if proposal is not None:
             broker.submit_alter(part, proposal)
     out["high_watermark"] = decision.high_watermark
-    out["last_stable_offset"] = decision.high_watermark
+    out["last_stable_offset"] = decision.last_stable_offset if decision.last_stable_offset >= 0 else -1
     out["log_start_offset"] = decision.log_start_offset
     out["error_code"] = decision.error
     if decision.error:
@@ -127,6 +129,12 @@ def _read_partition(
         return out, 0
     limit = min(p.partition_max_bytes, budget)
     end = part.log.log_end_offset if decision.read_to is None else min(decision.read_to, part.log.log_end_offset)
+    if req.read_committed and decision.read_to is not None:
+        # What the consumer must drop from what it reads (KIP-98): the aborted transactions overlapping it.
+        out["aborted_transactions"] = [
+            {"producer_id": a.producer_id, "first_offset": a.first_offset}
+            for a in part.log.aborted_transactions(decision.read_from, decision.read_to)
+        ]
     if decision.read_from >= end or (limit <= 0 and not first):
         return out, 0
     if replica_id < 0 and limit >= BIG_READ and deferred is not None:
@@ -211,6 +219,7 @@ def _fetch_once(
                 spliced=spliced,
                 replica_id=replica_id,
                 deferred=deferred,
+                read_committed=getattr(req, "isolation_level", 0) == 1,
             )
             if row["error_code"] or "diverging_epoch" in row:
                 errors = True

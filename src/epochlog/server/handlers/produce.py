@@ -11,6 +11,7 @@ from epochlog.protocol.errors import Err
 from epochlog.protocol.log_validator import TopicRules, ValidationError, validate_produce_batch
 from epochlog.protocol.produce_request import parse_produce
 from epochlog.protocol.produce_response_writer import encode_produce_response
+from epochlog.protocol.record_batch import read_header
 from epochlog.server.broker import now_ms
 from epochlog.server.dispatch import NO_RESPONSE
 from epochlog.server.handlers.leader_hints import add_hint
@@ -63,6 +64,13 @@ def _append(
         out["error_message"] = e.message[:500]
         out["record_errors"] = [{"batch_index": i, "batch_index_error_message": m[:500]} for i, m in e.record_errors]
         broker.metrics.failed_produce.labels(part.topic).inc()
+        return out, -1
+    if read_header(records).is_transactional:
+        # Only a transaction coordinator could decide such a batch, and there is none: accepting it would
+        # open a transaction nothing closes and hold every read_committed reader at its first offset.
+        # Kafka refuses transactional records of a request with no transactional id the same way.
+        out["error_code"] = Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        out["error_message"] = "transactional records need a transactional id, and transactions are not served yet"
         return out, -1
     try:
         result = plog.append_as_leader(records, part.leader_epoch, now, crc_checked=True)
