@@ -17,6 +17,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from epochlog.client.epochs import LeaderEpochClient
 from epochlog.server.cluster.local import LocalCluster, free_base_port
 
+# Kafka's defaults for the controller quorum's timeouts, stated so a test says what it runs with.
+QUORUM = {"controller.quorum.election.timeout.ms": "1000", "controller.quorum.fetch.timeout.ms": "2000"}
+
 
 def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
     deadline = time.monotonic() + timeout

@@ -7,15 +7,13 @@ from __future__ import annotations
 import shutil
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from epochlog.cli.metadata_quorum_cmd import leader_of
 from epochlog.controller.quorum_controller import ACTIVATION_GRACE_MS
 from epochlog.server.cluster.local import LocalCluster, free_base_port
 from tests.integration.cluster_helpers import (
+    QUORUM,
     AckingProducer,
     create_topic,
     leader_epoch,
@@ -23,26 +21,6 @@ from tests.integration.cluster_helpers import (
 )
 from tests.integration.tcp_proxy import TcpProxy
 from tests.integration.test_cluster import consume_all
-
-QUORUM = {"controller.quorum.election.timeout.ms": "1000", "controller.quorum.fetch.timeout.ms": "2000"}
-
-
-@pytest.fixture
-def quorum_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    base = free_base_port(3, controllers=3)
-    lc = LocalCluster(
-        tmp_path / "cluster",
-        3,
-        base,
-        broker_settings={"group.initial.rebalance.delay.ms": "0"},
-        controller_settings=dict(QUORUM),
-        controllers=3,
-    )
-    lc.start()
-    try:
-        yield lc
-    finally:
-        lc.stop()
 
 
 def _leader_id(lc: LocalCluster) -> int:

@@ -5,10 +5,7 @@ applies on the leader at once, and turning unclean election on elects a leader f
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from kio.schema.incremental_alter_configs.v1.request import (
@@ -20,29 +17,10 @@ from kio.schema.incremental_alter_configs.v1.request import (
 from epochlog.client.configs import TOPIC
 from epochlog.client.configs import describe as wire_describe
 from epochlog.client.wire import Connection
-from epochlog.server.cluster.local import LocalCluster, free_base_port
+from epochlog.server.cluster.local import LocalCluster
 from tests.integration.cluster_helpers import create_topic, leader_epoch, partition_info, wait_until
 
-QUORUM = {"controller.quorum.election.timeout.ms": "1000", "controller.quorum.fetch.timeout.ms": "2000"}
 SET, APPEND, DELETE = AlterConfigOpType.SET, AlterConfigOpType.APPEND, AlterConfigOpType.DELETE
-
-
-@pytest.fixture
-def quorum_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    base = free_base_port(3, controllers=3)
-    lc = LocalCluster(
-        tmp_path / "cluster",
-        3,
-        base,
-        broker_settings={"group.initial.rebalance.delay.ms": "0"},
-        controller_settings=dict(QUORUM),
-        controllers=3,
-    )
-    lc.start()
-    try:
-        yield lc
-    finally:
-        lc.stop()
 
 
 def alter(bootstrap: str, rtype: ResourceType, name: str, ops: dict[str, tuple[AlterConfigOpType, str | None]]) -> None:

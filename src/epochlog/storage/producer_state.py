@@ -142,12 +142,7 @@ class ProducerStateManager:
         self._map_end_offset = max(self._map_end_offset, last_offset + 1)
         if not header.has_producer_id or header.is_control:
             return
-        entry = self.producers.get(header.producer_id)
-        if entry is None:
-            entry = self.producers[header.producer_id] = ProducerEntry()
-        if header.producer_epoch != entry.epoch:
-            entry.epoch = header.producer_epoch
-            entry.batches.clear()
+        entry = self._entry_at_epoch(header)
         if header.base_sequence != NO_SEQUENCE:
             entry.batches.append(
                 BatchMetadata(header.base_sequence, header.last_sequence, first_offset, last_offset, timestamp_ms)
@@ -156,6 +151,16 @@ class ProducerStateManager:
         if header.is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first_offset
             self.ongoing[first_offset] = header.producer_id
+
+    def _entry_at_epoch(self, header: BatchHeader) -> ProducerEntry:
+        """The batch's producer, moved to the batch's epoch (a new epoch starts a new sequence window)."""
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            entry = self.producers[header.producer_id] = ProducerEntry()
+        if header.producer_epoch != entry.epoch:
+            entry.epoch = header.producer_epoch
+            entry.batches.clear()
+        return entry
 
     # -- transactions ----------------------------------------------------------------------
     def check_marker(self, header: BatchHeader, marker: Marker) -> None:
@@ -180,12 +185,7 @@ class ProducerStateManager:
         """The marker at ``offset`` decides its producer's open transaction (a marker for a producer with
         nothing open on this partition decides an empty one at the marker itself, as in Kafka)."""
         self._map_end_offset = max(self._map_end_offset, offset + 1)
-        entry = self.producers.get(header.producer_id)
-        if entry is None:
-            entry = self.producers[header.producer_id] = ProducerEntry()
-        if header.producer_epoch != entry.epoch:
-            entry.epoch = header.producer_epoch
-            entry.batches.clear()
+        entry = self._entry_at_epoch(header)
         entry.coordinator_epoch = max(entry.coordinator_epoch, marker.coordinator_epoch)
         entry.last_timestamp = max(entry.last_timestamp, timestamp_ms)
         first = entry.current_txn_first_offset
