@@ -75,6 +75,6 @@ def read_epochs(path: Path) -> list[tuple[int, int]]:
     return [(int(e), int(o)) for e, o in _parse(path, 2)]
 
 
-def write_epochs(path: Path, entries: list[tuple[int, int]]) -> None:
+def write_epochs(path: Path, entries: list[tuple[int, int]], sync_dir: bool = True) -> None:
     body = "".join(f"{e} {o}\n" for e, o in entries)
-    write_atomically(path, f"{VERSION}\n{len(entries)}\n{body}")
+    write_atomically(path, f"{VERSION}\n{len(entries)}\n{body}", sync_dir=sync_dir)

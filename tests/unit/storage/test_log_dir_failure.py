@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -323,3 +324,22 @@ def test_eio_writing_the_index_at_roll_refuses_the_append(tmp_path: Path, faults
     assert produce(dirs, plog, range(3, 30), acked) > 0
     assert len(plog.segments) == 1 and plog.log_end_offset == len(acked)
     assert payloads(restart(tmp_path, segment_bytes=1000).get("t", 0)) == acked
+
+
+def test_a_new_partition_is_made_durable_once_before_its_first_write(tmp_path: Path, faults: Recording) -> None:
+    """Creating a partition costs no directory fsync until it is written to; then its directory and the log
+    directory are synced, once, before the first batch, so nothing acknowledged can lose its files."""
+    dirs = open_dirs(tmp_path)
+    faults.calls.clear()
+    plog = dirs.create("t", 0, uuid.UUID(int=7))
+    plog.epoch_cache.assign(0, 0)  # becoming leader writes leader-epoch-checkpoint
+    part_dir, log_dir = str(plog.dir), str(plog.dir.parent)
+    assert not [c for c in faults.calls if c[0] == "dirfsync" and c[1] in (part_dir, log_dir)]
+    produce(dirs, plog, range(3), [])
+    seq = faults.calls
+    first_write = seq.index(("write", str(plog.segments[0].path)))
+    assert seq.index(("dirfsync", part_dir)) < first_write and seq.index(("dirfsync", log_dir)) < first_write
+    assert seq.count(("dirfsync", log_dir)) == 1
+    # and it reads back after a crash
+    dirs2 = restart(tmp_path)
+    assert payloads(dirs2.get("t", 0)) == [0, 1, 2]
