@@ -77,6 +77,9 @@ class MetadataRaftLog:
         if segment_bytes is not None:
             config.segment_bytes = segment_bytes
         self.log = PartitionLog.open(metadata_dir / f"{TOPIC}-0", TOPIC, 0, config, recover=True)
+        # The quorum-state file lives in this directory and is written (a vote) before any record: the
+        # directory must not vanish in a crash with the vote in it.
+        self.log.make_dir_durable()
         self.dir = self.log.dir
         self.snapshots: set[SnapshotId] = set()
         for path in self.dir.iterdir():

@@ -234,7 +234,7 @@ class PartitionLog:
         directory, config = self.dir, self.config
         if not directory.exists():
             fileops.ops().mkdir(directory)
-            self._dir_durable = False  # synced before the first write (_make_dir_durable)
+            self._dir_durable = False  # synced before the first write (make_dir_durable)
         self._load_topic_id(topic_id)
         strays = list(directory.glob("*.tmp")) + list(directory.glob("*.deleted"))
         for stray in strays:
@@ -463,14 +463,16 @@ class PartitionLog:
                 self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
         return self.log_end_offset
 
-    def _make_dir_durable(self) -> None:
+    def make_dir_durable(self) -> None:
+        """Sync the partition directory's entries now (the first write does it anyway); for a directory that
+        holds a file whose loss matters before any record arrives, as the quorum-state file does."""
         if not self._dir_durable:
             fileops.ops().fsync_dir(self.dir)  # its files: the first segment, partition.metadata, epochs
             fileops.ops().fsync_dir(self.dir.parent)  # the partition directory itself
             self._dir_durable = True
 
     def _write(self, buf: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
-        self._make_dir_durable()
+        self.make_dir_durable()
         seg = self._maybe_roll(len(buf), now_ms)
         if batches[0][1].base_offset > seg.next_offset and seg.size == 0:
             # A follower starting mid-log: begin the segment where the data begins.
@@ -823,7 +825,7 @@ class PartitionLog:
         if self._dir_durable:
             fileops.ops().fsync_dir(self.dir)
         else:
-            self._make_dir_durable()
+            self.make_dir_durable()
 
     def abandon(self) -> None:
         """The directory failed: let go of the files without writing (Kafka closes the logs of an offline

@@ -35,3 +35,25 @@ def test_a_damaged_file_refuses_to_start_the_voter(tmp_path: Path, text: str) ->
     (tmp_path / "quorum-state").write_text(text)
     with pytest.raises(QuorumStateCorrupt, match="quorum-state"):
         QuorumStateFile(tmp_path).read()
+
+
+def test_the_metadata_log_directory_is_durable_before_any_vote(tmp_path: Path) -> None:
+    """A vote is written into the metadata partition's directory before any record is: that directory's own
+    entry must be on disk first, or a crash could take the vote with it and let the voter vote again."""
+    from epochlog.storage import fileops
+    from epochlog.storage.metadata_raft_log import MetadataRaftLog
+
+    calls: list[tuple[str, str]] = []
+
+    class Recording(fileops.FileOps):
+        def fsync_dir(self, path: str | Path) -> None:
+            calls.append(("dirfsync", str(path)))
+            super().fsync_dir(path)
+
+    prev = fileops.install(Recording())
+    try:
+        log = MetadataRaftLog(tmp_path / "meta")
+        assert ("dirfsync", str(log.dir.parent)) in calls and ("dirfsync", str(log.dir)) in calls
+        log.close()
+    finally:
+        fileops.install(prev)
