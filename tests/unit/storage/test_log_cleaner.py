@@ -1,0 +1,357 @@
+"""The log cleaner on real segment files: Kafka's compaction rules, offsets and indexes, the epoch cache,
+and a crash at every step of the swap (faults injected through storage/fileops.py) followed by a restart
+that must neither lose a record nor bring one back twice."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from epochlog.protocol.record_batch import iter_batches, read_header
+from epochlog.protocol.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, build_batch, decode_batch
+from epochlog.storage import fileops
+from epochlog.storage.cleaner.cleaner import Cleaner, CleaningAborted, clean_log
+from epochlog.storage.cleaner.record_filter import DELETE_HORIZON_MASK
+from epochlog.storage.config import LogConfig
+from epochlog.storage.errors import KafkaStorageError
+from epochlog.storage.fileops import FaultyFileOps
+from epochlog.storage.partition_log import PartitionLog
+from epochlog.storage.segment import Segment
+
+pytestmark = pytest.mark.timeout(60)
+
+T0 = 1_700_000_000_000
+DAY = 86_400_000
+
+
+def cfg(**kw: object) -> LogConfig:
+    c = LogConfig(segment_bytes=4096, cleanup_policy="compact", index_interval_bytes=256)
+    for k, v in kw.items():
+        setattr(c, k, v)
+    return c
+
+
+def open_log(path: Path, c: LogConfig, recover: bool = False) -> PartitionLog:
+    return PartitionLog.open(path, "t", 0, c, recover=recover)
+
+
+def produce(plog: PartitionLog, pairs: list[tuple[bytes | None, bytes | None]], epoch: int = 0, **kw: object) -> None:
+    ts = kw.pop("ts", T0)
+    batch = build_batch(pairs, base_timestamp=ts, **kw)  # type: ignore[arg-type]
+    plog.append_as_leader(batch, epoch, T0)
+    plog.high_watermark = plog.log_end_offset
+
+
+def records(plog: PartitionLog) -> list[tuple[int, bytes | None, bytes | None, int]]:
+    """(offset, key, value, timestamp) of every record, read through the log's own read path."""
+    out = []
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:
+        res = plog.read(offset, 1 << 20)
+        if not res.chunks:
+            break
+        data = b"".join(bytes(c) for c in res.chunks)
+        nxt = offset
+        for pos, h in iter_batches(data):
+            if h.next_offset <= offset:
+                continue
+            for r in decode_batch(data, pos)[1]:
+                out.append((r.offset, r.key, r.value, r.timestamp))
+            nxt = h.next_offset
+        if nxt == offset:
+            break
+        offset = nxt
+    return out
+
+
+def latest(recs: list[tuple[int, bytes | None, bytes | None, int]]) -> dict[bytes | None, bytes | None]:
+    m: dict[bytes | None, bytes | None] = {}
+    for _o, k, v, _t in recs:
+        m[k] = v
+    return m
+
+
+def headers(plog: PartitionLog) -> list:
+    return list(plog.read_headers(plog.log_start_offset))
+
+
+def fill(plog: PartitionLog, n: int, keys: int, seed: int = 1, codec: int = NONE) -> None:
+    rnd = random.Random(seed)
+    for i in range(n):
+        batch = [(f"k{rnd.randrange(keys)}".encode(), f"v{i}-{j}".encode() * 3) for j in range(rnd.randint(1, 5))]
+        produce(plog, batch, compression=codec)  # type: ignore[arg-type]
+    produce(plog, [(b"tail", b"in the active segment")])
+
+
+@pytest.mark.parametrize("codec", [NONE, GZIP, SNAPPY, LZ4, ZSTD])
+def test_latest_value_per_key_survives_and_offsets_are_kept(tmp_path: Path, codec: int) -> None:
+    plog = open_log(tmp_path / "t-0", cfg())
+    fill(plog, 300, 20, codec=codec)
+    before = records(plog)
+    start, end = plog.log_start_offset, plog.log_end_offset
+    active_before = plog.active
+    stats = clean_log(plog, T0)
+    assert stats is not None and stats.records_kept < stats.records_read
+    after = records(plog)
+    assert latest(after) == latest(before)
+    # Every record left is the one that was at that offset, offsets only increase, nothing is new.
+    by_offset = {o: (k, v, t) for o, k, v, t in before}
+    assert all(by_offset[o] == (k, v, t) for o, k, v, t in after)
+    offs = [o for o, *_ in after]
+    assert offs == sorted(set(offs))
+    # Within the cleaned range each key appears once.
+    cleaned_keys = [k for o, k, *_ in after if o < stats.end_offset]
+    assert len(cleaned_keys) == len(set(cleaned_keys))
+    assert (plog.log_start_offset, plog.log_end_offset) == (start, end)
+    assert plog.active is active_before
+    assert len(after) < len(before) / 3
+
+
+def test_batches_keep_offsets_epochs_and_producer_fields(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", cfg())
+    for i in range(120):
+        epoch = i // 40  # three leader epochs
+        if i % 40 == 0:
+            plog.epoch_cache.assign(epoch, plog.log_end_offset)
+        produce(
+            plog,
+            [(b"a", b"x%d" % i), (b"k%d" % (i % 7), b"y%d" % i)],
+            epoch=epoch,
+            producer_id=1000 + i % 3,
+            producer_epoch=2,
+            base_sequence=(i // 3) * 2,
+        )
+    produce(plog, [(b"z", b"active")], epoch=2)
+    old = {h.base_offset: h for h in headers(plog)}
+    entries = plog.epoch_cache.entries()
+    assert clean_log(plog, T0) is not None
+    new = headers(plog)
+    assert len(new) < len(old)
+    for h in new:
+        o = old[h.base_offset]
+        assert (h.last_offset_delta, h.partition_leader_epoch, h.producer_id, h.producer_epoch) == (
+            o.last_offset_delta,
+            o.partition_leader_epoch,
+            o.producer_id,
+            o.producer_epoch,
+        )
+        assert (h.base_sequence, h.max_timestamp) == (o.base_sequence, o.max_timestamp)
+        assert plog.epoch_cache.epoch_for_offset(h.base_offset) == h.partition_leader_epoch
+    assert plog.epoch_cache.entries() == entries
+    # The last batch of every producer keeps its header (its sequence state), even if emptied.
+    last_by_pid: dict[int, int] = {}
+    for h in old.values():
+        if h.producer_id >= 0:
+            last_by_pid[h.producer_id] = max(last_by_pid.get(h.producer_id, -1), h.base_offset)
+    kept = {h.base_offset for h in new}
+    assert set(last_by_pid.values()) <= kept
+    # After a restart the producer state and epochs come back the same.
+    state = {pid: e.last_seq for pid, e in plog.producer_state.producers.items()}
+    plog.close()
+    again = open_log(tmp_path / "t-0", cfg(), recover=True)
+    assert {pid: e.last_seq for pid, e in again.producer_state.producers.items()} == state
+    assert again.epoch_cache.entries() == entries
+
+
+def test_tombstones_stay_for_delete_retention_then_go(tmp_path: Path) -> None:
+    c = cfg(delete_retention_ms=DAY)
+    plog = open_log(tmp_path / "t-0", c)
+    for i in range(60):
+        produce(plog, [(b"k%d" % (i % 10), b"v%d" % i)])
+    produce(plog, [(b"k3", None), (b"k4", None)])
+    for i in range(60):
+        produce(plog, [(b"other%d" % (i % 5), b"w%d" % i)])
+    produce(plog, [(b"tail", b"active")])
+    assert clean_log(plog, T0) is not None
+    after = records(plog)
+    assert latest(after)[b"k3"] is None and latest(after)[b"k4"] is None
+    assert [v for _o, k, v, _t in after if k == b"k3"] == [None]  # the older values went, the tombstone stays
+    marked = [h for h in headers(plog) if h.attributes & DELETE_HORIZON_MASK]
+    assert marked and all(h.base_timestamp == T0 + DAY for h in marked)
+    # The timestamps the records carry did not change with the batch's base timestamp.
+    assert all(t == T0 for _o, _k, _v, t in after)
+    # Before the horizon another cleaning keeps them; after it they go.
+    assert clean_log(plog, T0 + DAY - 1, first_dirty=plog.log_end_offset, force=True) is not None
+    assert b"k3" in latest(records(plog))
+    assert clean_log(plog, T0 + DAY, first_dirty=plog.log_end_offset, force=True) is not None
+    final = latest(records(plog))
+    assert b"k3" not in final and b"k4" not in final
+    assert final[b"k5"] == latest(after)[b"k5"]
+
+
+def test_indexes_match_the_data_after_cleaning_and_after_reopening(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", cfg())
+    fill(plog, 400, 30)
+    assert clean_log(plog, T0) is not None
+    remaining = records(plog)
+    for seg in plog.segments:
+        fresh = Segment(seg.dir, seg.base_offset, 256, 0)
+        fresh.scan(validate_crc=True)
+        assert (fresh.idx_rel, fresh.idx_pos) == (seg.idx_rel, seg.idx_pos)
+        assert fresh.next_offset == seg.next_offset
+        fresh.abandon()
+    # Every remaining offset is found through the indexes, and a timestamp lookup lands on a record.
+    for o, _k, _v, _t in remaining[::7]:
+        res = plog.read(o, 100)
+        h = read_header(bytes(res.chunks[0]))
+        assert h.base_offset <= o <= h.last_offset
+    assert plog.offset_for_timestamp(T0) is not None
+    plog.close()
+    again = open_log(tmp_path / "t-0", cfg())
+    for seg in again.segments[:-1]:
+        assert not seg.indexes_dirty  # the written index files were trusted
+    assert records(again) == remaining
+
+
+def test_the_active_segment_and_data_above_the_high_watermark_are_never_cleaned(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", cfg(segment_bytes=10 << 20))
+    for i in range(50):
+        produce(plog, [(b"same", b"v%d" % i)])
+    assert len(plog.segments) == 1
+    assert clean_log(plog, T0, force=True) is None
+    plog.config = cfg()  # now let segments roll
+    for i in range(200):
+        produce(plog, [(b"same", b"w%d" % i)])
+    hw = plog.segments[1].next_offset
+    plog.high_watermark = hw
+    assert clean_log(plog, T0) is not None
+    recs = records(plog)
+    above = [o for o, *_ in recs if o >= hw]
+    assert above == list(range(hw, plog.log_end_offset))  # untouched
+
+
+def test_min_compaction_lag_and_dirty_ratio(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", cfg(min_compaction_lag_ms=60_000))
+    fill(plog, 200, 10)
+    assert clean_log(plog, T0 + 59_999) is None  # every record is younger than the lag
+    assert clean_log(plog, T0 + 60_000) is not None
+    plog.config = cfg(min_cleanable_dirty_ratio=0.99)
+    fill(plog, 20, 10, seed=2)
+    # A little new dirt over a big clean part is below the ratio.
+    assert clean_log(plog, T0, first_dirty=plog.segments[-3].base_offset) is None
+    plog.config = cfg(min_cleanable_dirty_ratio=0.99, max_compaction_lag_ms=1000)
+    assert clean_log(plog, T0 + 1001, first_dirty=plog.segments[-3].base_offset) is not None
+
+
+def test_a_follower_copies_a_compacted_log_with_empty_batches(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "t-0", cfg())
+    for i in range(100):
+        produce(leader, [(b"k", b"v%d" % i)], producer_id=7, producer_epoch=0, base_sequence=i)
+    for i in range(100):
+        produce(leader, [(b"j%d" % i, b"w")])
+    produce(leader, [(b"tail", b"x")])
+    assert clean_log(leader, T0) is not None
+    empties = [h for h in headers(leader) if h.record_count == 0]
+    assert empties  # the producer's last batch kept its header
+    follower = PartitionLog.open(tmp_path / "f" / "t-0", "t", 0, cfg(), recover=False)
+    while follower.log_end_offset < leader.log_end_offset:  # as a replica fetcher would
+        res = leader.read(follower.log_end_offset, 1 << 20)
+        follower.append_as_follower(b"".join(bytes(c) for c in res.chunks))
+    assert records(follower) == records(leader)
+    assert follower.log_end_offset == leader.log_end_offset
+
+
+def test_cleaning_drops_out_when_a_truncation_got_there_first(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", cfg())
+    fill(plog, 300, 20)
+    before = records(plog)
+
+    class Meddling(Cleaner):
+        def __init__(self) -> None:
+            super().__init__(run_on_owner=self.owner)
+
+        def owner(self, fn):  # type: ignore[no-untyped-def]
+            plog.truncate_to(plog.segments[2].base_offset + 1)  # cuts into the group being cleaned
+            return fn()
+
+    with pytest.raises(CleaningAborted):
+        clean_log(plog, T0, cleaner=Meddling())
+    cut = plog.log_end_offset
+    assert records(plog) == [r for r in before if r[0] < cut]
+    assert not list(plog.dir.glob("*.cleaned")) and not list(plog.dir.glob("*.swap"))
+
+
+# -- a crash at each step of the swap --------------------------------------------------------------
+# Each rule fails one file operation of the swap (the first to match); the log directory goes offline
+# there, and the files are left as a kill -9 at that instant would leave them (every earlier step done,
+# that one not). Reopening with recovery must then show the log before or after the cleaning of each
+# group, with nothing lost and nothing twice.
+CRASH_POINTS = [
+    "rename:EIO:*.index.cleaned",  # writing the cleaned index (before any swap step)
+    "rename:EIO:*.index.swap",  # step 1, first rename
+    "rename:EIO:*.log.swap",  # step 1, the commit point
+    "dirfsync:EIO:*",  # step 1's directory sync
+    "rename:EIO:*.log.deleted",  # step 2
+    "rename:EIO:*.timeindex.deleted#1",  # step 2, second segment
+    "rename:EIO:*[0-9].index",  # step 3, first rename
+    "rename:EIO:*[0-9].log",  # step 3, the log's rename
+    "dirfsync:EIO:*#1",  # step 3's directory sync
+    "unlink:EIO:*.deleted",  # step 4
+    "rename:EIO:*.log.swap#1",  # the second group's commit point
+    "rename:EIO:*[0-9].log#1",  # the second group's final rename
+]
+
+
+@pytest.fixture
+def restore_fileops() -> Iterator[None]:
+    prev = fileops.ops()
+    try:
+        yield
+    finally:
+        fileops.install(prev)
+
+
+@pytest.mark.parametrize("rule", CRASH_POINTS)
+def test_a_crash_at_any_swap_step_loses_nothing_and_duplicates_nothing(
+    tmp_path: Path, rule: str, restore_fileops: None
+) -> None:
+    c = cfg(segment_bytes=3000)
+    plog = open_log(tmp_path / "t-0", c)
+    fill(plog, 400, 25, seed=7)
+    before = records(plog)
+    plog.flush()
+    start, end = plog.log_start_offset, plog.log_end_offset
+    epochs = plog.epoch_cache.entries()
+    fileops.install(FaultyFileOps(rule))
+    with pytest.raises((KafkaStorageError, OSError)):
+        clean_log(plog, T0)
+    assert plog.failures.is_offline(plog.log_dir)
+    plog.abandon()
+    fileops.install(restore_fileops_default := fileops.FileOps())
+    del restore_fileops_default
+    again = open_log(tmp_path / "t-0", c, recover=True)
+    after = records(again)
+    offs = [o for o, *_ in after]
+    assert offs == sorted(set(offs)), "an offset appears twice or out of order"
+    by_offset = {o: (k, v, t) for o, k, v, t in before}
+    assert all(by_offset[o] == (k, v, t) for o, k, v, t in after), "a record changed"
+    assert latest(after) == latest(before), "a key's latest value was lost"
+    assert (again.log_start_offset, again.log_end_offset) == (start, end)
+    assert again.epoch_cache.entries() == epochs
+    assert not [p.name for p in again.dir.iterdir() if p.suffix in (".cleaned", ".swap", ".deleted")]
+    # And the next cleaning finishes the job.
+    again.high_watermark = again.log_end_offset
+    assert clean_log(again, T0, force=True) is not None
+    assert latest(records(again)) == latest(before)
+
+
+def test_cleaning_drops_out_when_retention_deleted_its_segments(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", cfg(cleanup_policy="compact,delete", retention_bytes=8000))
+    fill(plog, 300, 20)
+    before = records(plog)
+
+    class Retaining(Cleaner):
+        def __init__(self) -> None:
+            super().__init__(run_on_owner=self.owner)
+
+        def owner(self, fn):  # type: ignore[no-untyped-def]
+            plog.apply_retention(T0)
+            return fn()
+
+    with pytest.raises(CleaningAborted):
+        clean_log(plog, T0, cleaner=Retaining())
+    assert records(plog) == [r for r in before if r[0] >= plog.log_start_offset]
+    assert not list(plog.dir.glob("*.cleaned"))
