@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from epochlog.protocol.record_batch import iter_batches, read_header
-from epochlog.protocol.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, build_batch, decode_batch
+from epochlog.protocol.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, Record, build_batch, decode_batch
 from epochlog.storage import fileops
 from epochlog.storage.cleaner.cleaner import Cleaner, CleaningAborted, clean_log
 from epochlog.storage.cleaner.record_filter import DELETE_HORIZON_MASK
@@ -295,6 +295,21 @@ CRASH_POINTS = [
 ]
 
 
+@pytest.fixture(autouse=True, params=["C", "Python"])
+def scans(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test runs with the C record scans (when built) and with the Python ones."""
+    from epochlog.storage.cleaner import record_filter
+
+    compiled = record_filter.native
+    if request.param == "C" and compiled is None:
+        pytest.skip("storage/cleaner/_native is not built")
+    record_filter.native = compiled if request.param == "C" else None
+    try:
+        yield request.param
+    finally:
+        record_filter.native = compiled
+
+
 @pytest.fixture
 def restore_fileops() -> Iterator[None]:
     prev = fileops.ops()
@@ -355,3 +370,75 @@ def test_cleaning_drops_out_when_retention_deleted_its_segments(tmp_path: Path) 
         clean_log(plog, T0, cleaner=Retaining())
     assert records(plog) == [r for r in before if r[0] >= plog.log_start_offset]
     assert not list(plog.dir.glob("*.cleaned"))
+
+
+# -- the C scans and the Python ones agree -----------------------------------------------------------
+def _random_batch(rnd: random.Random, base: int) -> bytes:
+    recs = []
+    for i in range(rnd.randint(1, 40)):
+        key = None if rnd.random() < 0.05 else b"k%d" % rnd.randrange(30) + b"x" * rnd.choice((0, 0, 70, 300))
+        value = None if rnd.random() < 0.2 else bytes(rnd.randrange(256) for _ in range(rnd.choice((0, 5, 200))))
+        recs.append(Record(base + i, T0 + rnd.randint(-5000, 5000), key, value, [("h", b"v")] * rnd.randint(0, 2)))
+    return build_batch(recs, base_offset=base, compression=rnd.choice((NONE, NONE, ZSTD)))
+
+
+def test_c_and_python_record_scans_give_the_same_answers() -> None:
+    from epochlog.storage.cleaner import record_filter
+
+    if record_filter.native is None:
+        pytest.skip("storage/cleaner/_native is not built (no C compiler): the Python scans run everywhere")
+    compiled = record_filter.native
+    rnd = random.Random(5)
+    try:
+        for trial in range(300):
+            base = rnd.randrange(0, 1 << 40)
+            batch = _random_batch(rnd, base)
+            h = read_header(batch)
+            data = record_filter.records_of(batch, h)
+            offsets_py: dict[bytes, int] = {}
+            offsets_c: dict[bytes, int] = {}
+            record_filter.native = None
+            record_filter.map_keys(data, h, offsets_py)
+            record_filter.native = compiled
+            record_filter.map_keys(data, h, offsets_c)
+            assert offsets_c == offsets_py
+            # A map where some keys have later offsets, some earlier ones.
+            later = {k: o + rnd.choice((-3, 0, 5)) for k, o in offsets_py.items()}
+            args = (later, base + rnd.randint(0, 50), T0 + (DAY if trial % 3 else 0), DAY, rnd.random() < 0.5)
+            if trial % 4 == 0:  # a batch that already carries a delete horizon
+                batch = bytearray(batch)
+                attrs = int.from_bytes(batch[21:23], "big") | DELETE_HORIZON_MASK
+                batch[21:23] = attrs.to_bytes(2, "big")
+                batch = bytes(batch)
+                h = read_header(batch)
+            record_filter.native = None
+            want = record_filter.filter_batch(batch, h, *args)
+            record_filter.native = compiled
+            got = record_filter.filter_batch(batch, h, *args)
+            assert (got.records_in, got.records_kept, got.delete_horizon_ms) == (
+                want.records_in,
+                want.records_kept,
+                want.delete_horizon_ms,
+            )
+            assert (bytes(got.data) if got.data is not None else None) == (
+                bytes(want.data) if want.data is not None else None
+            )
+    finally:
+        record_filter.native = compiled
+
+
+def test_the_scans_refuse_records_that_do_not_parse() -> None:
+    from epochlog.protocol.record_batch import CorruptBatchError
+    from epochlog.storage.cleaner import record_filter
+
+    batch = build_batch([(b"key", b"value")] * 3)
+    h = read_header(batch)
+    data = record_filter.records_of(batch, h)[:-4]  # the last record cut short
+    for impl in {record_filter.native, None}:
+        compiled = record_filter.native
+        record_filter.native = impl
+        try:
+            with pytest.raises(CorruptBatchError):
+                record_filter.map_keys(data, h, {})
+        finally:
+            record_filter.native = compiled

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 import crc32c
 
@@ -48,8 +49,31 @@ def records_of(batch: bytes | memoryview, h: BatchHeader) -> bytes:
     return decompress(h.compression, bytes(batch[HEADER_SIZE : h.size]))
 
 
+def _load_native() -> Any:
+    try:
+        from epochlog.storage.cleaner._native import _cleaner_scan  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _cleaner_scan
+
+
+# The C scans (storage/cleaner/_native/cleaner_scan.c) when built; the Python below otherwise. Tests
+# switch this to compare the two.
+native: Any = _load_native()
+
+
 def map_keys(data: bytes, h: BatchHeader, offsets: dict[bytes, int]) -> None:
     """Record each keyed record's offset under its key (later records overwrite earlier ones)."""
+    if native is not None:
+        try:
+            native.map_keys(data, h.record_count, h.base_offset, offsets)
+        except ValueError as e:
+            raise CorruptBatchError(f"batch at offset {h.base_offset}: {e}") from None
+        return
+    map_keys_py(data, h, offsets)
+
+
+def map_keys_py(data: bytes, h: BatchHeader, offsets: dict[bytes, int]) -> None:
     base = h.base_offset
     p = 0
     n = len(data)
@@ -128,7 +152,7 @@ def _with_new_base_timestamp(body: bytes, spans: list[tuple[int, int, int]], shi
     """Re-encode the kept records with their timestamp deltas moved by ``shift`` (base timestamp change)."""
     out = bytearray()
     rec = bytearray()
-    for start, end, after_len in spans:
+    for _start, end, after_len in spans:
         q = after_len + 1  # past the attributes byte
         ts_delta, q2 = read_varint(body, q)
         rec.clear()
@@ -137,7 +161,6 @@ def _with_new_base_timestamp(body: bytes, spans: list[tuple[int, int, int]], shi
         rec += body[q2:end]
         write_varint(out, len(rec))
         out += rec
-        del start
     return bytes(out)
 
 
@@ -163,6 +186,18 @@ def filter_batch(
     data = records_of(batch, h)
     horizon = h.base_timestamp if has_delete_horizon(h) else -1
     drop_tombstones = horizon >= 0 and now_ms >= horizon
+    if native is not None:
+        try:
+            body, kept, tombstones = native.filter_records(data, n_in, h.base_offset, offsets, map_end, drop_tombstones)
+        except ValueError as e:
+            raise CorruptBatchError(f"batch at offset {h.base_offset}: {e}") from None
+        if not (tombstones and horizon < 0):  # a batch that gets a horizon is rebuilt below, in Python
+            if body is None:
+                return Filtered(batch, n_in, n_in, tombstones, horizon)
+            if kept == 0 and not retain_empty:
+                return Filtered(None, n_in, 0, 0)
+            rebuilt = _rebuild(h, body, kept, h.attributes, h.base_timestamp)
+            return Filtered(rebuilt, n_in, kept, tombstones, horizon if kept else -1)
     base = h.base_offset
     spans: list[tuple[int, int, int]] = []  # (record start, record end, position after the length varint)
     kept_tombstones = 0
@@ -227,14 +262,14 @@ def filter_batch(
     if kept == n_in:
         body = data
     else:
-        body = b"".join(data[s:e] for s, e, _a in spans)
+        body = b"".join(data[start:stop] for start, stop, _a in spans)
         if needs_horizon:
             # spans must point into ``body`` for the re-encoding below
             shifted = []
             pos = 0
-            for s, e, a in spans:
-                shifted.append((pos, pos + e - s, pos + a - s))
-                pos += e - s
+            for start, stop, after in spans:
+                shifted.append((pos, pos + stop - start, pos + after - start))
+                pos += stop - start
             spans = shifted
     if needs_horizon:
         horizon = now_ms + delete_retention_ms
