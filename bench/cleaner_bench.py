@@ -14,6 +14,10 @@ over 10,000 keys into a compacted topic, and the acks=all produce latency of ano
 msg/s (bench/produce_consume.py's probe), once with log.cleaner.enable=false and once with the cleaner
 running (backoff 100 ms, min.cleanable.dirty.ratio 0.01, so it cleans nearly all the time).
 
+``--offsets N``: a ``__consumer_offsets`` partition (8 MiB segments) holding N offset commits (100 groups
+x 10 partitions, 10 commits a batch, as consumers commit), and the time the group coordinator takes to load it (what a
+broker's start, or a new coordinator, pays per partition) before and after the cleaner compacts it.
+
 Prints tables and writes JSON to bench/results/.
 """
 
@@ -161,6 +165,89 @@ def latency_run(cleaner: bool, load_mb_s: float, seconds: float) -> dict:
         b.stop()
 
 
+class _PartitionStore:
+    """The coordinator's OffsetsStore over one PartitionLog (the server's LogOffsetsStore needs a broker)."""
+
+    num_partitions = 1
+
+    def __init__(self, plog: PartitionLog) -> None:
+        self.plog = plog
+
+    async def append(self, partition: int, batch: bytes) -> None:
+        raise NotImplementedError
+
+    def read_batches(self, partition: int):  # type: ignore[no-untyped-def]
+        from epochlog.protocol.record_batch import iter_batches
+
+        offset = self.plog.log_start_offset
+        while offset < self.plog.log_end_offset:
+            res = self.plog.read(offset, 4 << 20)
+            data = b"".join(bytes(c) for c in res.chunks)
+            if not data:
+                return
+            nxt = offset
+            for pos, h in iter_batches(data, validate_crc=False):
+                if h.next_offset > offset:
+                    yield data[pos : pos + h.size]
+                    nxt = h.next_offset
+            if nxt == offset:
+                return
+            offset = nxt
+
+
+def offsets_run(commits: int, tmp: Path) -> dict:
+    from epochlog.server.groups import GroupConfig, GroupCoordinator
+    from epochlog.server.groups.records import OffsetValue, offset_key, offset_value
+
+    # 8 MiB segments (offsets.topic.segment.bytes=8388608): with Kafka's 100 MiB a million commits would
+    # still sit in the active segment, which is never cleaned.
+    cfg = LogConfig(segment_bytes=8 << 20, cleanup_policy="compact")
+    d = tmp / "__consumer_offsets-0"
+    shutil.rmtree(d, ignore_errors=True)
+    plog = PartitionLog.open(d, "__consumer_offsets", 0, cfg, recover=False)
+    groups, parts = 100, 10
+    keys = [[offset_key(f"group-{g}", "orders", p) for p in range(parts)] for g in range(groups)]
+    n = 0
+    while n < commits:
+        g = (n // parts) % groups
+        recs = [
+            Record(0, T0, keys[g][p], offset_value(OffsetValue(n + p, 3, "", T0)))
+            for p in range(min(parts, commits - n))
+        ]
+        plog.append_as_leader(build_batch(recs), 0, T0)
+        n += len(recs)
+    plog.append_as_leader(build_batch([(b"active", b"x")]), 0, T0)
+    plog.high_watermark = plog.log_end_offset
+
+    def load_seconds() -> tuple[float, int]:
+        coord = GroupCoordinator(_PartitionStore(plog), GroupConfig())
+        t = time.perf_counter()
+        coord._read_partition(0)
+        elapsed = time.perf_counter() - t
+        return elapsed, sum(len(gr.offsets) for gr in coord.groups.values())
+
+    size_before = plog.size_bytes
+    before_s, live = load_seconds()
+    t = time.perf_counter()
+    stats = clean_log(plog, T0)
+    clean_s = time.perf_counter() - t
+    assert stats is not None
+    after_s, live_after = load_seconds()
+    assert live_after == live
+    size_after = plog.size_bytes
+    plog.close()
+    shutil.rmtree(d, ignore_errors=True)
+    return {
+        "commits": commits,
+        "live_offsets": live,
+        "bytes_before": size_before,
+        "bytes_after": size_after,
+        "load_s_before": before_s,
+        "load_s_after": after_s,
+        "clean_s": clean_s,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=200, help="dirty data per shape, in MiB")
@@ -169,6 +256,7 @@ def main() -> None:
     ap.add_argument("--latency", action="store_true", help="also produce p99 with the cleaner off and on")
     ap.add_argument("--load-mb-s", type=float, default=5.0)
     ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--offsets", type=int, default=0, help="also: coordinator load time of N offset commits")
     args = ap.parse_args()
     shapes = SHAPES[:1] if args.quick else SHAPES
     mb = 50 if args.quick else args.mb
@@ -196,6 +284,18 @@ def main() -> None:
         )
     Console(width=140).print(table)
     result: dict = {"mb": mb, "cpus": os.cpu_count(), "rows": rows}
+    if args.offsets:
+        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+            off = offsets_run(args.offsets, Path(tmp))
+        t3 = Table(title=f"__consumer_offsets: {off['commits']:,} commits, {off['live_offsets']:,} live offsets")
+        for col in ("", "log MB", "coordinator load s"):
+            t3.add_column(col, justify="right")
+        t3.add_row("history", f"{off['bytes_before'] / 1e6:.1f}", f"{off['load_s_before']:.2f}")
+        t3.add_row(
+            f"compacted ({off['clean_s']:.1f} s)", f"{off['bytes_after'] / 1e6:.2f}", f"{off['load_s_after']:.3f}"
+        )
+        Console(width=140).print(t3)
+        result["offsets"] = off
     if args.latency:
         lat = [latency_run(c, args.load_mb_s, args.seconds) for c in (False, True)]
         t2 = Table(title=f"acks=all produce latency at 1,000 msg/s, {args.load_mb_s} MB/s into a compacted topic")
