@@ -442,3 +442,29 @@ def test_the_scans_refuse_records_that_do_not_parse() -> None:
                 record_filter.map_keys(data, h, {})
         finally:
             record_filter.native = compiled
+
+
+def test_a_full_offset_map_cleans_up_to_a_segment_boundary_and_the_next_cleaning_goes_on(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", cfg())
+    for i in range(400):
+        produce(plog, [(b"key%d" % i, b"v" * 20)])  # every key distinct: the map fills fast
+    for i in range(400):
+        produce(plog, [(b"key%d" % i, b"w" * 20)])
+    produce(plog, [(b"tail", b"x")])
+    before = records(plog)
+    small = Cleaner(max_map_entries=50)
+    first = clean_log(plog, T0, cleaner=small)
+    assert first is not None
+    closed_end = plog.segments[-1].base_offset
+    assert first.end_offset < closed_end
+    assert first.end_offset in {s.base_offset for s in plog.segments}  # a segment boundary
+    assert [r for r in records(plog) if r[0] >= first.end_offset] == [r for r in before if r[0] >= first.end_offset]
+    end = first.end_offset
+    while end < closed_end:
+        nxt = clean_log(plog, T0, first_dirty=end, cleaner=small, force=True)
+        assert nxt is not None and nxt.end_offset > end
+        end = nxt.end_offset
+    assert latest(records(plog)) == latest(before)
+    # Every old value whose replacement is in a closed segment went; the active segment is not cleaned.
+    in_active = {k for o, k, _v, _t in before if o >= closed_end}
+    assert all(v == b"w" * 20 for _o, k, v, _t in records(plog) if k not in in_active)

@@ -232,9 +232,15 @@ def group_segments(segments: list[SegmentInfo], max_bytes: int) -> list[list[Seg
 
 
 class Cleaner:
-    def __init__(self, throttler: Throttler | None = None, run_on_owner: RunOnOwner = run_here) -> None:
+    def __init__(
+        self,
+        throttler: Throttler | None = None,
+        run_on_owner: RunOnOwner = run_here,
+        max_map_entries: int = 1 << 62,
+    ) -> None:
         self.throttler = throttler or Throttler(float("inf"))
         self.run_on_owner = run_on_owner
+        self.max_map_entries = max_map_entries
 
     def clean(
         self,
@@ -247,16 +253,24 @@ class Cleaner:
         """Clean ``rng`` of ``plog``; raises CleaningAborted when the log changed under it. ``is_live``
         (asked on the owner, before each swap): the log is still the broker's and online."""
         t0 = time.monotonic()
-        stats = CleanStats(dirty_bytes=rng.dirty_bytes)
+        stats = CleanStats()
         offsets: dict[bytes, int] = {}
+        mapped: list[SegmentInfo] = []
         for s in rng.dirty:
+            if mapped and len(offsets) >= self.max_map_entries:
+                # The map is full (log.cleaner.dedupe.buffer.size): this cleaning stops at the segments
+                # mapped so far, and the next one starts where it stopped.
+                log.info("%s: offset map full at %d keys; cleaning up to offset %d", view.name, len(offsets), s.base)
+                break
             for batch, h in iter_segment_batches(s.fd, s.segment.path, s.size, self.throttler):
                 stats.bytes_read += h.size
                 if h.is_control or h.record_count == 0:
                     continue
                 map_keys(records_of(batch, h), h, offsets)
-        map_end = rng.end_offset
-        groups = group_segments(rng.clean + rng.dirty, view.config.segment_bytes)
+            mapped.append(s)
+        stats.dirty_bytes = sum(s.size for s in mapped)
+        map_end = mapped[-1].next_offset if mapped else rng.first_dirty
+        groups = group_segments(rng.clean + mapped, view.config.segment_bytes)
         for group in groups:
             self._clean_group(plog, view, group, offsets, map_end, now_ms, stats, is_live)
             stats.groups += 1

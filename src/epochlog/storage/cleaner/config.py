@@ -15,6 +15,15 @@ class CleanerConfig:
     threads: int = 1  # log.cleaner.threads
     backoff_ms: int = 15_000  # log.cleaner.backoff.ms: the sleep when no log needs cleaning
     io_max_bytes_per_second: float = float("inf")  # log.cleaner.io.max.bytes.per.second (Double.MAX)
+    # log.cleaner.dedupe.buffer.size, shared by the threads. Kafka's offset map holds 24 bytes a key
+    # (MD5 + offset) filled to log.cleaner.io.buffer.load.factor (0.9); we map as many keys as it
+    # would, in a dict (more bytes a key), and stop a cleaning's dirty range at a segment boundary
+    # once the map is that full.
+    dedupe_buffer_size: int = 134_217_728
+
+    @property
+    def max_map_entries(self) -> int:
+        return max(1, int(self.dedupe_buffer_size / max(self.threads, 1) / 24 * 0.9))
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> CleanerConfig:
@@ -26,12 +35,14 @@ class CleanerConfig:
         threads = get("log.cleaner.threads")
         backoff = get("log.cleaner.backoff.ms")
         rate = get("log.cleaner.io.max.bytes.per.second")
+        dedupe = get("log.cleaner.dedupe.buffer.size")
         try:
             c = cls(
                 enable=cls.enable if enable is None else _bool("log.cleaner.enable", enable),
                 threads=cls.threads if threads is None else int(threads),
                 backoff_ms=cls.backoff_ms if backoff is None else int(backoff),
                 io_max_bytes_per_second=cls.io_max_bytes_per_second if rate is None else float(rate),
+                dedupe_buffer_size=cls.dedupe_buffer_size if dedupe is None else int(dedupe),
             )
         except ValueError as e:
             raise ConfigError(f"log.cleaner.*: {e}") from None
@@ -39,6 +50,8 @@ class CleanerConfig:
             raise ConfigError(f"log.cleaner.threads={c.threads} must not be negative")
         if c.backoff_ms < 0:
             raise ConfigError(f"log.cleaner.backoff.ms={c.backoff_ms} must not be negative")
+        if c.dedupe_buffer_size < 24:
+            raise ConfigError(f"log.cleaner.dedupe.buffer.size={c.dedupe_buffer_size} is too small")
         if c.io_max_bytes_per_second <= 0:
             raise ConfigError(f"log.cleaner.io.max.bytes.per.second={rate} must be positive")
         return c

@@ -98,7 +98,7 @@ class LogCleaner:
         self.stopping = threading.Event()
         self.run_on_owner: RunOnOwner = run_on_owner
         self.throttler = Throttler(config.io_max_bytes_per_second)
-        self.cleaner = Cleaner(self.throttler, self._owner)
+        self.cleaner = Cleaner(self.throttler, self._owner, config.max_map_entries)
         self._threads: list[threading.Thread] = []
         self._checkpoints: dict[str, dict[Key, int]] = {}
         self._in_progress: set[int] = set()
