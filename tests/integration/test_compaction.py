@@ -281,3 +281,82 @@ def test_consumer_offsets_are_compacted_and_survive_a_restart(broker_factory) ->
         c.close()
     assert committed == 1500
     assert size_after < 1500 * 100 / 2, "the offset commits were not compacted"
+
+
+def test_every_client_reads_a_compacted_log_with_gaps_and_header_only_batches(broker_factory, tmp_path) -> None:
+    import asyncio
+    import shutil
+    import subprocess
+    import sys
+
+    import aiokafka
+    import kafka
+
+    b = broker_factory(CLEANER)
+    topic = topic_name("cmpread")
+    create_topic(b.bootstrap, topic, config={**TOPIC_CONFIG, "segment.bytes": "4096"})
+    # An idempotent producer's batches that lose every record keep their header (its sequence state).
+    p = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+    for i in range(300):
+        p.produce(topic, key=b"k%d" % (i % 5), value=b"v%d" % i)
+        p.flush(10)
+    plain = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    part = b.data_dir / f"{topic}-0"
+
+    def header_only_batches() -> int:
+        out = subprocess.run(
+            [sys.executable, "-m", "epochlog.cli.main", "dump-log", "--json", str(part)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+        return out.count('"count": 0')
+
+    def cleaned() -> bool:
+        plain.produce(topic, key=b"other", value=b"tick")  # rolls the active segment by segment.ms
+        plain.flush(10)
+        return header_only_batches() > 0
+
+    wait_until(cleaned, 60, "a compaction leaving header-only batches")
+    plain.produce(topic, key=b"other", value=b"end")
+    plain.flush(10)
+    want, high = read_all(b.bootstrap, topic)  # confluent-kafka (librdkafka)
+    assert want[-1][1:] == (b"other", b"end")
+    latest_k = {k: v for _o, k, v in want if k != b"other"}
+    assert latest_k == {b"k%d" % i: b"v%d" % (295 + i) for i in range(5)}
+    assert len(want) < 300
+
+    c = kafka.KafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
+    tp = kafka.TopicPartition(topic, 0)
+    c.assign([tp])
+    c.seek_to_beginning(tp)
+    got = [(m.offset, m.key, m.value) for m in c]
+    c.close()
+    assert got == want, "kafka-python"
+
+    async def read_aiokafka() -> list[tuple[int, bytes, bytes | None]]:
+        ac = aiokafka.AIOKafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False)
+        await ac.start()
+        try:
+            atp = aiokafka.TopicPartition(topic, 0)
+            ac.assign([atp])
+            await ac.seek_to_beginning(atp)
+            out: list[tuple[int, bytes, bytes | None]] = []
+            deadline = time.monotonic() + 30
+            while await ac.position(atp) < high and time.monotonic() < deadline:
+                for msgs in (await ac.getmany(timeout_ms=500)).values():
+                    out += [(m.offset, m.key, m.value) for m in msgs]
+            return out
+        finally:
+            await ac.stop()
+
+    assert asyncio.run(read_aiokafka()) == want, "aiokafka"
+
+    if shutil.which("kcat"):
+        r = subprocess.run(
+            ["kcat", "-b", b.bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-f", "%o %k %s\n"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.stdout.split("\n")[:-1] == [f"{o} {k.decode()} {v.decode()}" for o, k, v in want], "kcat"
