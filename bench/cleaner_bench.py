@@ -18,6 +18,10 @@ running (backoff 100 ms, min.cleanable.dirty.ratio 0.01, so it cleans nearly all
 x 10 partitions, 10 commits a batch, as consumers commit), and the time the group coordinator takes to load it (what a
 broker's start, or a new coordinator, pays per partition) before and after the cleaner compacts it.
 
+``--loop-lag``: in one process, an asyncio loop that wakes every millisecond (as the broker's does) and
+records how late each wake-up is, first idle, then while the broker's LogCleaner (its own thread, swaps
+on the loop) cleans ``--mb`` of dirty log: the GIL and the swaps are what a produce would wait for.
+
 Prints tables and writes JSON to bench/results/.
 """
 
@@ -248,6 +252,69 @@ def offsets_run(commits: int, tmp: Path) -> dict:
     }
 
 
+def loop_lag_run(mb: int, tmp: Path) -> dict:
+    import asyncio
+
+    from epochlog.storage.cleaner.config import CleanerConfig
+    from epochlog.storage.cleaner.manager import LogCleaner
+    from epochlog.storage.log_dirs import LogDirs
+
+    dirs = LogDirs([tmp / "lag"], LogConfig())
+    dirs.open(node_id=1)
+    dirs.load_all()
+    plog = dirs.create("lag", 0, None, LogConfig(segment_bytes=16 << 20, cleanup_policy="compact"))
+    fill(plog, mb, 1000, 10_000, 16, NONE, seed=3)
+
+    def pct(xs: list[float], q: float) -> float:
+        xs = sorted(xs)
+        return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+    async def lags(until: asyncio.Future[None] | None, seconds: float) -> list[float]:
+        out: list[float] = []
+        end = time.perf_counter() + seconds
+        while (until is not None and not until.done()) or (until is None and time.perf_counter() < end):
+            t = time.perf_counter()
+            await asyncio.sleep(0.001)
+            out.append((time.perf_counter() - t - 0.001) * 1000)
+        return out
+
+    async def main() -> dict:
+        idle = await lags(None, 2.0)
+        cleaner = LogCleaner(dirs, CleanerConfig(backoff_ms=50))
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        t0 = time.perf_counter()
+        cleaner.start(loop)
+
+        async def watch() -> None:
+            while not cleaner.rounds:
+                await asyncio.sleep(0.01)
+            done.set_result(None)
+
+        w = asyncio.create_task(watch())
+        busy = await lags(done, 0)
+        took = time.perf_counter() - t0
+        await w
+        cleaner.request_stop()
+        while cleaner.running:
+            await asyncio.sleep(0.01)
+        return {
+            "mb": mb,
+            "clean_s": took,
+            "idle_p50_ms": pct(idle, 0.5),
+            "idle_p99_ms": pct(idle, 0.99),
+            "idle_max_ms": max(idle),
+            "cleaning_p50_ms": pct(busy, 0.5),
+            "cleaning_p99_ms": pct(busy, 0.99),
+            "cleaning_max_ms": max(busy),
+        }
+
+    try:
+        return asyncio.run(main())
+    finally:
+        dirs.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=200, help="dirty data per shape, in MiB")
@@ -256,6 +323,7 @@ def main() -> None:
     ap.add_argument("--latency", action="store_true", help="also produce p99 with the cleaner off and on")
     ap.add_argument("--load-mb-s", type=float, default=5.0)
     ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--loop-lag", action="store_true", help="also: event-loop lag while the cleaner runs")
     ap.add_argument("--offsets", type=int, default=0, help="also: coordinator load time of N offset commits")
     args = ap.parse_args()
     shapes = SHAPES[:1] if args.quick else SHAPES
@@ -284,6 +352,18 @@ def main() -> None:
         )
     Console(width=140).print(table)
     result: dict = {"mb": mb, "cpus": os.cpu_count(), "rows": rows}
+    if args.loop_lag:
+        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+            lag = loop_lag_run(mb, Path(tmp))
+        t4 = Table(
+            title=f"event-loop wake-up lateness (1 ms timer), idle vs cleaning {mb} MiB ({lag['clean_s']:.1f} s)"
+        )
+        for col in ("", "p50 ms", "p99 ms", "max ms"):
+            t4.add_column(col, justify="right")
+        for k in ("idle", "cleaning"):
+            t4.add_row(k, f"{lag[k + '_p50_ms']:.2f}", f"{lag[k + '_p99_ms']:.2f}", f"{lag[k + '_max_ms']:.2f}")
+        Console(width=140).print(t4)
+        result["loop_lag"] = lag
     if args.offsets:
         with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
             off = offsets_run(args.offsets, Path(tmp))
