@@ -288,7 +288,8 @@ CRASH_POINTS = [
     "rename:EIO:*.timeindex.deleted#1",  # step 2, second segment
     "rename:EIO:*[0-9].index",  # step 3, first rename
     "rename:EIO:*[0-9].log",  # step 3, the log's rename
-    "dirfsync:EIO:*#1",  # step 3's directory sync
+    "dirfsync:EIO:*#1",  # step 2's directory sync
+    "dirfsync:EIO:*#2",  # step 3's directory sync
     "unlink:EIO:*.deleted",  # step 4
     "rename:EIO:*.log.swap#1",  # the second group's commit point
     "rename:EIO:*[0-9].log#1",  # the second group's final rename
@@ -468,3 +469,16 @@ def test_a_full_offset_map_cleans_up_to_a_segment_boundary_and_the_next_cleaning
     # Every old value whose replacement is in a closed segment went; the active segment is not cleaned.
     in_active = {k for o, k, _v, _t in before if o >= closed_end}
     assert all(v == b"w" * 20 for _o, k, v, _t in records(plog) if k not in in_active)
+
+
+def test_a_cleaned_segment_keeps_the_modification_time_of_the_last_segment_it_replaces(tmp_path: Path) -> None:
+    import os
+
+    plog = open_log(tmp_path / "t-0", cfg(segment_bytes=10 << 20))
+    fill(plog, 50, 5)
+    plog.config = cfg(segment_bytes=1)  # the next append rolls
+    produce(plog, [(b"z", b"rolls")])
+    old = plog.segments[0].path
+    os.utime(old, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
+    assert clean_log(plog, T0) is not None
+    assert plog.segments[0].path.stat().st_mtime_ns == 1_000_000_000_000_000_000

@@ -341,6 +341,10 @@ class Cleaner:
                 self._write(cleaned, out, headers, stats)
             cleaned.flush()
             cleaned.write_indexes()
+            # The replaced segments' modification time, as Kafka keeps it: time retention falls back on
+            # it for batches without timestamps.
+            mtime = os.fstat(last_seg.fd).st_mtime_ns
+            os.utime(cleaned.fd, ns=(mtime, mtime))
             replaced = [s.segment for s in group]
             sizes = [s.size for s in group]
             seen = view.truncations

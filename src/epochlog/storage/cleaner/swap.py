@@ -7,7 +7,7 @@ The cleaner writes a segment's replacement as ``<base>.log.cleaned`` (+ ``.index
 1. renames the index files, then the log file, from ``.cleaned`` to ``.swap`` and syncs the directory.
    The ``<base>.log.swap`` rename is the commit point: before it the old segments are the log (a
    restart deletes ``.cleaned`` files); after it the cleaned segment is (a restart completes the swap);
-2. renames each replaced segment's files to ``.deleted``;
+2. renames each replaced segment's files to ``.deleted`` and syncs the directory;
 3. renames the ``.swap`` files to their final names and syncs the directory;
 4. deletes the ``.deleted`` files.
 
@@ -125,7 +125,9 @@ def commit_cleaned(directory: Path, base: int) -> None:
 
 
 def retire(directory: Path, bases: list[int]) -> list[Path]:
-    """Step 2: the replaced segments' files become ``.deleted``; returns them for step 4."""
+    """Step 2: the replaced segments' files become ``.deleted``; returns them for step 4. The directory
+    is synced before step 3: otherwise a power loss could keep step 3's renames and lose these, leaving
+    the cleaned segment and the ones it replaced side by side, with no ``.swap`` left to tell."""
     ops = fileops.ops()
     out = []
     for b in bases:
@@ -135,6 +137,7 @@ def retire(directory: Path, bases: list[int]) -> list[Path]:
                 dst = directory / f"{b:020d}{suffix}{DELETED}"
                 ops.rename(src, dst)
                 out.append(dst)
+    ops.fsync_dir(directory)
     return out
 
 
