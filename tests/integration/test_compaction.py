@@ -152,7 +152,11 @@ def wait_until(pred, timeout: float, what: str) -> None:  # type: ignore[no-unty
 
 
 def test_compaction_keeps_latest_values_and_removes_deleted_keys(broker_factory) -> None:
-    b = broker_factory(CLEANER)
+    from tests.broker_process import free_port
+    from tests.integration.test_metrics import scrape
+
+    metrics_port = free_port()
+    b = broker_factory({**CLEANER, "metrics.port": str(metrics_port)})
     topic = topic_name("cmp")
     create_topic(b.bootstrap, topic, config=TOPIC_CONFIG)
     history = History()
@@ -193,6 +197,11 @@ def test_compaction_keeps_latest_values_and_removes_deleted_keys(broker_factory)
     assert high == max(history.at) + 1
     assert b"cleaned [" in b.log_text().encode()
     assert segments_bytes(part) < 30000 * 120 / 5
+    m = scrape(metrics_port)
+    assert m["kafka_log_logcleaner_max_clean_time_secs"] > 0
+    assert 0 < m["kafka_log_logcleaner_cleaner_recopy_percent"] <= 100
+    assert m["kafka_log_logcleanermanager_uncleanable_partitions_count"] == 0
+    assert 0 <= m["kafka_log_logcleanermanager_time_since_last_run_ms"] < 60_000
 
 
 def test_kill_9_while_cleaning_then_restart_stays_consistent(broker_factory) -> None:

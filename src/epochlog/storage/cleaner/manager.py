@@ -106,6 +106,9 @@ class LogCleaner:
         self._horizons: dict[int, int] = {}  # id(plog) -> earliest delete horizon it keeps
         self.rounds = 0
         self.last_stats: CleanStats | None = None
+        # For Kafka's LogCleaner / LogCleanerManager metrics (server/metrics.py reads them).
+        self.max_dirty_ratio = 0.0  # of the compacted logs seen at the last pick
+        self.last_run_ms = clock()
         for m in log_dirs.managers:
             self._checkpoints[str(m.dir)] = checkpoints.read_offsets(m.dir / CLEANER_OFFSET_CHECKPOINT)
 
@@ -192,6 +195,7 @@ class LogCleaner:
             self._horizons.pop(key, None)
         self.rounds += 1
         self.last_stats = stats
+        self.last_run_ms = self.clock()
         self._owner(lambda: self._checkpoint(plog, stats.end_offset))
         return True
 
@@ -207,6 +211,7 @@ class LogCleaner:
 
     def _pick(self, now: int) -> tuple[PartitionLog, LogView, Cleanable, str] | None:
         best: tuple[float, PartitionLog, Cleanable, str, LogView] | None = None
+        self.max_dirty_ratio = 0.0
         for d, plog in self._logs():
             key = id(plog)
             if not plog.config.compact or key in self._in_progress or key in self._uncleanable:
@@ -217,6 +222,7 @@ class LogCleaner:
             rng = cleanable_range(view, self._checkpoints.get(d, {}).get((plog.topic, plog.partition)), now)
             if rng.dirty:
                 view.first_dirty_ts = plog.first_batch_timestamp(rng.dirty[0].base)
+            self.max_dirty_ratio = max(self.max_dirty_ratio, rng.dirty_ratio)
             horizon = self._horizons.get(key, -1)
             why = needs_cleaning(view, rng, now, tombstone_due=0 <= horizon <= now)
             if why is None:
@@ -253,6 +259,10 @@ class LogCleaner:
     def _io_failed(self, plog: PartitionLog, e: OSError) -> None:
         if self._is_live(plog):
             plog.failures.mark_offline(plog.log_dir, f"cleaning {plog.topic}-{plog.partition}: {e}")
+
+    @property
+    def uncleanable_count(self) -> int:
+        return len(self._uncleanable)
 
     def checkpoint_of(self, plog: PartitionLog) -> int | None:
         return self._checkpoints.get(plog.log_dir, {}).get((plog.topic, plog.partition))
