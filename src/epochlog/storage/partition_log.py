@@ -714,18 +714,21 @@ class PartitionLog:
         return -1
 
     @_io
-    def replace_segments(self, cleaned: Segment, old: list[Segment], sizes: list[int], truncations: int) -> bool:
+    def replace_segments(
+        self, cleaned: Segment, old: list[Segment], sizes: list[int], truncations: int
+    ) -> list[Path] | None:
         """Swap a cleaned segment in for the segments it was made from (storage/cleaner/swap.py has the
-        steps). False, and nothing changed, when those segments are no longer all there as they were
+        steps, all but the last: the old segments' ``.deleted`` files are returned for the caller to
+        remove). None, and nothing changed, when those segments are no longer all there as they were
         read (retention or deletion got to them first) or the log was truncated since the cleaning
         began (``truncations`` is the count it saw)."""
         if truncations != self.truncations:
-            return False
+            return None
         ids = [id(s) for s in self.segments]
         try:
             first = ids.index(id(old[0]))
         except ValueError:
-            return False
+            return None
         current = self.segments[first : first + len(old)]
         if (
             len(current) != len(old)
@@ -734,7 +737,7 @@ class PartitionLog:
             or [s.size for s in current] != sizes
             or cleaned.base_offset != old[0].base_offset
         ):
-            return False
+            return None
         swap.commit_cleaned(self.dir, cleaned.base_offset)
         retired = swap.retire(self.dir, [s.base_offset for s in old])
         for s in old:
@@ -743,8 +746,7 @@ class PartitionLog:
         self._bases = [s.base_offset for s in self.segments]
         swap.install(self.dir, cleaned.base_offset)
         cleaned.renamed()
-        swap.delete_retired(retired)
-        return True
+        return retired
 
     # -- durability ----------------------------------------------------------------------------
     @_io

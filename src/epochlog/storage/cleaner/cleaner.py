@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from epochlog.protocol.record_batch import HEADER_SIZE, BatchHeader, CorruptBatchError, compute_crc, read_header
 from epochlog.storage import fileops
+from epochlog.storage.cleaner import swap
 from epochlog.storage.cleaner.record_filter import filter_batch, map_keys, records_of
 from epochlog.storage.cleaner.swap import CLEANED
 from epochlog.storage.cleaner.throttler import Throttler
@@ -348,9 +349,15 @@ class Cleaner:
             replaced = [s.segment for s in group]
             sizes = [s.size for s in group]
             seen = view.truncations
-            swapped = self.run_on_owner(lambda: is_live() and plog.replace_segments(cleaned, replaced, sizes, seen))
-            if not swapped:
+            retired = self.run_on_owner(
+                lambda: plog.replace_segments(cleaned, replaced, sizes, seen) if is_live() else None
+            )
+            if retired is None:
                 raise CleaningAborted(f"{view.name}: segments {[s.base for s in group]} changed while cleaning")
+            swapped = True
+            # The old files are out of the log already; removing them (freeing a segment's blocks can
+            # take a while) is done here rather than on the event loop.
+            swap.delete_retired(retired)
         finally:
             if not swapped:
                 cleaned.abandon()
