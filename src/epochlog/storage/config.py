@@ -61,6 +61,14 @@ class LogConfig:
         return "compact" in self.cleanup_policy
 
     @property
+    def max_segment_ms(self) -> int:
+        """The age at which the active segment rolls: a compacted log rolls by max.compaction.lag.ms too,
+        since the active segment is never cleaned (Kafka's LogConfig.maxSegmentMs)."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
+    @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 

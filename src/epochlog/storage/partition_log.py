@@ -370,7 +370,7 @@ class PartitionLog:
         seg = self.active
         if seg.size > 0 and (
             seg.size + incoming > self.config.segment_bytes
-            or now_ms - seg.created_ms >= self.config.segment_ms
+            or now_ms - seg.created_ms >= self.config.max_segment_ms
             or self.log_end_offset - seg.base_offset + 1 > 2**31 - 1
         ):
             log.info("%s-%d: rolling segment at offset %d", self.topic, self.partition, self.log_end_offset)

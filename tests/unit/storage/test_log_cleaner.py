@@ -482,3 +482,14 @@ def test_a_cleaned_segment_keeps_the_modification_time_of_the_last_segment_it_re
     os.utime(old, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
     assert clean_log(plog, T0) is not None
     assert plog.segments[0].path.stat().st_mtime_ns == 1_000_000_000_000_000_000
+
+
+def test_a_compacted_log_rolls_by_max_compaction_lag_too(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", cfg(segment_bytes=10 << 20, max_compaction_lag_ms=1000))
+    born = plog.active.created_ms
+    plog.append_as_leader(build_batch([(b"a", b"1")], base_timestamp=T0), 0, born)
+    plog.append_as_leader(build_batch([(b"a", b"2")], base_timestamp=T0), 0, born + 999)
+    assert len(plog.segments) == 1
+    plog.append_as_leader(build_batch([(b"a", b"3")], base_timestamp=T0), 0, plog.active.created_ms + 1000)
+    assert len(plog.segments) == 2
+    assert cfg(cleanup_policy="delete", max_compaction_lag_ms=1000).max_segment_ms == cfg().segment_ms
