@@ -69,12 +69,13 @@ class CleaningAborted(Exception):
 
 @dataclass
 class SegmentInfo:
-    segment: Segment
+    segment: Segment | None  # None in a cleaner process, which has only the files
     base: int
     next_offset: int
     size: int
     largest_ts: int
     fd: int = -1  # the cleaner's own descriptor (a dup), only in a view handed to the cleaner
+    path: Path | None = None
 
 
 @dataclass
@@ -122,10 +123,8 @@ class Cleanable:
 
     def rebind(self, view: LogView) -> Cleanable:
         """The same range over ``view``'s segments (a view taken later, with the cleaner's descriptors)."""
-        by_id = {id(s.segment): s for s in view.segments}
-        return Cleanable(
-            [by_id[id(s.segment)] for s in self.clean], [by_id[id(s.segment)] for s in self.dirty], self.first_dirty
-        )
+        by_base = {s.base: s for s in view.segments}
+        return Cleanable([by_base[s.base] for s in self.clean], [by_base[s.base] for s in self.dirty], self.first_dirty)
 
     @property
     def end_offset(self) -> int:
@@ -238,10 +237,13 @@ class Cleaner:
         throttler: Throttler | None = None,
         run_on_owner: RunOnOwner = run_here,
         max_map_entries: int = 1 << 62,
+        alive: Callable[[], bool] = lambda: True,
     ) -> None:
+        """``alive``: asked between chunks; False stops the cleaning (a cleaner process whose broker died)."""
         self.throttler = throttler or Throttler(float("inf"))
         self.run_on_owner = run_on_owner
         self.max_map_entries = max_map_entries
+        self.alive = alive
 
     def clean(
         self,
@@ -255,6 +257,20 @@ class Cleaner:
         (asked on the owner, before each swap): the log is still the broker's and online."""
         t0 = time.monotonic()
         stats = CleanStats()
+        offsets, map_end, groups = self.plan(view, rng, stats)
+        for group in groups:
+            cleaned = self.write_group(view, group, offsets, map_end, now_ms, stats)
+            self.swap_group(plog, view, group, cleaned, is_live)
+            stats.groups += 1
+        stats.seconds = time.monotonic() - t0
+        self.log_stats(view, stats)
+        return stats
+
+    def plan(
+        self, view: LogView, rng: Cleanable, stats: CleanStats
+    ) -> tuple[dict[bytes, int], int, list[list[SegmentInfo]]]:
+        """The offset map of the dirty segments (as many as the map holds), where it ends, and the groups
+        of segments to rewrite."""
         offsets: dict[bytes, int] = {}
         mapped: list[SegmentInfo] = []
         for s in rng.dirty:
@@ -263,7 +279,7 @@ class Cleaner:
                 # mapped so far, and the next one starts where it stopped.
                 log.info("%s: offset map full at %d keys; cleaning up to offset %d", view.name, len(offsets), s.base)
                 break
-            for batch, h in iter_segment_batches(s.fd, s.segment.path, s.size, self.throttler):
+            for batch, h in self._batches(s):
                 stats.bytes_read += h.size
                 if h.is_control or h.record_count == 0:
                     continue
@@ -271,17 +287,23 @@ class Cleaner:
             mapped.append(s)
         stats.dirty_bytes = sum(s.size for s in mapped)
         map_end = mapped[-1].next_offset if mapped else rng.first_dirty
-        groups = group_segments(rng.clean + mapped, view.config.segment_bytes)
-        for group in groups:
-            self._clean_group(plog, view, group, offsets, map_end, now_ms, stats, is_live)
-            stats.groups += 1
         stats.end_offset = map_end
-        stats.seconds = time.monotonic() - t0
+        return offsets, map_end, group_segments(rng.clean + mapped, view.config.segment_bytes)
+
+    def _batches(self, s: SegmentInfo) -> Iterator[tuple[bytes | memoryview, BatchHeader]]:
+        path = s.path if s.path is not None else s.segment.path if s.segment is not None else Path()
+        for item in iter_segment_batches(s.fd, path, s.size, self.throttler):
+            yield item
+            if not self.alive():
+                raise CleaningAborted("the broker is gone")
+
+    @staticmethod
+    def log_stats(view: LogView, stats: CleanStats) -> None:
         log.info(
             "%s: cleaned [%d, %d) in %d groups: %d -> %d bytes, %d of %d records kept, %.2f s (%.1f MB/s)",
             view.name,
             view.log_start,
-            map_end,
+            stats.end_offset,
             stats.groups,
             stats.bytes_read,
             stats.bytes_written,
@@ -290,35 +312,31 @@ class Cleaner:
             stats.seconds,
             stats.bytes_read / max(stats.seconds, 1e-9) / 1e6,
         )
-        return stats
 
-    def _clean_group(
+    def write_group(
         self,
-        plog: PartitionLog,
         view: LogView,
         group: list[SegmentInfo],
         offsets: dict[bytes, int],
         map_end: int,
         now_ms: int,
         stats: CleanStats,
-        is_live: Callable[[], bool],
-    ) -> None:
+    ) -> Segment:
+        """Rewrite ``group`` into ``<base>.log.cleaned`` (+ indexes), durable; on any failure its files
+        are removed and the error raised."""
         cfg = view.config
         base = group[0].base
         ops = fileops.ops()
         for stale in (f"{base:020d}{s}{CLEANED}" for s in (".log", ".index", ".timeindex")):
             ops.unlink(view.directory / stale)
         cleaned = Segment(view.directory, base, cfg.index_interval_bytes, now_ms, suffix=CLEANED)
-        # Only these are ours to remove if the swap does not happen: once it has begun, the files are
-        # the log's (the swap renames them), and a failure part-way is the log directory's failure.
-        cleaned_paths = (cleaned.path, cleaned.index_path, cleaned.time_index_path)
-        swapped = False
+        written = False
         try:
             out = bytearray()
             headers: list[tuple[int, BatchHeader]] = []
             last_seg = group[-1]
             for s in group:
-                for batch, h in iter_segment_batches(s.fd, s.segment.path, s.size, self.throttler):
+                for batch, h in self._batches(s):
                     stats.bytes_read += h.size
                     retain_empty = (s is last_seg and h.next_offset == s.next_offset) or (
                         h.has_producer_id and view.producer_last_offsets.get(h.producer_id) == h.last_offset
@@ -346,26 +364,34 @@ class Cleaner:
             # it for batches without timestamps.
             mtime = os.fstat(last_seg.fd).st_mtime_ns
             os.utime(cleaned.fd, ns=(mtime, mtime))
-            replaced = [s.segment for s in group]
-            sizes = [s.size for s in group]
-            seen = view.truncations
-            retired = self.run_on_owner(
-                lambda: plog.replace_segments(cleaned, replaced, sizes, seen) if is_live() else None
-            )
-            if retired is None:
-                raise CleaningAborted(f"{view.name}: segments {[s.base for s in group]} changed while cleaning")
-            swapped = True
-            # The old files are out of the log already; removing them (freeing a segment's blocks can
-            # take a while) is done here rather than on the event loop.
-            swap.delete_retired(retired)
+            written = True
+            return cleaned
         finally:
-            if not swapped:
-                cleaned.abandon()
-                for p in cleaned_paths:
-                    try:
-                        ops.unlink(p)
-                    except OSError:
-                        pass
+            if not written:
+                discard(cleaned)
+
+    def swap_group(
+        self, plog: PartitionLog, view: LogView, group: list[SegmentInfo], cleaned: Segment, is_live: Callable[[], bool]
+    ) -> None:
+        """Put ``cleaned`` in place of ``group`` (on the owner); CleaningAborted, and the cleaned files
+        removed, when the log changed meanwhile."""
+        replaced = [s.segment for s in group if s.segment is not None]
+        sizes = [s.size for s in group]
+        seen = view.truncations
+        retired = None
+        try:
+            if len(replaced) == len(group):
+                retired = self.run_on_owner(
+                    lambda: plog.replace_segments(cleaned, replaced, sizes, seen) if is_live() else None
+                )
+        finally:
+            if retired is None:
+                discard(cleaned)
+        if retired is None:
+            raise CleaningAborted(f"{view.name}: segments {[s.base for s in group]} changed while cleaning")
+        # The old files are out of the log already; removing them (freeing a segment's blocks can take
+        # a while) is done here rather than on the event loop.
+        swap.delete_retired(retired)
 
     def _write(
         self, cleaned: Segment, out: bytearray, headers: list[tuple[int, BatchHeader]], stats: CleanStats
@@ -373,6 +399,19 @@ class Cleaner:
         self.throttler.throttle(len(out))
         cleaned.append_cleaned(out, headers)
         stats.bytes_written += len(out)
+
+
+def discard(cleaned: Segment) -> None:
+    """Close and remove a cleaned segment that will not be swapped in. Only its ``.cleaned`` files: once
+    a swap has begun they are the log's, and a failure part-way is the log directory's failure."""
+    cleaned.abandon()
+    if not cleaned.path.name.endswith(CLEANED):
+        return
+    for p in (cleaned.path, cleaned.index_path, cleaned.time_index_path):
+        try:
+            fileops.ops().unlink(p)
+        except OSError:
+            pass
 
 
 def clean_log(
