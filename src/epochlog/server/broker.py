@@ -109,6 +109,7 @@ class Broker:
         deadline = time.monotonic() + 30
         while self.cleaner.running and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
+        self.cleaner.close()
 
     async def _housekeeping(self) -> None:
         while True:

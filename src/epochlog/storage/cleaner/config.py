@@ -20,6 +20,9 @@ class CleanerConfig:
     # would, in a dict (more bytes a key), and stop a cleaning's dirty range at a segment boundary
     # once the map is that full.
     dedupe_buffer_size: int = 134_217_728
+    # epochlog.log.cleaner.process: clean in a child process (storage/cleaner/process.py: a cleaner
+    # thread in the broker's process holds the GIL against the event loop); false cleans on the thread.
+    process: bool = True
 
     @property
     def max_map_entries(self) -> int:
@@ -36,6 +39,7 @@ class CleanerConfig:
         backoff = get("log.cleaner.backoff.ms")
         rate = get("log.cleaner.io.max.bytes.per.second")
         dedupe = get("log.cleaner.dedupe.buffer.size")
+        in_process = get("epochlog.log.cleaner.process")
         try:
             c = cls(
                 enable=cls.enable if enable is None else _bool("log.cleaner.enable", enable),
@@ -43,6 +47,7 @@ class CleanerConfig:
                 backoff_ms=cls.backoff_ms if backoff is None else int(backoff),
                 io_max_bytes_per_second=cls.io_max_bytes_per_second if rate is None else float(rate),
                 dedupe_buffer_size=cls.dedupe_buffer_size if dedupe is None else int(dedupe),
+                process=cls.process if in_process is None else _bool("epochlog.log.cleaner.process", in_process),
             )
         except ValueError as e:
             raise ConfigError(f"log.cleaner.*: {e}") from None

@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import multiprocessing
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from epochlog.protocol.record_batch import CorruptBatchError
-from epochlog.storage import checkpoints
+from epochlog.storage import checkpoints, fileops
+from epochlog.storage.cleaner import process
 from epochlog.storage.cleaner.cleaner import (
     Cleanable,
     Cleaner,
@@ -33,12 +37,15 @@ from epochlog.storage.cleaner.cleaner import (
     LogView,
     RunOnOwner,
     cleanable_range,
+    discard,
     needs_cleaning,
     run_here,
 )
 from epochlog.storage.cleaner.config import CLEANER_OFFSET_CHECKPOINT, CleanerConfig
+from epochlog.storage.cleaner.swap import CLEANED
 from epochlog.storage.cleaner.throttler import Throttler
 from epochlog.storage.errors import KafkaStorageError
+from epochlog.storage.segment import Segment
 
 if TYPE_CHECKING:
     import asyncio
@@ -100,6 +107,8 @@ class LogCleaner:
         self.throttler = Throttler(config.io_max_bytes_per_second)
         self.cleaner = Cleaner(self.throttler, self._owner, config.max_map_entries)
         self._threads: list[threading.Thread] = []
+        self._pool: ProcessPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         self._checkpoints: dict[str, dict[Key, int]] = {}
         self._in_progress: set[int] = set()
         self._uncleanable: set[int] = set()  # id(plog): a corrupt batch stopped its cleaning
@@ -171,7 +180,14 @@ class LogCleaner:
                 rng.dirty_bytes,
                 rng.first_dirty,
             )
-            stats = self.cleaner.clean(plog, view, rng, now, is_live=lambda: self._is_live(plog))
+            if self.config.process:
+                stats = self._clean_in_process(plog, view, rng, now)
+            else:
+                stats = self.cleaner.clean(plog, view, rng, now, is_live=lambda: self._is_live(plog))
+        except BrokenProcessPool as e:
+            log.error("%s: the cleaner process died (%s); starting another", view.name, e)
+            self._pool = None
+            return False
         except CleaningAborted as e:
             log.info("%s: cleaning aborted: %s", view.name, e)
             return False
@@ -198,6 +214,63 @@ class LogCleaner:
         self.last_run_ms = self.clock()
         self._owner(lambda: self._checkpoint(plog, stats.end_offset))
         return True
+
+    # -- the cleaner process (process.py says why) ------------------------------------------------
+    def _process_pool(self) -> ProcessPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    max_workers=max(self.config.threads, 1),
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=process.child_init,
+                )
+            return self._pool
+
+    def _clean_in_process(self, plog: PartitionLog, view: LogView, rng: Cleanable, now: int) -> CleanStats:
+        t0 = time.monotonic()
+        rate = self.config.io_max_bytes_per_second / max(self.config.threads, 1)
+        job = process.job_for(view, rng, now, self.config.max_map_entries, rate)
+        fut = self._process_pool().submit(process.run, job)
+        while True:  # waiting here holds no GIL; the event loop runs freely
+            try:
+                result: process.Result = fut.result(timeout=0.2)
+                break
+            except concurrent.futures.TimeoutError:
+                if self.stopping.is_set():
+                    fut.cancel()
+                    raise CleaningAborted("the broker is stopping") from None
+        by_base = {s.base: s for s in view.segments}
+        pending = list(result.groups)
+        try:
+            while pending:
+                base, olds = pending[0]
+                group = [by_base[b] for b in olds]
+                cleaned = Segment(view.directory, base, view.config.index_interval_bytes, now, suffix=CLEANED)
+                if not cleaned.load_indexes():
+                    cleaned.scan(validate_crc=True)
+                # The child keeps each group's last batch, so a group's cleaned segment ends where its
+                # last segment ended; anything else (a file gone or cut short) must not be swapped in.
+                if group[-1].size and cleaned.next_offset != group[-1].next_offset:
+                    discard(cleaned)
+                    raise CleaningAborted(f"{view.name}: the cleaned segment {base} is not whole")
+                pending.pop(0)
+                self.cleaner.swap_group(plog, view, group, cleaned, lambda: self._is_live(plog))
+        finally:
+            for base, _olds in pending:  # groups never swapped in
+                for suffix in (".log", ".index", ".timeindex"):
+                    fileops.ops().unlink(view.directory / f"{base:020d}{suffix}{CLEANED}")
+        stats = result.stats
+        stats.seconds = time.monotonic() - t0
+        Cleaner.log_stats(view, stats)
+        return stats
+
+    def close(self) -> None:
+        """After the threads stopped: let the cleaner process go (a job it still runs stops when it
+        finds its parent gone; its ``.cleaned`` files are removed at the next start)."""
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
 
     def _logs(self) -> list[tuple[str, PartitionLog]]:
         return [(str(m.dir), plog) for m in self.log_dirs.online for plog in m.logs.values()]
