@@ -142,6 +142,23 @@ def trickle(bootstrap: str, topic: str, history: History, stop: threading.Event)
     p.flush(30)
 
 
+def children_of(pid: int) -> set[int]:
+    """Processes whose parent is ``pid`` (the broker's cleaner process, its resource tracker)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat.parent.name))
+    return out
+
+
+def alive(pids: set[int]) -> set[int]:
+    return {p for p in pids if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text()}
+
+
 def wait_until(pred, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -227,10 +244,15 @@ def test_kill_9_while_cleaning_then_restart_stays_consistent(broker_factory) -> 
             wait_until(lambda m=marks: b.log_text().count("cleaning (") > m, 60, "a cleaning to begin")
             time.sleep(pause)
             done = b.log_text().count("cleaned [")
+            assert b.proc is not None
+            helpers = children_of(b.proc.pid)
+            assert helpers, "no cleaner process while a cleaning is under way"
             b.kill9()
             text = b.log_text()
             killed_mid_clean += text.count("cleaning (") > done + text.count("cleaning aborted")
             marks = text.count("cleaning (")
+            # The cleaner process notices its broker is gone and exits, mid-job or idle.
+            wait_until(lambda h=helpers: not alive(h), 10, f"the killed broker's helpers {helpers} to exit")
             b.start()
             seen, _high = read_all(b.bootstrap, topic)
             check(history, seen, deleted=set())  # tombstones may still be there, nothing else is lost

@@ -18,6 +18,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import multiprocessing
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -223,6 +224,7 @@ class LogCleaner:
                     max_workers=max(self.config.threads, 1),
                     mp_context=multiprocessing.get_context("spawn"),
                     initializer=process.child_init,
+                    initargs=(os.getpid(),),
                 )
             return self._pool
 

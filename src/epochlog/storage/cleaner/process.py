@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,12 +83,23 @@ def job_for(view: LogView, rng: Cleanable, now_ms: int, max_map_entries: int, ra
     )
 
 
-def child_init() -> None:
-    """Runs once in each cleaner process: below the broker in the scheduler's eyes."""
+def child_init(parent: int) -> None:
+    """Runs once in each cleaner process: below the broker in the scheduler's eyes, and gone when the
+    broker is. A pool worker would otherwise wait for work forever after a kill -9 of the broker: it
+    holds a write end of its own job queue, so it never sees the queue close."""
     try:
         os.nice(10)
     except OSError:
         pass
+    # ``parent`` comes from the broker: a child that starts after a kill -9 of the broker has already
+    # been adopted by another process, and must see that as well.
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def run(job: Job) -> Result:
