@@ -12,7 +12,8 @@ ones ran. The segment files are in the page cache (just written), as a broker's 
 ``--latency``: a real `epochlog up`, a background producer writing ``--load-mb-s`` of 1 KiB records
 over 10,000 keys into a compacted topic, and the acks=all produce latency of another topic at 1,000
 msg/s (bench/produce_consume.py's probe), once with log.cleaner.enable=false and once with the cleaner
-running (backoff 100 ms, min.cleanable.dirty.ratio 0.01, so it cleans nearly all the time).
+running (backoff 100 ms, min.cleanable.dirty.ratio 0.01, so it cleans nearly all the time); with
+``--process-too`` also with epochlog.log.cleaner.process=true (the cleaning in a child process).
 
 ``--offsets N``: a ``__consumer_offsets`` partition (8 MiB segments) holding N offset commits (100 groups
 x 10 partitions, 10 commits a batch, as consumers commit), and the time the group coordinator takes to load it (what a
@@ -136,14 +137,21 @@ def load(bootstrap: str, topic: str, mb_per_s: float, stop: threading.Event) -> 
     p.flush(30)
 
 
-def latency_run(cleaner: bool, load_mb_s: float, seconds: float) -> dict:
+def latency_run(cleaner: bool, load_mb_s: float, seconds: float, in_process: bool = False) -> dict:
     from brokers import start
     from confluent_kafka.admin import AdminClient, NewTopic
     from produce_consume import latency
 
     from epochlog.storage.checkpoints import read_offsets
 
-    b = start("epochlog", {"log.cleaner.enable": str(cleaner).lower(), "log.cleaner.backoff.ms": "100"})
+    b = start(
+        "epochlog",
+        {
+            "log.cleaner.enable": str(cleaner).lower(),
+            "log.cleaner.backoff.ms": "100",
+            "epochlog.log.cleaner.process": str(in_process).lower(),
+        },
+    )
     try:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         topic_cfg = {"cleanup.policy": "compact", "segment.bytes": str(4 << 20), "min.cleanable.dirty.ratio": "0.01"}
@@ -162,7 +170,7 @@ def latency_run(cleaner: bool, load_mb_s: float, seconds: float) -> dict:
         # The broker logs at WARNING here: what the cleaner did shows in its checkpoint and on disk.
         res["cleaned_to_offset"] = read_offsets(data / "cleaner-offset-checkpoint").get(("compacted", 0), 0)
         res["compacted_disk_mb"] = sum(f.stat().st_size for f in (data / "compacted-0").glob("*.log")) / 1e6
-        res["cleaner"] = cleaner
+        res["cleaner"] = ("process" if in_process else "thread") if cleaner else "off"
         res["load_mb_s"] = load_mb_s
         return res
     finally:
@@ -321,7 +329,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="the first shape only, 50 MiB")
     ap.add_argument("--dir", type=Path, default=None, help="where to write the logs (default: a temp dir)")
     ap.add_argument("--latency", action="store_true", help="also produce p99 with the cleaner off and on")
-    ap.add_argument("--load-mb-s", type=float, default=5.0)
+    ap.add_argument("--load-mb-s", type=float, default=2.0)
+    ap.add_argument("--process-too", action="store_true", help="--latency also with the cleaning in a process")
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--loop-lag", action="store_true", help="also: event-loop lag while the cleaner runs")
     ap.add_argument("--offsets", type=int, default=0, help="also: coordinator load time of N offset commits")
@@ -377,13 +386,15 @@ def main() -> None:
         Console(width=140).print(t3)
         result["offsets"] = off
     if args.latency:
-        lat = [latency_run(c, args.load_mb_s, args.seconds) for c in (False, True)]
+        lat = [latency_run(False, args.load_mb_s, args.seconds), latency_run(True, args.load_mb_s, args.seconds)]
+        if args.process_too:
+            lat.append(latency_run(True, args.load_mb_s, args.seconds, in_process=True))
         t2 = Table(title=f"acks=all produce latency at 1,000 msg/s, {args.load_mb_s} MB/s into a compacted topic")
         for col in ("cleaner", "cleaned to", "disk MB", "ack p50 ms", "ack p99 ms", "ack max ms", "e2e p99 ms"):
             t2.add_column(col, justify="right")
         for r in lat:
             t2.add_row(
-                "on" if r["cleaner"] else "off",
+                r["cleaner"],
                 f"{r['cleaned_to_offset']:,}",
                 f"{r['compacted_disk_mb']:.0f}",
                 f"{r['ack_p50_ms']:.1f}",

@@ -221,9 +221,16 @@ def test_compaction_keeps_latest_values_and_removes_deleted_keys(broker_factory)
     assert 0 <= m["kafka_log_logcleanermanager_time_since_last_run_ms"] < 60_000
 
 
-def test_kill_9_while_cleaning_then_restart_stays_consistent(broker_factory) -> None:
+@pytest.mark.parametrize("in_process", [False, True], ids=["thread", "process"])
+def test_kill_9_while_cleaning_then_restart_stays_consistent(broker_factory, in_process: bool) -> None:
     # A slow cleaner (io bound) so the kill lands in the middle of cleaning.
-    b = broker_factory({**CLEANER, "log.cleaner.io.max.bytes.per.second": "400000"})
+    b = broker_factory(
+        {
+            **CLEANER,
+            "log.cleaner.io.max.bytes.per.second": "400000",
+            "epochlog.log.cleaner.process": str(in_process).lower(),
+        }
+    )
     topic = topic_name("cmpkill")
     create_topic(b.bootstrap, topic, config={**TOPIC_CONFIG, "segment.bytes": "32768", "delete.retention.ms": "500"})
     history = History()
@@ -246,7 +253,7 @@ def test_kill_9_while_cleaning_then_restart_stays_consistent(broker_factory) -> 
             done = b.log_text().count("cleaned [")
             assert b.proc is not None
             helpers = children_of(b.proc.pid)
-            assert helpers, "no cleaner process while a cleaning is under way"
+            assert helpers or not in_process, "no cleaner process while a cleaning is under way"
             b.kill9()
             text = b.log_text()
             killed_mid_clean += text.count("cleaning (") > done + text.count("cleaning aborted")

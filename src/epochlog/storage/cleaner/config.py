@@ -20,9 +20,10 @@ class CleanerConfig:
     # would, in a dict (more bytes a key), and stop a cleaning's dirty range at a segment boundary
     # once the map is that full.
     dedupe_buffer_size: int = 134_217_728
-    # epochlog.log.cleaner.process: clean in a child process (storage/cleaner/process.py: a cleaner
-    # thread in the broker's process holds the GIL against the event loop); false cleans on the thread.
-    process: bool = True
+    # epochlog.log.cleaner.process: clean in a child process (storage/cleaner/process.py) rather than
+    # on the cleaner thread. Off by default: measured, it is no better on an idle machine and worse on
+    # a busy one (docs/operations.md, "Log compaction").
+    process: bool = False
 
     @property
     def max_map_entries(self) -> int:

@@ -1,18 +1,18 @@
-"""The cleaner's heavy part in a process of its own.
+"""The cleaner's heavy part in a process of its own (opt-in: epochlog.log.cleaner.process=true).
 
-A cleaner thread in the broker's process shares the GIL with the event loop: each time the loop gives
-the GIL up around a system call (a socket read, a write, epoll), a busy cleaner thread keeps it until
-the interpreter's switch interval forces it off, and the loop's next step waits that long. Measured
-(bench/cleaner_bench.py --latency): acks=all produce p99 went from 8 ms to 104 ms while a thread
-cleaned. So the reading, mapping and writing of ``.cleaned`` files run in a child process (spawned,
-niced), and the broker's cleaner thread only hands it a job, waits without the GIL, and swaps the
-results in on the event loop, where the checks and the swap have always been.
+Written because a cleaner thread shares the GIL with the event loop: the reading, mapping and writing
+of ``.cleaned`` files run here in a child process (spawned, niced), and the broker's cleaner thread
+only hands it a job, waits without the GIL, and swaps the results in on the event loop, with the same
+checks as ever. Off by default because it measured no better: on an idle machine produce p99 was the
+same either way, and with a core kept busy by another process it was worse (the child takes CPU the
+broker then lacks); docs/operations.md, "Log compaction", has the numbers.
 
 The child opens the segment files by name. The names are those of the view the owner took; nothing
 but the owner renames or deletes segment files, and the swap re-checks the segments (same objects,
 sizes and truncation count) before anything of the child's output is used, so a file retention or a
 truncation removed meanwhile only makes the cleaning abort. A child whose broker died stops at its next
-chunk; ``.cleaned`` files it leaves are removed at the next start, never swapped in.
+chunk, and an idle one within half a second; ``.cleaned`` files it leaves are removed at the next start,
+never swapped in.
 """
 
 from __future__ import annotations
