@@ -34,7 +34,9 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.base_log_config = LogConfig.from_properties(config.log_properties())
-        self.log_manager = LogDirs(config.all_log_dirs(), self.base_log_config, config.log_retention_check_interval_ms)
+        self.log_manager = LogDirs(
+            config.all_log_dirs(), self.base_log_config, config.log_retention_check_interval_ms
+        )
         # broker.log_manager.failures.offline_count is Kafka's OfflineLogDirectoryCount.
         self.log_manager.failures.subscribe(self._on_log_dir_failure)
         self.exit_code = 0
