@@ -206,3 +206,30 @@ def test_an_io_error_in_the_cleaner_process_takes_the_directory_offline(
         cleaner.close()
     assert dirs.failures.is_offline(dirs.dir)
     assert not list(plog.dir.glob("*.cleaned"))
+
+
+def test_a_stop_drops_a_slow_cleaning_at_once(dirs: LogDirs) -> None:
+    plog = dirs.create("c", 0, None, COMPACT)
+    write(plog, 300, 5)
+    before = keys_left(plog)
+
+    async def main() -> float:
+        # 20 kB/s: this cleaning would take seconds.
+        cleaner = LogCleaner(dirs, CleanerConfig(backoff_ms=10, io_max_bytes_per_second=20_000))
+        cleaner.start(asyncio.get_running_loop())
+        for _ in range(500):
+            if cleaner._in_progress:
+                break
+            await asyncio.sleep(0.01)
+        assert cleaner._in_progress, "the cleaning never began"
+        await asyncio.sleep(0.2)
+        t = asyncio.get_running_loop().time()
+        cleaner.request_stop()
+        while cleaner.running:
+            await asyncio.sleep(0.01)
+        return asyncio.get_running_loop().time() - t
+
+    took = asyncio.run(main())
+    assert took < 1.5
+    assert keys_left(plog) == before  # nothing swapped in
+    assert not list(plog.dir.glob("*.cleaned"))

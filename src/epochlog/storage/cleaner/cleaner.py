@@ -300,7 +300,7 @@ class Cleaner:
         for item in iter_segment_batches(s.fd, path, s.size, self.throttler):
             yield item
             if not self.alive():
-                raise CleaningAborted("the broker is gone")
+                raise CleaningAborted("the broker is stopping or gone")
             now = clock()
             if now - ran_since >= GIL_SLICE_S:
                 # Give the GIL up for a moment. A thread that is only preempted keeps the event loop

@@ -106,7 +106,8 @@ class LogCleaner:
         self.stopping = threading.Event()
         self.run_on_owner: RunOnOwner = run_on_owner
         self.throttler = Throttler(config.io_max_bytes_per_second)
-        self.cleaner = Cleaner(self.throttler, self._owner, config.max_map_entries)
+        # A stop does not wait for a (throttled, possibly long) cleaning to finish: it is dropped.
+        self.cleaner = Cleaner(self.throttler, self._owner, config.max_map_entries, alive=self._not_stopping)
         self._threads: list[threading.Thread] = []
         self._pool: ProcessPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -121,6 +122,9 @@ class LogCleaner:
         self.last_run_ms = clock()
         for m in log_dirs.managers:
             self._checkpoints[str(m.dir)] = checkpoints.read_offsets(m.dir / CLEANER_OFFSET_CHECKPOINT)
+
+    def _not_stopping(self) -> bool:
+        return not self.stopping.is_set()
 
     def _owner(self, fn: Callable[[], T]) -> T:
         result: T = self.run_on_owner(fn)
