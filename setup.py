@@ -1,7 +1,9 @@
-"""The one compiled piece: the record walker of produce validation (protocol/_native/record_walk.c).
+"""The compiled pieces: the record walker of produce validation (protocol/_native/record_walk.c) and the
+log cleaner's record scans (storage/cleaner/_native/cleaner_scan.c).
 
-Optional: where no C compiler is present the build skips it and protocol/record_walk.py walks records
-in Python (same answers, slower). Everything else is in pyproject.toml.
+Optional: where no C compiler is present the build skips them and protocol/record_walk.py and
+storage/cleaner/record_filter.py do the same in Python (same answers, slower). Everything else is in
+pyproject.toml.
 """
 
 from setuptools import Extension, setup
@@ -13,6 +15,12 @@ setup(
             ["src/epochlog/protocol/_native/record_walk.c"],
             optional=True,
             extra_compile_args=["-O2"],
-        )
+        ),
+        Extension(
+            "epochlog.storage.cleaner._native._cleaner_scan",
+            ["src/epochlog/storage/cleaner/_native/cleaner_scan.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
     ]
 )

@@ -66,6 +66,10 @@ _DEFS = (
         doc="the codec batches are stored with; producer keeps what the producer sent",
     ),
     ConfigDef(
+        "delete.retention.ms", ConfigType.LONG, "86400000", "log.cleaner.delete.retention.ms", minimum=0,
+        doc="how long a compacted topic keeps a tombstone after the cleaning that first kept it",
+    ),
+    ConfigDef(
         "flush.messages", ConfigType.LONG, str(LONG_MAX), "log.flush.interval.messages", minimum=1,
         doc="fsync after this many messages",
     ),
@@ -79,6 +83,10 @@ _DEFS = (
         doc="the largest record batch accepted",
     ),
     ConfigDef(
+        "max.compaction.lag.ms", ConfigType.LONG, str(LONG_MAX), "log.cleaner.max.compaction.lag.ms", minimum=1,
+        doc="the longest a record may stay uncompacted",
+    ),
+    ConfigDef(
         "message.timestamp.after.max.ms", ConfigType.LONG, "3600000", "log.message.timestamp.after.max.ms",
         minimum=0, doc="how far in the future a CreateTime timestamp may be",
     ),
@@ -89,6 +97,14 @@ _DEFS = (
     ConfigDef(
         "message.timestamp.type", ConfigType.STRING, "CreateTime", "log.message.timestamp.type",
         choices=("CreateTime", "LogAppendTime"), doc="whose timestamp records carry",
+    ),
+    ConfigDef(
+        "min.cleanable.dirty.ratio", ConfigType.DOUBLE, "0.5", "log.cleaner.min.cleanable.ratio", minimum=0,
+        doc="the share of a compacted log that must be uncleaned before the cleaner takes it",
+    ),
+    ConfigDef(
+        "min.compaction.lag.ms", ConfigType.LONG, "0", "log.cleaner.min.compaction.lag.ms", minimum=0,
+        doc="the shortest a record stays uncompacted",
     ),
     ConfigDef(
         "min.insync.replicas", ConfigType.INT, "1", "min.insync.replicas", minimum=1,
@@ -178,9 +194,13 @@ def validate_value(d: ConfigDef, value: str, as_name: str | None = None) -> str 
         return None
     if d.type is ConfigType.DOUBLE:
         try:
-            float(value)
+            x = float(value)
         except ValueError:
             return f"{bad}: Not a number of type DOUBLE"
+        if d.minimum is not None and x < d.minimum:
+            return f"{bad}: Value must be at least {d.minimum}"
+        if d.name == "min.cleanable.dirty.ratio" and x > 1:
+            return f"{bad}: Value must be no more than 1"
         return None
     if d.type is ConfigType.LIST:
         items = split_list(value)

@@ -13,6 +13,8 @@ from epochlog.server.metrics import BrokerMetrics
 from epochlog.server.partition import Partition
 from epochlog.server.topic_configs import DynamicBrokerConfigs, topic_properties
 from epochlog.server.topics import TopicInfo
+from epochlog.storage.cleaner.config import CleanerConfig
+from epochlog.storage.cleaner.manager import LogCleaner
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log_dirs import LogDirs
 
@@ -56,6 +58,8 @@ class Broker:
             config.connections_max_idle_ms,
         )
         self.metrics = BrokerMetrics()
+        # Compaction of cleanup.policy=compact logs, on threads of its own; started with the broker.
+        self.cleaner = LogCleaner(self.log_manager, CleanerConfig.from_properties(config.raw))
 
     def _on_log_dir_failure(self, failed: str) -> None:
         """Kafka's ReplicaManager.handleLogDirFailure: the partitions of the failed directory stop serving
@@ -97,8 +101,18 @@ class Broker:
             t.cancel()
         if self.groups is not None:
             await self.groups.stop()
+        await self._stop_cleaner()
         self.log_manager.close()
         log.info("broker %d stopped cleanly", self.config.node_id)
+
+    async def _stop_cleaner(self) -> None:
+        """The cleaner's threads finish (or drop) what they do; a swap they wait for runs meanwhile, on
+        this loop, so the logs are closed only once no thread touches them."""
+        self.cleaner.request_stop()
+        deadline = time.monotonic() + 30
+        while self.cleaner.running and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        self.cleaner.close()
 
     async def _housekeeping(self) -> None:
         while True:

@@ -232,11 +232,13 @@ class BrokerConfig:
         if mode not in ("leader-epoch", "high-watermark"):
             raise ConfigError(f"replication.truncation.mode={mode!r} is not leader-epoch or high-watermark")
         c.replication_truncation_mode = mode
+        from epochlog.storage.cleaner.config import CleanerConfig
         from epochlog.storage.config import ConfigError as LogConfigError
         from epochlog.storage.config import LogConfig
 
         try:
             LogConfig.from_properties(c.log_properties())
+            CleanerConfig.from_properties(c.raw)
         except LogConfigError as e:
             raise ConfigError(str(e)) from None
         return c

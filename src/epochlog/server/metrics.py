@@ -74,6 +74,11 @@ class BrokerMetrics:
             ("kafka_server_replicamanager_underminisrpartitioncount", "Led partitions with ISR below min.insync"),
             ("kafka_server_replicamanager_atminisrpartitioncount", "Led partitions with ISR at min.insync"),
             ("kafka_log_logmanager_offlinelogdirectorycount", "Log directories taken offline by I/O errors"),
+            ("kafka_log_logcleaner_max_dirty_percent", "Highest dirty share of a compacted log, percent"),
+            ("kafka_log_logcleaner_max_clean_time_secs", "Seconds the last cleaning took"),
+            ("kafka_log_logcleaner_cleaner_recopy_percent", "Share of the bytes read that the last cleaning kept"),
+            ("kafka_log_logcleanermanager_uncleanable_partitions_count", "Logs a corrupt batch stopped cleaning"),
+            ("kafka_log_logcleanermanager_time_since_last_run_ms", "Milliseconds since a cleaning last finished"),
         ):
             self._gauges[name] = Gauge(name, doc, registry=r)
 
@@ -106,6 +111,21 @@ class BrokerMetrics:
             lambda: sum(1 for r in led() if len(r.isr) == r.min_isr)
         )
         g["kafka_log_logmanager_offlinelogdirectorycount"].set_function(broker.offline_log_dir_count)
+        cleaner = broker.cleaner
+
+        def last(attr: str) -> float:
+            stats = cleaner.last_stats
+            return float(getattr(stats, attr)) if stats is not None else 0.0
+
+        g["kafka_log_logcleaner_max_dirty_percent"].set_function(lambda: 100 * cleaner.max_dirty_ratio)
+        g["kafka_log_logcleaner_max_clean_time_secs"].set_function(lambda: last("seconds"))
+        g["kafka_log_logcleaner_cleaner_recopy_percent"].set_function(
+            lambda: 100 * last("bytes_written") / max(last("bytes_read"), 1.0)
+        )
+        g["kafka_log_logcleanermanager_uncleanable_partitions_count"].set_function(lambda: cleaner.uncleanable_count)
+        g["kafka_log_logcleanermanager_time_since_last_run_ms"].set_function(
+            lambda: time.time_ns() // 1_000_000 - cleaner.last_run_ms
+        )
 
     def isr_changed(self, before: frozenset[int], after: frozenset[int], leading: bool) -> None:
         """A led partition's ISR moved (AlterPartition answered, or the metadata said so)."""

@@ -24,6 +24,9 @@ _NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "max_message_bytes": ("max.message.bytes", ("message.max.bytes",)),
     "timestamp_before_max_ms": ("message.timestamp.before.max.ms", ("log.message.timestamp.before.max.ms",)),
     "timestamp_after_max_ms": ("message.timestamp.after.max.ms", ("log.message.timestamp.after.max.ms",)),
+    "delete_retention_ms": ("delete.retention.ms", ("log.cleaner.delete.retention.ms",)),
+    "min_compaction_lag_ms": ("min.compaction.lag.ms", ("log.cleaner.min.compaction.lag.ms",)),
+    "max_compaction_lag_ms": ("max.compaction.lag.ms", ("log.cleaner.max.compaction.lag.ms",)),
 }
 _UNIT = {"log.roll.hours": 3_600_000, "log.retention.minutes": 60_000, "log.retention.hours": 3_600_000}
 
@@ -45,6 +48,25 @@ class LogConfig:
     # made the future bound one hour).
     timestamp_before_max_ms: int = LONG_MAX
     timestamp_after_max_ms: int = 3_600_000
+    # Compaction (cleanup.policy=compact): how long tombstones outlive the cleaning that first saw them,
+    # how old a record must be before it may be cleaned, how long a dirty record may wait at most, and
+    # the share of dirty bytes that makes a log worth cleaning (Kafka's names and defaults).
+    delete_retention_ms: int = 86_400_000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """The age at which the active segment rolls: a compacted log rolls by max.compaction.lag.ms too,
+        since the active segment is never cleaned (Kafka's LogConfig.maxSegmentMs)."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
 
     @property
     def log_append_time(self) -> bool:
@@ -76,6 +98,25 @@ class LogConfig:
                 if p.strip() not in ("delete", "compact"):
                     raise ConfigError(f"cleanup.policy={policy!r}: each entry must be delete or compact")
             c.cleanup_policy = policy
+        ratio_name = next(
+            (n for n in ("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio") if props.get(n, "") != ""),
+            None,
+        )
+        if ratio_name is not None:
+            try:
+                c.min_cleanable_dirty_ratio = float(props[ratio_name])
+            except ValueError:
+                raise ConfigError(f"{ratio_name}={props[ratio_name]!r} is not a number") from None
+            if not 0.0 <= c.min_cleanable_dirty_ratio <= 1.0:
+                raise ConfigError(f"{ratio_name}={props[ratio_name]} must be between 0 and 1")
+        for name, value in (
+            ("delete.retention.ms", c.delete_retention_ms),
+            ("min.compaction.lag.ms", c.min_compaction_lag_ms),
+        ):
+            if value < 0:
+                raise ConfigError(f"{name}={value} must not be negative")
+        if c.max_compaction_lag_ms < 1:
+            raise ConfigError(f"max.compaction.lag.ms={c.max_compaction_lag_ms} must be at least 1")
         if c.segment_bytes < 14:
             raise ConfigError(f"segment.bytes={c.segment_bytes} is below the minimum 14")
         if c.segment_ms < 1:

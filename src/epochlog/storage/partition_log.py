@@ -30,6 +30,8 @@ from epochlog.protocol.record_batch import (
 )
 from epochlog.protocol.records import decode_batch
 from epochlog.storage import checkpoints, fileops
+from epochlog.storage.cleaner import swap
+from epochlog.storage.cleaner.cleaner import LogView, SegmentInfo
 from epochlog.storage.config import LogConfig
 from epochlog.storage.epoch_cache import EpochEntry, LeaderEpochCache
 from epochlog.storage.errors import (
@@ -204,6 +206,9 @@ class PartitionLog:
         # directory) durable. A start offset moved by DeleteRecords leaves the records below it in their
         # segment, so without the checkpoint a restart would bring them back. None: a bare log (tests).
         self.persist_log_start: Callable[[], None] | None = None
+        # Counts truncations: a cleaning that began before one is not swapped in, since its offset map
+        # may name records that are gone (Kafka aborts the cleaning of a log it truncates).
+        self.truncations = 0
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.topic}-{self.partition} [{self.log_start_offset}, {self.log_end_offset}))"
@@ -241,6 +246,9 @@ class PartitionLog:
             fileops.ops().unlink(stray)
         if strays:
             fileops.ops().fsync_dir(directory)
+        # A cleaner's swap that a crash interrupted is completed or rolled back before the segments are
+        # listed (storage/cleaner/swap.py says which, and why neither loses nor duplicates a record).
+        swap.recover_swaps(directory)
         bases = sorted(int(p.name[:-4]) for p in directory.glob("*.log") if p.name[:-4].isdigit())
         now = _now_ms()
         self.segments = [Segment(directory, b, config.index_interval_bytes, now) for b in bases]
@@ -380,7 +388,7 @@ class PartitionLog:
         seg = self.active
         if seg.size > 0 and (
             seg.size + incoming > self.config.segment_bytes
-            or now_ms - seg.created_ms >= self.config.segment_ms
+            or now_ms - seg.created_ms >= self.config.max_segment_ms
             or self.log_end_offset - seg.base_offset + 1 > 2**31 - 1
         ):
             log.info("%s-%d: rolling segment at offset %d", self.topic, self.partition, self.log_end_offset)
@@ -388,7 +396,11 @@ class PartitionLog:
         return seg
 
     # -- appends -----------------------------------------------------------------------------
-    def _validate(self, buf: bytes | bytearray | memoryview, crc: bool = True) -> list[tuple[int, BatchHeader]]:
+    def _validate(
+        self, buf: bytes | bytearray | memoryview, crc: bool = True, allow_empty: bool = False
+    ) -> list[tuple[int, BatchHeader]]:
+        """``allow_empty``: a replica copies a compacted leader's log, where a batch may have lost all its
+        records but kept its header (an active producer's last batch)."""
         try:
             batches = list(iter_batches(buf, validate_crc=crc))
         except CorruptBatchError as e:
@@ -401,7 +413,7 @@ class PartitionLog:
                     f"batch of {h.size} bytes at position {pos} exceeds "
                     f"max.message.bytes={self.config.max_message_bytes}"
                 )
-            if h.record_count <= 0 or h.last_offset_delta < 0:
+            if h.record_count < 0 or (h.record_count == 0 and not allow_empty) or h.last_offset_delta < 0:
                 raise InvalidRecordError(f"batch at position {pos} has {h.record_count} records")
         return batches
 
@@ -446,7 +458,7 @@ class PartitionLog:
     @_io
     def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int | None = None) -> int:
         """Append batches that already carry offsets and epochs; returns the new log end offset."""
-        batches = self._validate(records)
+        batches = self._validate(records, allow_empty=True)
         expected = self.log_end_offset
         for pos, h in batches:
             if h.base_offset < expected:
@@ -690,6 +702,7 @@ class PartitionLog:
             self.epoch_cache.truncate_from_end(self.log_end_offset)
             return
         log.info("%s-%d: truncating from %d to %d", self.topic, self.partition, self.log_end_offset, offset)
+        self.truncations += 1
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             self.segments.pop().delete()
             self._bases.pop()
@@ -709,6 +722,7 @@ class PartitionLog:
 
     @_io
     def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.truncations += 1
         for seg in self.segments:
             seg.delete(sync_dir=False)  # _new_segment syncs the directory
         self.segments, self._bases = [], []
@@ -798,6 +812,70 @@ class PartitionLog:
         self.log_start_offset = offset
         self.epoch_cache.truncate_from_start(offset)
         self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
+
+    # -- compaction (storage/cleaner) ----------------------------------------------------------
+    def cleaning_view(self, with_files: bool) -> LogView:
+        """The closed segments, as the cleaner sees them (on the owner's thread). ``with_files``: each
+        with a descriptor of the cleaner's own, which it closes (LogView.close)."""
+        infos = []
+        for seg in self.segments[:-1]:
+            fd = os.dup(seg.fd) if with_files else -1
+            infos.append(SegmentInfo(seg, seg.base_offset, seg.next_offset, seg.size, seg.largest_timestamp_ms(), fd))
+        producers = {pid: e.batches[-1].last_offset for pid, e in self.producer_state.producers.items() if e.batches}
+        return LogView(
+            self.dir,
+            f"{self.topic}-{self.partition}",
+            infos,
+            self.log_start_offset,
+            self.high_watermark,
+            self.config,
+            producers,
+            truncations=self.truncations,
+        )
+
+    def first_batch_timestamp(self, offset: int) -> int:
+        """The max timestamp of the batch holding ``offset`` (max.compaction.lag.ms looks at the first
+        dirty batch); -1 when there is none."""
+        for seg in self.segments[self._segment_index(offset) :]:
+            found = seg.find_position(offset)
+            if found is not None:
+                return found[1].max_timestamp
+        return -1
+
+    @_io
+    def replace_segments(
+        self, cleaned: Segment, old: list[Segment], sizes: list[int], truncations: int
+    ) -> list[Path] | None:
+        """Swap a cleaned segment in for the segments it was made from (storage/cleaner/swap.py has the
+        steps, all but the last: the old segments' ``.deleted`` files are returned for the caller to
+        remove). None, and nothing changed, when those segments are no longer all there as they were
+        read (retention or deletion got to them first) or the log was truncated since the cleaning
+        began (``truncations`` is the count it saw)."""
+        if truncations != self.truncations:
+            return None
+        ids = [id(s) for s in self.segments]
+        try:
+            first = ids.index(id(old[0]))
+        except ValueError:
+            return None
+        current = self.segments[first : first + len(old)]
+        if (
+            len(current) != len(old)
+            or any(a is not b for a, b in zip(current, old, strict=True))
+            or first + len(old) >= len(self.segments)  # the active segment is never replaced
+            or [s.size for s in current] != sizes
+            or cleaned.base_offset != old[0].base_offset
+        ):
+            return None
+        swap.commit_cleaned(self.dir, cleaned.base_offset)
+        retired = swap.retire(self.dir, [s.base_offset for s in old])
+        for s in old:
+            s.abandon()  # closed, not deleted: their files are the .deleted ones now
+        self.segments[first : first + len(old)] = [cleaned]
+        self._bases = [s.base_offset for s in self.segments]
+        swap.install(self.dir, cleaned.base_offset)
+        cleaned.renamed()
+        return retired
 
     # -- durability ----------------------------------------------------------------------------
     @_io

@@ -84,14 +84,17 @@ TAIL_BUDGET = _TailBudget(TAIL_BUDGET_BYTES)
 
 
 class Segment:
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, created_ms: int) -> None:
+    def __init__(
+        self, directory: Path, base_offset: int, index_interval_bytes: int, created_ms: int, suffix: str = ""
+    ) -> None:
+        """``suffix``: a segment the cleaner is writing (``.cleaned``), not yet part of the log."""
         self.dir = directory
         self.base_offset = base_offset
         self.index_interval = index_interval_bytes
-        self.path = directory / file_name(base_offset, ".log")
-        self.index_path = directory / file_name(base_offset, ".index")
-        self.time_index_path = directory / file_name(base_offset, ".timeindex")
-        self.txn_index = TransactionIndex(directory / file_name(base_offset, ".txnindex"))
+        self.path = directory / (file_name(base_offset, ".log") + suffix)
+        self.index_path = directory / (file_name(base_offset, ".index") + suffix)
+        self.time_index_path = directory / (file_name(base_offset, ".timeindex") + suffix)
+        self.txn_index = TransactionIndex(directory / (file_name(base_offset, ".txnindex") + suffix))
         self.fd = fileops.ops().open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self.fd).st_size
         self.next_offset = base_offset
@@ -216,6 +219,23 @@ class Segment:
             return False
         self.indexes_dirty = False
         return True
+
+    def renamed(self) -> None:
+        """Its files took their final names (the cleaner's swap renamed them): the open descriptor still
+        holds the same file, only the paths change."""
+        self.path = self.dir / file_name(self.base_offset, ".log")
+        self.index_path = self.dir / file_name(self.base_offset, ".index")
+        self.time_index_path = self.dir / file_name(self.base_offset, ".timeindex")
+
+    def append_cleaned(self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
+        """The cleaner's write: like append(), but no tail cache (the shared tail budget belongs to the
+        event loop's thread, and a cleaned segment is never the active one)."""
+        start = self.size
+        fileops.ops().write_all(self.fd, data, self.path)
+        for pos, h in batches:
+            self._track(start + pos, h)
+        self.size += len(data)
+        self.unflushed = True
 
     # -- writing -------------------------------------------------------------------------
     def append(self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]) -> None:

@@ -115,6 +115,7 @@ class ClusterBroker(Broker):
         for coro in (self._housekeeping(), self._heartbeats(), self._follow_metadata(), self._isr_ticker()):
             self._tasks.append(asyncio.create_task(coro))
         self.fetchers.start()
+        self.cleaner.start(loop)
         self.metrics.bind(self)
         storage_metrics.on_flush = self.metrics.observe_flush
         if self.config.metrics_port:
@@ -722,7 +723,10 @@ class ClusterBroker(Broker):
                     rf,
                 )
             return
-        configs = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+        # Kafka's offsets.topic.segment.bytes (100 MiB): small enough that the cleaner gets closed
+        # segments to compact, so a coordinator's replay at start follows the live offsets.
+        segment_bytes = self.config.raw.get("offsets.topic.segment.bytes", "104857600")
+        configs = {"cleanup.policy": "compact", "segment.bytes": segment_bytes}
         req = CreateTopicsRequest(
             topics=(
                 CreatableTopic(

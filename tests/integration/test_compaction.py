@@ -1,0 +1,400 @@
+"""Log compaction on a running `epochlog up` with confluent-kafka: concurrent producers on a compacted
+topic with small segments, a history checker over what a consumer from the beginning reads, a kill -9
+while the cleaner is at work, and the group coordinator's __consumer_offsets compacted too."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from tests.integration.helpers import create_topic, topic_name
+
+pytestmark = pytest.mark.timeout(240)
+
+CLEANER = {
+    "log.cleaner.backoff.ms": "200",
+    "log.retention.check.interval.ms": "500",
+}
+CLOCK_KEY = b"clock"
+TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    "segment.bytes": "65536",
+    "segment.ms": "300",
+    "min.cleanable.dirty.ratio": "0.2",
+    "delete.retention.ms": "2000",
+}
+
+
+@dataclass
+class History:
+    """What the broker acknowledged: offset -> (key, value), and each key's last acknowledged write."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    at: dict[int, tuple[bytes, bytes | None]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def ack(self, err, msg) -> None:  # type: ignore[no-untyped-def]
+        with self.lock:
+            if err is not None:
+                self.errors.append(str(err))
+            else:
+                self.at[msg.offset()] = (msg.key(), msg.value())
+
+    def latest(self) -> dict[bytes, bytes | None]:
+        out: dict[bytes, bytes | None] = {}
+        for o in sorted(self.at):
+            k, v = self.at[o]
+            out[k] = v
+        return out
+
+
+def produce_many(
+    bootstrap: str, topic: str, history: History, keys: list[bytes], n: int, seed: int, pause: float = 0.0
+) -> None:
+    """``pause`` seconds every 200 records, so that writing goes on while the cleaner works."""
+    rnd = random.Random(seed)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 2})
+    for i in range(n):
+        k = rnd.choice(keys)
+        p.produce(topic, key=k, value=b"%s=%d:%d" % (k, seed, i) + b"." * rnd.randint(0, 200), on_delivery=history.ack)
+        if i % 200 == 0:
+            p.poll(0)
+            if pause:
+                time.sleep(pause)
+    assert p.flush(60) == 0
+
+
+def read_all(bootstrap: str, topic: str) -> tuple[list[tuple[int, bytes, bytes | None]], int]:
+    """Every record from the beginning up to the high watermark, and the high watermark."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        _low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        c.assign([TopicPartition(topic, 0, 0)])
+        out: list[tuple[int, bytes, bytes | None]] = []
+        deadline = time.monotonic() + 60
+        last = -1
+        while last < high - 1 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                # Compaction may have removed the records right before the high watermark.
+                pos = c.position([TopicPartition(topic, 0)])[0].offset
+                if pos >= high:
+                    break
+                continue
+            if m.error():
+                continue
+            out.append((m.offset(), m.key(), m.value()))
+            last = m.offset()
+        return out, high
+    finally:
+        c.close()
+
+
+def check(history: History, seen: list[tuple[int, bytes, bytes | None]], deleted: set[bytes]) -> dict:
+    """The history checker: offsets only increase, every record read is the one acknowledged at that
+    offset, and every key's latest acknowledged value is what a reader ends with."""
+    offsets = [o for o, _k, _v in seen]
+    assert offsets == sorted(set(offsets)), "offsets repeat or go backwards"
+    for o, k, v in seen:
+        if k == CLOCK_KEY and o not in history.at:
+            continue  # the slow writer's acknowledgement may arrive after a reader saw the record
+        assert history.at.get(o) == (k, v), f"offset {o} holds {(k, v)!r}, acknowledged {history.at.get(o)!r}"
+    final: dict[bytes, bytes | None] = {}
+    for _o, k, v in seen:
+        final[k] = v
+    want = history.latest()
+    for k, v in want.items():
+        if k == CLOCK_KEY:
+            continue
+        if k in deleted:
+            assert final.get(k) is None, f"deleted key {k!r} came back as {final.get(k)!r}"
+        else:
+            assert final.get(k) == v, f"key {k!r}: latest acknowledged {v!r}, read {final.get(k)!r}"
+    return final
+
+
+def segments_bytes(part: Path) -> int:
+    return sum(p.stat().st_size for p in part.glob("*.log"))
+
+
+def trickle(bootstrap: str, topic: str, history: History, stop: threading.Event) -> None:
+    """A slow writer: the active segment rolls by segment.ms only when something is appended."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    i = 0
+    while not stop.is_set():
+        p.produce(topic, key=CLOCK_KEY, value=b"%d" % i, on_delivery=history.ack)
+        p.poll(0)
+        i += 1
+        stop.wait(0.1)
+    p.flush(30)
+
+
+def children_of(pid: int) -> set[int]:
+    """Processes whose parent is ``pid`` (the broker's cleaner process, its resource tracker)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat.parent.name))
+    return out
+
+
+def alive(pids: set[int]) -> set[int]:
+    return {p for p in pids if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text()}
+
+
+def wait_until(pred, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_compaction_keeps_latest_values_and_removes_deleted_keys(broker_factory) -> None:
+    from tests.broker_process import free_port
+    from tests.integration.test_metrics import scrape
+
+    metrics_port = free_port()
+    b = broker_factory({**CLEANER, "metrics.port": str(metrics_port)})
+    topic = topic_name("cmp")
+    create_topic(b.bootstrap, topic, config=TOPIC_CONFIG)
+    history = History()
+    keys = [b"key-%03d" % i for i in range(300)]
+    writers = [
+        threading.Thread(target=produce_many, args=(b.bootstrap, topic, history, keys, 10000, s, 0.1)) for s in range(3)
+    ]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(120)
+    assert not history.errors
+    # The cleaner ran while the producers wrote.
+    assert b.log_text().count("cleaned [") >= 2
+    deleted = set(keys[:30])
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all"})
+    for k in sorted(deleted):
+        p.produce(topic, key=k, value=None, on_delivery=history.ack)
+    assert p.flush(30) == 0
+    stop = threading.Event()
+    clock = threading.Thread(target=trickle, args=(b.bootstrap, topic, history, stop))
+    clock.start()
+    part = b.data_dir / f"{topic}-0"
+    total = len(history.at)
+    try:
+        # While compacting, and at the end, a reader sees a consistent view.
+        def compacted() -> bool:
+            seen, _high = read_all(b.bootstrap, topic)
+            final = check(history, seen, deleted)
+            return len(seen) < total / 5 and not any(k in final for k in deleted)
+
+        wait_until(compacted, 90, "compaction and tombstone removal")
+    finally:
+        stop.set()
+        clock.join(30)
+    seen, high = read_all(b.bootstrap, topic)
+    check(history, seen, deleted)
+    assert high == max(history.at) + 1
+    assert b"cleaned [" in b.log_text().encode()
+    assert segments_bytes(part) < 30000 * 120 / 5
+    m = scrape(metrics_port)
+    assert m["kafka_log_logcleaner_max_clean_time_secs"] > 0
+    assert 0 < m["kafka_log_logcleaner_cleaner_recopy_percent"] <= 100
+    assert m["kafka_log_logcleanermanager_uncleanable_partitions_count"] == 0
+    assert 0 <= m["kafka_log_logcleanermanager_time_since_last_run_ms"] < 60_000
+
+
+@pytest.mark.parametrize("in_process", [False, True], ids=["thread", "process"])
+def test_kill_9_while_cleaning_then_restart_stays_consistent(broker_factory, in_process: bool) -> None:
+    # A slow cleaner (io bound) so the kill lands in the middle of cleaning.
+    b = broker_factory(
+        {
+            **CLEANER,
+            "log.cleaner.io.max.bytes.per.second": "400000",
+            "epochlog.log.cleaner.process": str(in_process).lower(),
+        }
+    )
+    topic = topic_name("cmpkill")
+    create_topic(b.bootstrap, topic, config={**TOPIC_CONFIG, "segment.bytes": "32768", "delete.retention.ms": "500"})
+    history = History()
+    keys = [b"k%04d" % i for i in range(400)]
+    produce_many(b.bootstrap, topic, history, keys, 15000, 1)
+    deleted = set(keys[:40])
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all"})
+    for k in sorted(deleted):
+        p.produce(topic, key=k, value=None, on_delivery=history.ack)
+    assert p.flush(30) == 0
+    stop = threading.Event()
+    clock = threading.Thread(target=trickle, args=(b.bootstrap, topic, history, stop))
+    clock.start()
+    killed_mid_clean = 0
+    try:
+        marks = 0
+        for pause in (1.0, 6.0, 8.5):  # before the first swap, and (at 400 kB/s) after some
+            wait_until(lambda m=marks: b.log_text().count("cleaning (") > m, 60, "a cleaning to begin")
+            time.sleep(pause)
+            done = b.log_text().count("cleaned [")
+            assert b.proc is not None
+            helpers = children_of(b.proc.pid)
+            assert helpers or not in_process, "no cleaner process while a cleaning is under way"
+            b.kill9()
+            text = b.log_text()
+            killed_mid_clean += text.count("cleaning (") > done + text.count("cleaning aborted")
+            marks = text.count("cleaning (")
+            # The cleaner process notices its broker is gone and exits, mid-job or idle.
+            wait_until(lambda h=helpers: not alive(h), 10, f"the killed broker's helpers {helpers} to exit")
+            b.start()
+            seen, _high = read_all(b.bootstrap, topic)
+            check(history, seen, deleted=set())  # tombstones may still be there, nothing else is lost
+        assert killed_mid_clean >= 1, "no kill landed while a cleaning was under way"
+        b.settings.pop("log.cleaner.io.max.bytes.per.second")
+        b.kill9()
+        b.start()
+
+        def compacted() -> bool:
+            seen, _high = read_all(b.bootstrap, topic)
+            final = check(history, seen, set())
+            return not any(k in final for k in deleted)
+
+        wait_until(compacted, 90, "compaction after the restarts")
+    finally:
+        stop.set()
+        clock.join(30)
+    seen, _high = read_all(b.bootstrap, topic)
+    check(history, seen, deleted)
+    part = b.data_dir / f"{topic}-0"
+    assert not [f.name for f in part.iterdir() if f.suffix in (".cleaned", ".swap", ".deleted")]
+
+
+def test_consumer_offsets_are_compacted_and_survive_a_restart(broker_factory) -> None:
+    b = broker_factory({**CLEANER, "offsets.topic.segment.bytes": "16384", "offsets.topic.num.partitions": "1"})
+    topic = topic_name("offs")
+    create_topic(b.bootstrap, topic)
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "g1", "enable.auto.commit": False})
+    try:
+        for i in range(1500):
+            for attempt in range(20):
+                try:
+                    c.commit(offsets=[TopicPartition(topic, 0, i + 1)], asynchronous=False)
+                    break
+                except KafkaException:
+                    if attempt == 19:
+                        raise
+                    time.sleep(0.2)
+    finally:
+        c.close()
+    part = b.data_dir / "__consumer_offsets-0"
+    wait_until(lambda: "__consumer_offsets-0: cleaned" in b.log_text(), 60, "__consumer_offsets to be cleaned")
+    size_after = segments_bytes(part)
+    b.kill9()
+    b.start()
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "g1", "enable.auto.commit": False})
+    try:
+        committed = None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                committed = c.committed([TopicPartition(topic, 0)], timeout=5)[0].offset
+                break
+            except KafkaException:
+                time.sleep(0.3)
+    finally:
+        c.close()
+    assert committed == 1500
+    assert size_after < 1500 * 100 / 2, "the offset commits were not compacted"
+
+
+def test_every_client_reads_a_compacted_log_with_gaps_and_header_only_batches(broker_factory, tmp_path) -> None:
+    import asyncio
+    import shutil
+    import subprocess
+    import sys
+
+    import aiokafka
+    import kafka
+
+    b = broker_factory(CLEANER)
+    topic = topic_name("cmpread")
+    create_topic(b.bootstrap, topic, config={**TOPIC_CONFIG, "segment.bytes": "4096"})
+    # An idempotent producer's batches that lose every record keep their header (its sequence state).
+    p = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+    for i in range(300):
+        p.produce(topic, key=b"k%d" % (i % 5), value=b"v%d" % i)
+        p.flush(10)
+    plain = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    part = b.data_dir / f"{topic}-0"
+
+    def header_only_batches() -> int:
+        out = subprocess.run(
+            [sys.executable, "-m", "epochlog.cli.main", "dump-log", "--json", str(part)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+        return out.count('"count": 0')
+
+    def cleaned() -> bool:
+        plain.produce(topic, key=b"other", value=b"tick")  # rolls the active segment by segment.ms
+        plain.flush(10)
+        return header_only_batches() > 0
+
+    wait_until(cleaned, 60, "a compaction leaving header-only batches")
+    plain.produce(topic, key=b"other", value=b"end")
+    plain.flush(10)
+    want, high = read_all(b.bootstrap, topic)  # confluent-kafka (librdkafka)
+    assert want[-1][1:] == (b"other", b"end")
+    latest_k = {k: v for _o, k, v in want if k != b"other"}
+    assert latest_k == {b"k%d" % i: b"v%d" % (295 + i) for i in range(5)}
+    assert len(want) < 300
+
+    c = kafka.KafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
+    tp = kafka.TopicPartition(topic, 0)
+    c.assign([tp])
+    c.seek_to_beginning(tp)
+    got = [(m.offset, m.key, m.value) for m in c]
+    c.close()
+    assert got == want, "kafka-python"
+
+    async def read_aiokafka() -> list[tuple[int, bytes, bytes | None]]:
+        ac = aiokafka.AIOKafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False)
+        await ac.start()
+        try:
+            atp = aiokafka.TopicPartition(topic, 0)
+            ac.assign([atp])
+            await ac.seek_to_beginning(atp)
+            out: list[tuple[int, bytes, bytes | None]] = []
+            deadline = time.monotonic() + 30
+            while await ac.position(atp) < high and time.monotonic() < deadline:
+                for msgs in (await ac.getmany(timeout_ms=500)).values():
+                    out += [(m.offset, m.key, m.value) for m in msgs]
+            return out
+        finally:
+            await ac.stop()
+
+    assert asyncio.run(read_aiokafka()) == want, "aiokafka"
+
+    if shutil.which("kcat"):
+        r = subprocess.run(
+            ["kcat", "-b", b.bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-f", "%o %k %s\n"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.stdout.split("\n")[:-1] == [f"{o} {k.decode()} {v.decode()}" for o, k, v in want], "kcat"
