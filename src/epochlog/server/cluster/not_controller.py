@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from epochlog.protocol.errors import Err
-from epochlog.server.handlers.admin import creatable_topic
+from epochlog.server.handlers.admin import error_on_every_item
 
 MESSAGE = "this controller is not the active controller"
 
@@ -32,32 +32,6 @@ def not_controller(key: int, version: int, req: Any) -> dict[str, Any]:
         return {"throttle_time": 0, "error_code": code, "directories": []}
     if key == 43:
         return {"throttle_time": 0, "error_code": code, "replica_election_results": []}
-    if key == 19:
-        rows = [{**creatable_topic(t)[1], "error_code": code, "error_message": MESSAGE} for t in req.topics]
-        return {"throttle_time": 0, "topics": rows}
-    if key == 20:
-        if version >= 6:
-            items = [(t.name, t.topic_id) for t in req.topics]
-        else:
-            items = [(n, None) for n in req.topic_names]
-        return {
-            "throttle_time": 0,
-            "responses": [
-                {"name": n, "topic_id": tid, "error_code": code, "error_message": MESSAGE} for n, tid in items
-            ],
-        }
-    if key == 37:
-        rows = [{"name": t.name, "error_code": code, "error_message": MESSAGE} for t in req.topics]
-        return {"throttle_time": 0, "results": rows}
-    if key in (33, 44):
-        rows = [
-            {
-                "error_code": code,
-                "error_message": MESSAGE,
-                "resource_type": r.resource_type,
-                "resource_name": r.resource_name,
-            }
-            for r in req.resources
-        ]
-        return {"throttle_time": 0, "responses": rows}
+    if key in (19, 20, 37, 33, 44):
+        return error_on_every_item(key, version, req, code, MESSAGE)
     raise ValueError(f"api {key} has no NOT_CONTROLLER answer")

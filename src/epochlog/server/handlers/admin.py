@@ -103,7 +103,12 @@ def _get(obj: Any, key: str) -> Any:
 
 def unanswered(header: RequestHeader, req: Any, code: Err, message: str) -> dict[str, Any]:
     """The answer to a forwarded admin request that the controller never decided: `code` on every item."""
-    key = header.api_key
+    return error_on_every_item(header.api_key, header.api_version, req, code, message)
+
+
+def error_on_every_item(key: int, version: int, req: Any, code: Err, message: str) -> dict[str, Any]:
+    """A forwardable admin request's answer with ``code`` and ``message`` on each of its items (the broker's
+    answer when the controller never decided, and a standby controller's NOT_CONTROLLER)."""
     if key == 19:
         rows = []
         for t in req.topics:
@@ -114,7 +119,7 @@ def unanswered(header: RequestHeader, req: Any, code: Err, message: str) -> dict
     if key == 20:
         items = (
             [(t.name, t.topic_id) for t in req.topics]
-            if header.api_version >= 6
+            if version >= 6
             else [(n, None) for n in req.topic_names]
         )
         rows = [{"name": n, "topic_id": tid, "error_code": code, "error_message": message} for n, tid in items]
