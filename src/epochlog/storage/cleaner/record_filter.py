@@ -17,6 +17,7 @@ timestamp deltas re-encoded.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,12 +74,14 @@ def map_keys(data: bytes, h: BatchHeader, offsets: dict[bytes, int]) -> None:
     map_keys_py(data, h, offsets)
 
 
-def map_keys_py(data: bytes, h: BatchHeader, offsets: dict[bytes, int]) -> None:
-    base = h.base_offset
+def _heads(data: bytes, count: int, base: int) -> Iterator[tuple[int, int, int, int, int, int]]:
+    """Per record: (start, end, position after its length varint, offset, key position, key length; -1 for
+    no key). Raises CorruptBatchError when a record overruns the batch."""
     p = 0
     n = len(data)
     try:
-        for _ in range(h.record_count):
+        for _ in range(count):
+            start = p
             b = data[p]
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
@@ -104,11 +107,16 @@ def map_keys_py(data: bytes, h: BatchHeader, offsets: dict[bytes, int]) -> None:
                 q += 1
             else:
                 klen, q = read_varint(data, q)
-            if klen >= 0:
-                offsets[data[q : q + klen]] = base + delta
+            yield start, end, p, base + delta, q, klen
             p = end
     except IndexError:
         raise CorruptBatchError(f"records overrun the batch at offset {base}") from None
+
+
+def map_keys_py(data: bytes, h: BatchHeader, offsets: dict[bytes, int]) -> None:
+    for _start, _end, _after, offset, q, klen in _heads(data, h.record_count, h.base_offset):
+        if klen >= 0:
+            offsets[data[q : q + klen]] = offset
 
 
 @dataclass(slots=True)
@@ -176,7 +184,8 @@ def filter_batch(
     """Kafka's cleaner rules for one batch: a keyed record stays when no later record of its key is in
     ``offsets`` (the map covers offsets below ``map_end``; records at or past it all stay); a tombstone
     stays until its batch's delete horizon has passed; a record without a key goes. Control and
-    transactional batches are kept whole (epochlog has no transactions yet: nothing to abort or expire).
+    transactional batches are kept whole: removing aborted data and old markers, as Kafka's cleaner does,
+    waits for the transaction coordinator.
     ``retain_empty``: keep the batch's header even when no record is left (the last batch of an active
     producer, or of the cleaning round).
     """
@@ -198,59 +207,21 @@ def filter_batch(
                 return Filtered(None, n_in, 0, 0)
             rebuilt = _rebuild(h, body, kept, h.attributes, h.base_timestamp)
             return Filtered(rebuilt, n_in, kept, tombstones, horizon if kept else -1)
-    base = h.base_offset
     spans: list[tuple[int, int, int]] = []  # (record start, record end, position after the length varint)
     kept_tombstones = 0
-    p = 0
-    n = len(data)
     get = offsets.get
-    try:
-        for _ in range(n_in):
-            start = p
-            b = data[p]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                length, p = read_varint(data, p)
-            end = p + length
-            if length <= 0 or end > n:
-                raise CorruptBatchError(f"record of {length} bytes overruns the batch at offset {base}")
-            after_len = p
-            q = p + 1
-            while data[q] & 0x80:
-                q += 1
-            q += 1
-            b = data[q]
-            if b < 0x80:
-                offset = base + ((b >> 1) ^ -(b & 1))
-                q += 1
-            else:
-                delta, q = read_varint(data, q)
-                offset = base + delta
-            b = data[q]
-            if b < 0x80:
-                klen = (b >> 1) ^ -(b & 1)
-                q += 1
-            else:
-                klen, q = read_varint(data, q)
-            p = end
-            if klen < 0:
-                continue  # no key: a compacted topic cannot keep it (Kafka counts it invalid and drops it)
-            if offset < map_end:
-                latest = get(data[q : q + klen], -1)
-                if offset < latest:
-                    continue
-            q += klen
-            b = data[q]
-            tombstone = b == 1  # zigzag(-1): a null value
-            if tombstone:
-                if drop_tombstones:
-                    continue
-                kept_tombstones += 1
-            spans.append((start, end, after_len))
-    except IndexError:
-        raise CorruptBatchError(f"records overrun the batch at offset {base}") from None
+    for start, end, after_len, offset, q, klen in _heads(data, n_in, h.base_offset):
+        if klen < 0:
+            continue  # no key: a compacted topic cannot keep it (Kafka counts it invalid and drops it)
+        if offset < map_end and offset < get(data[q : q + klen], -1):
+            continue
+        if q + klen >= len(data):
+            raise CorruptBatchError(f"records overrun the batch at offset {h.base_offset}")
+        if data[q + klen] == 1:  # zigzag(-1): a null value, a tombstone
+            if drop_tombstones:
+                continue
+            kept_tombstones += 1
+        spans.append((start, end, after_len))
     kept = len(spans)
     needs_horizon = kept_tombstones > 0 and horizon < 0
     if kept == n_in and not needs_horizon:

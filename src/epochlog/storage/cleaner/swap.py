@@ -119,14 +119,20 @@ def recover_swaps(directory: Path) -> bool:
     return changed
 
 
-def commit_cleaned(directory: Path, base: int) -> None:
-    """Step 1: the cleaned segment's files become ``.swap``, the log last, and the directory is synced."""
+def _rename_segment(directory: Path, base: int, from_tail: str, to_tail: str) -> None:
+    """Rename the segment's files ``<base><suffix><from_tail>`` to ``...<to_tail>``, the log last (it must
+    exist; an index may not), then sync the directory."""
     ops = fileops.ops()
     for suffix in SEGMENT_SUFFIXES:
-        src = directory / f"{base:020d}{suffix}{CLEANED}"
+        src = directory / f"{base:020d}{suffix}{from_tail}"
         if src.exists() or suffix == ".log":
-            ops.rename(src, directory / f"{base:020d}{suffix}{SWAP}")
+            ops.rename(src, directory / f"{base:020d}{suffix}{to_tail}")
     ops.fsync_dir(directory)
+
+
+def commit_cleaned(directory: Path, base: int) -> None:
+    """Step 1: the cleaned segment's files become ``.swap``, the log last, and the directory is synced."""
+    _rename_segment(directory, base, CLEANED, SWAP)
 
 
 def retire(directory: Path, bases: list[int]) -> list[Path]:
@@ -148,12 +154,7 @@ def retire(directory: Path, bases: list[int]) -> list[Path]:
 
 def install(directory: Path, base: int) -> None:
     """Step 3: the ``.swap`` files take their final names, the log last; the directory is synced."""
-    ops = fileops.ops()
-    for suffix in SEGMENT_SUFFIXES:
-        src = directory / f"{base:020d}{suffix}{SWAP}"
-        if src.exists() or suffix == ".log":
-            ops.rename(src, directory / f"{base:020d}{suffix}")
-    ops.fsync_dir(directory)
+    _rename_segment(directory, base, SWAP, "")
 
 
 def delete_retired(paths: list[Path]) -> None:
