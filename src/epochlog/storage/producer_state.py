@@ -121,6 +121,10 @@ class ProducerStateManager:
                 f"producer {header.producer_id} epoch {epoch} is older than the current {entry.epoch}",
                 INVALID_PRODUCER_EPOCH,
             )
+        if first == NO_SEQUENCE:
+            # A coordinator's own write (transactional offset commits carry the producer's id and epoch
+            # but no sequence): only the epoch is checked, as Kafka does for appends that are not a client's.
+            return None
         if epoch > entry.epoch:
             if first != 0:
                 raise ProducerStateError(
