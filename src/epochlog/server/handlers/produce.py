@@ -128,9 +128,10 @@ async def _await_acks(
     return _answer(broker, header, responses)
 
 
-def _unverified(broker: Broker, req: Any) -> list[tuple[str, int, int, int]]:
-    """(topic, partition, producer id, epoch) of each transactional batch whose producer has no open
-    transaction on its partition yet: KIP-890 part 1 asks the coordinator before the first write."""
+def _unverified(broker: Broker, req: Any) -> list[tuple[str, int, int, int, int]]:
+    """(topic, partition, producer id, epoch, markers applied so far) of each transactional batch whose
+    producer has no open transaction on its partition yet: KIP-890 part 1 asks the coordinator before the
+    first write, and the count guards the answer (a marker landing meanwhile voids it)."""
     out = []
     for topic in req.topics:
         name = broker.topic_name_for_id(topic.topic_id) if topic.topic_id is not None else topic.name
@@ -144,28 +145,44 @@ def _unverified(broker: Broker, req: Any) -> list[tuple[str, int, int, int]]:
                 continue  # validation answers it
             if not (h.is_transactional and h.has_producer_id):
                 continue
-            entry = part.log.producer_state.last_entry(h.producer_id)
+            state = part.log.producer_state
+            entry = state.last_entry(h.producer_id)
             if entry is None or entry.epoch != h.producer_epoch or entry.current_txn_first_offset < 0:
-                out.append((name, pd.index, h.producer_id, h.producer_epoch))
+                markers = state.markers_applied.get(h.producer_id, 0)
+                out.append((name, pd.index, h.producer_id, h.producer_epoch, markers))
     return out
 
 
+# The coordinator could not answer now (moving, loading, mid-transition): the write is retried.
+_COORDINATOR_BUSY = frozenset(
+    {Err.COORDINATOR_NOT_AVAILABLE, Err.NOT_COORDINATOR, Err.COORDINATOR_LOAD_IN_PROGRESS, Err.CONCURRENT_TRANSACTIONS}
+)
+
+
 async def _verify_then_produce(
-    broker: Broker, header: RequestHeader, req: Any, unverified: list[tuple[str, int, int, int]]
+    broker: Broker, header: RequestHeader, req: Any, unverified: list[tuple[str, int, int, int, int]]
 ) -> Any:
     refused: dict[tuple[str, int], Err] = {}
+    # Produce v11 clients know TRANSACTION_ABORTABLE (KIP-890): the transaction aborts and goes on.
+    not_in_txn = Err.TRANSACTION_ABORTABLE if header.api_version >= 11 else Err.INVALID_TXN_STATE
     by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
-    for name, index, pid, epoch in unverified:
+    for name, index, pid, epoch, _markers in unverified:
         by_producer.setdefault((pid, epoch), []).append((name, index))
     for (pid, epoch), tps in by_producer.items():
         codes = await broker.txn.verify_anywhere(req.transactional_id, pid, epoch, tps)
         for tp in tps:
             code = codes.get(tp, Err.COORDINATOR_NOT_AVAILABLE)
-            if code:
-                # Produce v11 clients know TRANSACTION_ABORTABLE (KIP-890): the transaction aborts and goes on.
-                refused[tp] = Err.TRANSACTION_ABORTABLE if header.api_version >= 11 else Err.INVALID_TXN_STATE
-                if code in (Err.PRODUCER_FENCED, Err.INVALID_PRODUCER_EPOCH):
-                    refused[tp] = Err.INVALID_PRODUCER_EPOCH
+            if code in (Err.PRODUCER_FENCED, Err.INVALID_PRODUCER_EPOCH):
+                refused[tp] = Err.INVALID_PRODUCER_EPOCH
+            elif code in _COORDINATOR_BUSY:
+                refused[tp] = Err.NOT_ENOUGH_REPLICAS  # as Kafka: a retriable error the client knows
+            elif code:
+                refused[tp] = not_in_txn
+    for name, index, pid, _epoch, markers in unverified:
+        part = broker.partition(name, index)
+        if part is not None and part.log.producer_state.markers_applied.get(pid, 0) != markers:
+            # The transaction was decided while we asked: the verified write would begin a new one.
+            refused.setdefault((name, index), not_in_txn)
     result = _produce(broker, header, req, refused)
     return await result if asyncio.iscoroutine(result) else result
 
