@@ -82,7 +82,8 @@ class Cluster:
     """Connections to the brokers of one cluster, found from the bootstrap broker's metadata."""
 
     def __init__(self, bootstrap: str, timeout: float = 15.0) -> None:
-        host, _, port = bootstrap.rpartition(":")
+        # A list of brokers (h1:p1,h2:p2) is accepted as Kafka's tools do; the first is asked.
+        host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
         self.timeout = timeout
         self.bootstrap = self._open(host or "127.0.0.1", int(port))
         self._conns: dict[int, Connection] = {}
