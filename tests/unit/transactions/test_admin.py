@@ -31,7 +31,7 @@ def txn(
 TXNS = [
     txn("b-ongoing", 2, TxnState.ONGOING, NOW - 5_000, frozenset({("t", 1), ("t", 0), ("u", 3)})),
     txn("a-empty", 1, TxnState.EMPTY),
-    txn("c-done", 3, TxnState.COMPLETE_COMMIT),
+    txn("c-done", 3, TxnState.COMPLETE_COMMIT, NOW - 9_000),
     txn("d-young", 4, TxnState.ONGOING, NOW - 100),
     txn("e-dead", 5, TxnState.DEAD),
 ]
@@ -62,12 +62,40 @@ def test_producer_id_filter() -> None:
 
 
 def test_duration_filter_lists_transactions_running_longer_than_it() -> None:
-    assert ids(ListFilter(duration_ms=1_000)) == ["b-ongoing"]
-    assert ids(ListFilter(duration_ms=0)) == ["b-ongoing", "d-young"]
-    assert ids(ListFilter(duration_ms=5_000)) == []  # exactly as long is not longer
+    # Measured from the start of the id's last transaction whatever its state, as Kafka does; an id that
+    # never ran one since InitProducerId (Empty, no start) is not listed.
+    assert ids(ListFilter(duration_ms=1_000)) == ["b-ongoing", "c-done"]
+    assert ids(ListFilter(duration_ms=0)) == ["b-ongoing", "c-done", "d-young"]
+    assert ids(ListFilter(duration_ms=5_000)) == ["c-done"]  # exactly as long is not longer
+    assert ids(ListFilter(duration_ms=9_000)) == []
     assert ids(ListFilter(duration_ms=-1)) == ["a-empty", "b-ongoing", "c-done", "d-young"]
     # Filters combine.
     assert ids(ListFilter(states=("Ongoing",), producer_ids=frozenset({4}), duration_ms=0)) == ["d-young"]
+
+
+def test_a_completed_transaction_keeps_its_start_time_until_the_next_init() -> None:
+    import itertools
+
+    from epochlog.transactions.coordinator import TxnCoordinator, Write
+
+    c = TxnCoordinator(lambda: next(itertools.count(7)), coordinator_epoch=1)
+
+    def durable(d: object) -> None:
+        assert isinstance(d, Write)
+        c.written(d.record.transactional_id, True)
+
+    durable(c.init_producer_id("x", 60_000, None, 10))
+    assert c.txns["x"].start_ms == -1
+    durable(c.add_partitions("x", 7, 0, [("t", 0)], 20))
+    durable(c.end_txn("x", 7, 0, True, 30))
+    durable(c.markers_written("x", 7, 0, 40))
+    assert (c.txns["x"].state, c.txns["x"].start_ms, c.txns["x"].partitions) == (TxnState.COMPLETE_COMMIT, 20, set())
+    durable(c.add_partitions("x", 7, 0, [("t", 1)], 50))
+    assert c.txns["x"].start_ms == 50  # a new transaction, a new start
+    durable(c.end_txn("x", 7, 0, False, 60))
+    durable(c.markers_written("x", 7, 0, 70))
+    durable(c.init_producer_id("x", 60_000, None, 80))
+    assert (c.txns["x"].state, c.txns["x"].start_ms) == (TxnState.EMPTY, -1)
 
 
 def test_partitions_are_grouped_by_topic_in_order() -> None:
