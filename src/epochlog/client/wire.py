@@ -99,6 +99,13 @@ class Connection:
 
     def request(self, obj: Any) -> Any:
         cls = type(obj)
+        frame, corr = self.request_frame(obj)
+        return decode_response(int(cls.__api_key__), int(cls.__version__), frame, corr)
+
+    def request_frame(self, obj: Any) -> tuple[bytes, int]:
+        """The response frame undecoded (after the size) and its expected correlation id, for the rare
+        response kio cannot read (a -1 timestamp in a field it reads as a datetime)."""
+        cls = type(obj)
         with self._lock:
             self._corr = (self._corr + 1) & 0x7FFFFFFF
             corr = self._corr
@@ -110,7 +117,7 @@ class Connection:
             except (OSError, WireError) as e:
                 self.close()
                 raise WireError(f"{cls.__name__} to {self.host}:{self.port} failed: {e}") from e
-        return decode_response(int(cls.__api_key__), int(cls.__version__), frame, corr)
+        return frame, corr
 
     def close(self) -> None:
         if self._sock is not None:

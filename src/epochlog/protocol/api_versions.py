@@ -48,6 +48,9 @@ SERVED: dict[int, str] = {
     44: "IncrementalAlterConfigs",
     47: "OffsetDelete",
     60: "DescribeCluster",
+    61: "DescribeProducers",
+    65: "DescribeTransactions",
+    66: "ListTransactions",
 }
 
 # Produce is advertised from v0 because librdkafka refuses brokers that do not list the old
@@ -57,8 +60,9 @@ ADVERTISED_MIN_OVERRIDE = {0: 0}
 
 # Versions kio parses whose meaning we do not serve: InitProducerId v6 is KIP-939's two-phase commit;
 # EndTxn v5 and TxnOffsetCommit v5 are transaction version 2 (KIP-890 part 2), which this broker does
-# not finalize, so clients keep to the versions of transaction version 1.
-MAX_OVERRIDE = {22: 5, 26: 4, 28: 4}
+# not finalize, so clients keep to the versions of transaction version 1. ListTransactions v2 adds KIP-1152's
+# transactional id pattern (a Java regular expression), not served.
+MAX_OVERRIDE = {22: 5, 26: 4, 28: 4, 66: 1}
 
 
 def supported_range(api_key: int) -> tuple[int, int] | None:

@@ -33,6 +33,7 @@ def _load() -> None:
         offsets,
         produce,
         producer_id,
+        transaction_admin,
         transactions,
     )
 
@@ -70,6 +71,9 @@ def _load() -> None:
             42: groups.handle_delete_groups,
             47: groups.handle_offset_delete,
             60: metadata.handle_describe_cluster,
+            61: transaction_admin.handle_describe_producers,
+            65: transaction_admin.handle_describe_transactions,
+            66: transaction_admin.handle_list_transactions,
         }
     )
 

@@ -205,7 +205,9 @@ class TxnCoordinator:
         if tid in self.pending:
             return None
         done = TxnState.COMPLETE_COMMIT if txn.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
-        return self._write(txn.to(done, now_ms, partitions=frozenset(), start_ms=-1), None)
+        # The start time stays, as in Kafka: DescribeTransactions shows when the last transaction began, and
+        # ListTransactions' duration filter measures from it; InitProducerId clears it (Empty has none).
+        return self._write(txn.to(done, now_ms, partitions=frozenset()), None)
 
     # -- time -----------------------------------------------------------------------------------
     def expire(self, now_ms: int) -> list[Write]:
