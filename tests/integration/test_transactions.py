@@ -362,3 +362,45 @@ def test_stale_and_out_of_order_transaction_requests_change_nothing(broker_facto
         w.close()
     assert values(read_partitions(b.bootstrap, topic, 1, "read_committed")) == [b"real"]
     assert values(read_partitions(b.bootstrap, topic, 1, "read_uncommitted")) == [b"real"]
+
+
+def test_an_idle_transactional_id_expires(broker_factory) -> None:
+    """transactional.id.expiration.ms: an id idle that long is removed (a tombstone in __transaction_state),
+    and is gone after a restart too; a producer using it again starts afresh."""
+    b = broker_factory(
+        {"transactional.id.expiration.ms": "1500", "transaction.remove.expired.transaction.cleanup.interval.ms": "300"}
+    )
+    topic = topic_name("expire")
+    create_topic(b.bootstrap, topic)
+    idle, busy = f"idle-{uuid.uuid4().hex[:6]}", f"busy-{uuid.uuid4().hex[:6]}"
+    p = txn_producer(b.bootstrap, idle)
+    p.begin_transaction()
+    p.produce(topic, value=b"once")
+    p.commit_transaction(30)
+
+    def listed() -> set[str]:
+        w = WireClient(b.port)
+        try:
+            return {
+                str(t.transactional_id)
+                for t in w.request(66, 0, state_filters=(), producer_id_filters=()).transaction_states
+            }
+        finally:
+            w.close()
+
+    assert idle in listed()
+    q = txn_producer(b.bootstrap, busy)
+    deadline = time.monotonic() + 20
+    while idle in listed() and time.monotonic() < deadline:
+        q.begin_transaction()  # the other id stays in use, so it does not expire
+        q.produce(topic, value=b"tick")
+        q.commit_transaction(30)
+        time.sleep(0.2)
+    assert idle not in listed() and busy in listed()
+    b.restart()
+    assert idle not in listed()
+    again = txn_producer(b.bootstrap, idle)
+    again.begin_transaction()
+    again.produce(topic, value=b"again")
+    again.commit_transaction(30)
+    assert values(read_partitions(b.bootstrap, topic, 1, "read_committed")).count(b"again") == 1
