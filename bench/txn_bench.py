@@ -25,8 +25,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from brokers import available, start
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from produce_consume import create_topic
+from confluent_kafka import KafkaException, Producer
+from produce_consume import consume_throughput, create_topic
 from results_file import write_results
 from rich.console import Console
 from rich.table import Table
@@ -108,33 +108,6 @@ def transactional(bootstrap: str, count: int) -> dict[str, Any]:
     }
 
 
-def consume(bootstrap: str, topic: str, count: int, isolation: str) -> dict[str, Any]:
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-{uuid.uuid4().hex[:6]}",
-            "enable.auto.commit": False,
-            "fetch.max.bytes": 52_428_800,
-            "max.partition.fetch.bytes": 10_485_760,
-            "isolation.level": isolation,
-        }
-    )
-    c.assign([TopicPartition(topic, 0, 0)])
-    got = 0
-    deadline = time.perf_counter() + 120
-    # The clock starts at the first message: connecting and the first metadata round are not reading.
-    while got == 0 and time.perf_counter() < deadline:
-        got += sum(1 for m in c.consume(10000, 1.0) if not m.error())
-    t0 = time.perf_counter()
-    first = got
-    while got < count and time.perf_counter() < deadline:
-        got += sum(1 for m in c.consume(10000, 1.0) if not m.error())
-    dt = time.perf_counter() - t0
-    got_timed = got - first
-    c.close()
-    return {"msgs": got, "seconds": dt, "msgs_per_s": got_timed / dt if dt > 0 else 0.0}
-
-
 def supports_transactions(bootstrap: str) -> bool:
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "probe"})
     try:
@@ -157,7 +130,7 @@ def one_round(name: str, count: int, flip: bool) -> dict[str, Any] | None:
         topic, n = out["transactional"]["topic"], out["transactional"]["msgs"]
         reads = [("read_committed", "read_committed"), ("read_uncommitted", "read_uncommitted")]
         for label, iso in reversed(reads) if flip else reads:
-            out[label] = consume(b.bootstrap, topic, n, iso)
+            out[label] = consume_throughput(b.bootstrap, topic, n, SIZE, iso, from_first_message=True)
             if out[label]["msgs"] != n:
                 raise RuntimeError(f"{label} read {out[label]['msgs']} of {n} committed messages")
         return out

@@ -39,10 +39,19 @@ from epochlog.server.groups.txn_offsets import PendingTxnOffsets
 
 log = logging.getLogger("epochlog.groups")
 
+TopicPartition = tuple[str, int]
+# What an offset commit writes: the errors of the offsets refused, the records, and the offsets they hold.
+_Records = list[tuple[bytes, bytes | None]]
+_OffsetWrite = tuple[dict[TopicPartition, int], _Records, list[tuple[TopicPartition, "rec.OffsetValue"]]]
+
 # Kafka error codes that protocol/errors.py does not name.
 OFFSET_METADATA_TOO_LARGE = 12
 FENCED_INSTANCE_ID = 82
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def _every(offsets: list[OffsetCommit], code: int) -> dict[TopicPartition, int]:
+    return {(o.topic, o.partition): code for o in offsets}
 
 
 class GroupCoordinator:
@@ -674,47 +683,31 @@ class GroupCoordinator:
         offsets: list[OffsetCommit],
     ) -> dict[tuple[str, int], int]:
         """Returns an error code per (topic, partition); offsets are visible once durable."""
-
-        def every(code: int) -> dict[tuple[str, int], int]:
-            return {(o.topic, o.partition): code for o in offsets}
-
-        if err := self._unavailable(group_id):
-            return every(err)
-        if not group_id:
-            return every(Err.INVALID_GROUP_ID)
+        if err := self._unavailable(group_id) or (Err.NONE if group_id else Err.INVALID_GROUP_ID):
+            return _every(offsets, err)
         g = self.groups.get(group_id)
         if g is None:
             if generation_id >= 0:
-                return every(Err.ILLEGAL_GENERATION)  # a member of a generation that no longer exists
+                return _every(offsets, Err.ILLEGAL_GENERATION)  # a member of a generation that no longer exists
             g = self.groups[group_id] = Group(group_id, state_timestamp_ms=self._now_ms())
         elif g.state == DEAD:
-            return every(Err.COORDINATOR_NOT_AVAILABLE)
+            return _every(offsets, Err.COORDINATOR_NOT_AVAILABLE)
         elif member_id and member_id in g.pending:
-            return every(Err.UNKNOWN_MEMBER_ID)
+            return _every(offsets, Err.UNKNOWN_MEMBER_ID)
         elif generation_id < 0 and g.state == EMPTY:
             pass  # a group that only stores offsets (assign() consumers, admin tools): Kafka's rule
         else:
             err = self._validate_member(g, member_id, group_instance_id, generation_id)
             if err:
-                return every(err)
+                return _every(offsets, err)
             if g.state == COMPLETING_REBALANCE:
-                return every(Err.REBALANCE_IN_PROGRESS)
+                return _every(offsets, Err.REBALANCE_IN_PROGRESS)
             # Stable, and PreparingRebalance too: consumers commit from their revocation callback
             # while the group prepares, and Kafka lets them.
             g.members[member_id].last_heartbeat = self.clock()
 
-        result: dict[tuple[str, int], int] = {}
         now_ms = self._now_ms()
-        records: list[tuple[bytes, bytes | None]] = []
-        accepted: list[tuple[tuple[str, int], rec.OffsetValue]] = []
-        for o in offsets:
-            meta = o.metadata or ""
-            if len(meta.encode()) > self.config.offset_metadata_max_bytes:
-                result[(o.topic, o.partition)] = OFFSET_METADATA_TOO_LARGE
-                continue
-            v = rec.OffsetValue(o.offset, o.leader_epoch, meta, now_ms)
-            records.append((rec.offset_key(group_id, o.topic, o.partition), rec.offset_value(v)))
-            accepted.append(((o.topic, o.partition), v))
+        result, records, accepted = self._offset_records(group_id, offsets, now_ms)
         if not records:
             return result
         self._write_seq += 1
@@ -751,37 +744,21 @@ class GroupCoordinator:
         offsets: list[OffsetCommit],
     ) -> dict[tuple[str, int], int]:
         """TxnOffsetCommit: written as the producer's transactional batch, visible once its marker is."""
-
-        def every(code: int) -> dict[tuple[str, int], int]:
-            return {(o.topic, o.partition): code for o in offsets}
-
-        if err := self._unavailable(group_id):
-            return every(err)
-        if not group_id:
-            return every(Err.INVALID_GROUP_ID)
+        if err := self._unavailable(group_id) or (Err.NONE if group_id else Err.INVALID_GROUP_ID):
+            return _every(offsets, err)
         g = self.groups.get(group_id)
         if g is not None and g.state == DEAD:
-            return every(Err.COORDINATOR_NOT_AVAILABLE)
+            return _every(offsets, Err.COORDINATOR_NOT_AVAILABLE)
         if generation_id >= 0 or member_id:
             # KIP-447: a producer committing for a consumer of the group is checked like that consumer, so
             # a zombie of an older generation cannot commit.
             if g is None:
-                return every(Err.ILLEGAL_GENERATION)
+                return _every(offsets, Err.ILLEGAL_GENERATION)
             err = self._validate_member(g, member_id, group_instance_id, generation_id)
             if err:
-                return every(err)
-        result: dict[tuple[str, int], int] = {}
+                return _every(offsets, err)
         now_ms = self._now_ms()
-        records: list[tuple[bytes, bytes | None]] = []
-        accepted: list[tuple[tuple[str, int], rec.OffsetValue]] = []
-        for o in offsets:
-            meta = o.metadata or ""
-            if len(meta.encode()) > self.config.offset_metadata_max_bytes:
-                result[(o.topic, o.partition)] = OFFSET_METADATA_TOO_LARGE
-                continue
-            v = rec.OffsetValue(o.offset, o.leader_epoch, meta, now_ms)
-            records.append((rec.offset_key(group_id, o.topic, o.partition), rec.offset_value(v)))
-            accepted.append(((o.topic, o.partition), v))
+        result, records, accepted = self._offset_records(group_id, offsets, now_ms)
         if not records:
             return result
         batch = build_batch(
@@ -804,6 +781,23 @@ class GroupCoordinator:
             self.txn_offsets.add(producer_id, group_id, tp, v)
             result[tp] = Err.NONE
         return result
+
+    def _offset_records(
+        self, group_id: str, offsets: list[OffsetCommit], now_ms: int
+    ) -> _OffsetWrite:
+        """The records to write for ``offsets``, the offsets they hold, and the errors of those refused."""
+        refused: dict[tuple[str, int], int] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        accepted: list[tuple[tuple[str, int], rec.OffsetValue]] = []
+        for o in offsets:
+            meta = o.metadata or ""
+            if len(meta.encode()) > self.config.offset_metadata_max_bytes:
+                refused[(o.topic, o.partition)] = OFFSET_METADATA_TOO_LARGE
+                continue
+            v = rec.OffsetValue(o.offset, o.leader_epoch, meta, now_ms)
+            records.append((rec.offset_key(group_id, o.topic, o.partition), rec.offset_value(v)))
+            accepted.append(((o.topic, o.partition), v))
+        return refused, records, accepted
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None
