@@ -12,6 +12,9 @@ the caller persists the records and tells brokers about partition changes. Rules
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from epochlog.controller import reassignment
 from epochlog.controller import records as rec
 from epochlog.controller.config_changes import INVALID_REQUEST, ConfigChange, ConfigOutcome, duplicates, plan
 from epochlog.controller.config_defs import RESOURCE_TOPIC
@@ -21,6 +24,9 @@ from epochlog.replication.types import AlterIsr, PartitionState
 
 __all__ = ["BrokerInfo", "Controller", "TopicInfo"]
 
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_UPDATE_VERSION = 108
 FENCED_LEADER_EPOCH = 74
 INELIGIBLE_REPLICA = 107
@@ -59,7 +65,14 @@ class Controller:
         self.records.append(record)
         self.changed += self.image.apply(record).partitions
 
-    def _set(self, topic: str, partition: int, state: PartitionState) -> None:
+    def _set(self, topic: str, partition: int, state: PartitionState, reassignment: bool = False) -> None:
+        """Record ``state``. A reassignment in progress carries on unless ``reassignment`` says that
+        ``state.adding``/``state.removing`` are the new word on it (only the reassignment steps change it)."""
+        adding, removing = state.adding, state.removing
+        if not reassignment:
+            t = self.topics.get(topic)
+            current = t.partitions.get(partition) if t is not None else None
+            adding, removing = (current.adding, current.removing) if current is not None else ((), ())
         self._record(
             rec.PartitionChange(
                 topic,
@@ -69,6 +82,8 @@ class Controller:
                 tuple(sorted(state.isr)),
                 tuple(state.replicas),
                 state.partition_epoch,
+                tuple(adding),
+                tuple(removing),
             )
         )
 
@@ -421,4 +436,75 @@ class Controller:
             return INVALID_UPDATE_VERSION, st
         new = PartitionState(st.leader, st.leader_epoch, frozenset(req.new_isr), st.replicas, st.partition_epoch + 1)
         self._set(req.topic, req.partition, new)
-        return 0, new
+        # A joining replica reaching the ISR may finish a reassignment: then the leader gets the newer state.
+        self._maybe_complete(t, req.partition)
+        return 0, t.partitions[req.partition]
+
+    # -- reassignment (KIP-455; the arithmetic is in reassignment.py) ---------------------------
+    def alter_reassignment(self, topic: str, partition: int, target: Sequence[int] | None) -> tuple[int, str | None]:
+        """AlterPartitionReassignments for one partition: move it to ``target``, or cancel (None).
+        Returns (error code, message); on an error nothing is recorded."""
+        t = self.topics.get(topic)
+        if t is None or partition not in t.partitions:
+            return UNKNOWN_TOPIC_OR_PARTITION, f"partition {topic}-{partition} does not exist"
+        st = t.partitions[partition]
+        if target is None:
+            if not reassignment.is_reassigning(st):
+                return reassignment.NO_REASSIGNMENT_IN_PROGRESS, f"no reassignment of {topic}-{partition} to cancel"
+            self._move(t, partition, reassignment.original_of(st))
+            return NONE, None
+        problem = reassignment.replica_list_problem(target, self.brokers)
+        if problem:
+            return INVALID_REPLICA_ASSIGNMENT, problem
+        self._move(t, partition, reassignment.start(st, target))
+        self._maybe_complete(t, partition)  # a pure removal has nothing to wait for
+        return NONE, None
+
+    def reassigning(self, topics: Sequence[tuple[str, Sequence[int]]] | None) -> list[tuple[str, int, PartitionState]]:
+        """ListPartitionReassignments: the partitions of ``topics`` (all topics if None) that are moving.
+        Unknown topics and partitions are left out, as Kafka's controller does."""
+        wanted = [(name, list(self.topics[name].partitions)) for name in self.topics] if topics is None else topics
+        out = []
+        for name, parts in wanted:
+            t = self.topics.get(name)
+            if t is None:
+                continue
+            for p in parts:
+                st = t.partitions.get(p)
+                if st is not None and reassignment.is_reassigning(st):
+                    out.append((name, p, st))
+        return out
+
+    def _maybe_complete(self, t: TopicInfo, partition: int) -> None:
+        done = reassignment.completion(t.partitions[partition])
+        if done is not None:
+            self._move(t, partition, done, completing=True)
+
+    def _move(self, t: TopicInfo, partition: int, new: reassignment.ReplicaSet, completing: bool = False) -> None:
+        """Take the partition to ``new``. Replicas that leave are fenced out by a new leader epoch (their
+        fetches at the old one are refused; KRaft bumps the epoch when replicas are removed too). A leader
+        that leaves hands over to the first live in-sync replica of the new set; a completion that would
+        find none waits instead (the target replicas may come back), anything else leaves it leaderless."""
+        st = t.partitions[partition]
+        removed = set(st.replicas) - set(new.replicas)
+        leader, epoch = st.leader, st.leader_epoch + (1 if removed else 0)
+        if leader not in new.replicas or leader not in new.isr:
+            candidates = [
+                r
+                for r in new.replicas
+                if r in new.isr and self.alive(r) and (t.name, partition) not in self.offline_replicas.get(r, ())
+            ]
+            if not candidates and completing:
+                return
+            leader = candidates[0] if candidates else NO_LEADER
+            epoch = st.leader_epoch + 1
+            if new.unclean and leader != NO_LEADER:
+                self._record(rec.UncleanElection(t.name, partition, leader))
+        self._set(
+            t.name,
+            partition,
+            PartitionState(
+                leader, epoch, new.isr, new.replicas, st.partition_epoch + 1, adding=new.adding, removing=new.removing
+            ),
+            reassignment=True,
+        )
