@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from epochlog.controller import reassignment
 from epochlog.controller import records as rec
-from epochlog.controller.config_changes import INVALID_REQUEST, ConfigChange, ConfigOutcome, duplicates, plan
+from epochlog.controller.config_changes import ConfigChange, ConfigOutcome, duplicates, plan
 from epochlog.controller.config_defs import RESOURCE_TOPIC
 from epochlog.controller.image import BrokerInfo, ClusterImage, TopicInfo
 from epochlog.controller.records import MetadataRecord
@@ -26,7 +26,9 @@ __all__ = ["BrokerInfo", "Controller", "TopicInfo"]
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_REPLICATION_FACTOR = 38
 INVALID_REPLICA_ASSIGNMENT = 39
+INVALID_REQUEST = 42
 INVALID_UPDATE_VERSION = 108
 FENCED_LEADER_EPOCH = 74
 INELIGIBLE_REPLICA = 107
@@ -295,6 +297,48 @@ class Controller:
         self._record(rec.Topic(name, partitions, unclean_leader_election, topic_id, dict(configs or {})))
         self.add_partitions(name, partitions, replication_factor)
 
+    def assignment_problem(self, assignments: dict[int, Sequence[int]]) -> tuple[int, str] | None:
+        """Why CreateTopics' explicit replica assignments are refused (Kafka's controller checks, in its
+        order): partitions numbered 0..n-1, each list valid (replica_list_problem), one replication factor
+        for all, and at least one replica of each partition live to lead it. None if acceptable."""
+        if sorted(assignments) != list(range(len(assignments))):
+            return INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence"
+        sizes = set()
+        for p, replicas in sorted(assignments.items()):
+            problem = reassignment.replica_list_problem(replicas, self.brokers)
+            if problem:
+                return INVALID_REPLICA_ASSIGNMENT, problem
+            sizes.add(len(replicas))
+            if not any(self.alive(r) for r in replicas):
+                return (
+                    INVALID_REPLICA_ASSIGNMENT,
+                    f"All brokers specified in the manual partition assignment for partition {p} "
+                    "are fenced or in controlled shutdown.",
+                )
+        if len(sizes) > 1:
+            return (
+                INVALID_REPLICA_ASSIGNMENT,
+                "All partitions in the manual partition assignment should have the same number of replicas",
+            )
+        return None
+
+    def create_topic_assigned(
+        self,
+        name: str,
+        assignments: dict[int, Sequence[int]],
+        unclean_leader_election: bool = False,
+        topic_id: str = "",
+        configs: dict[str, str] | None = None,
+    ) -> None:
+        """A topic with the replicas the client chose (checked by assignment_problem first): the ISR is
+        the live ones, the first of them leads."""
+        self._record(rec.Topic(name, len(assignments), unclean_leader_election, topic_id, dict(configs or {})))
+        for p in range(len(assignments)):
+            replicas = tuple(assignments[p])
+            isr = frozenset(r for r in replicas if self.alive(r))
+            leader = next(r for r in replicas if r in isr)
+            self._set(name, p, PartitionState(leader, 0, isr, replicas, 0))
+
     def add_partitions(self, name: str, count: int, replication_factor: int = 0) -> None:
         """Grow ``name`` to ``count`` partitions, spreading leaders round-robin over live brokers."""
         t = self.topics[name]
@@ -441,8 +485,11 @@ class Controller:
         return 0, t.partitions[req.partition]
 
     # -- reassignment (KIP-455; the arithmetic is in reassignment.py) ---------------------------
-    def alter_reassignment(self, topic: str, partition: int, target: Sequence[int] | None) -> tuple[int, str | None]:
+    def alter_reassignment(
+        self, topic: str, partition: int, target: Sequence[int] | None, allow_rf_change: bool = True
+    ) -> tuple[int, str | None]:
         """AlterPartitionReassignments for one partition: move it to ``target``, or cancel (None).
+        ``allow_rf_change`` False (KIP-860, v1's flag) refuses a target of another size than the original.
         Returns (error code, message); on an error nothing is recorded."""
         t = self.topics.get(topic)
         if t is None or partition not in t.partitions:
@@ -456,6 +503,9 @@ class Controller:
         problem = reassignment.replica_list_problem(target, self.brokers)
         if problem:
             return INVALID_REPLICA_ASSIGNMENT, problem
+        rf = len(reassignment.original_of(st).replicas)
+        if not allow_rf_change and len(target) != rf:
+            return INVALID_REPLICATION_FACTOR, f"The replication factor is changed from {rf} to {len(target)}"
         self._move(t, partition, reassignment.start(st, target))
         self._maybe_complete(t, partition)  # a pure removal has nothing to wait for
         return NONE, None

@@ -37,10 +37,13 @@ SERVED: dict[int, str] = {
     23: "OffsetForLeaderEpoch",
     32: "DescribeConfigs",
     33: "AlterConfigs",
+    35: "DescribeLogDirs",
     37: "CreatePartitions",
     42: "DeleteGroups",
     43: "ElectLeaders",
     44: "IncrementalAlterConfigs",
+    45: "AlterPartitionReassignments",
+    46: "ListPartitionReassignments",
     47: "OffsetDelete",
     60: "DescribeCluster",
 }

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from epochlog.server.partition import Partition
     from epochlog.server.topic_configs import DynamicBrokerConfigs
     from epochlog.server.topics import TopicInfo
+    from epochlog.storage.log_dirs import LogDirs
 
 
 class ProducerIds(Protocol):
@@ -31,6 +32,7 @@ class BrokerApi(Protocol):
     groups: Any  # the group coordinator (server/groups), set once the broker has started
     metrics: BrokerMetrics
     connections: set[Any]
+    log_manager: LogDirs  # every log directory (DescribeLogDirs reads it)
 
     @property
     def producer_ids(self) -> ProducerIds: ...
