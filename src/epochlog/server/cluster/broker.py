@@ -434,6 +434,8 @@ class ClusterBroker(Broker):
         changes, self.image.config_changes = self.image.config_changes, set()
         if not changes:
             return
+        dyn = self.dynamic_broker_configs()
+        self.replication_throttles.reconfigure(dyn.own, dyn.default, self.config.raw)
         per_topic: dict[str, tuple[Any, int]] = {}
         for (topic, p), part in self.partitions.items():
             info = self.image.topics.get(topic)
