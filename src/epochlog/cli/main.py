@@ -25,6 +25,7 @@ def _register_subcommands() -> None:
         "demo_cmd",
         "metadata_quorum_cmd",
         "configs_cmd",
+        "reassign_partitions_cmd",
     ):
         try:
             mod = importlib.import_module(f"epochlog.cli.{name}")
