@@ -343,7 +343,8 @@ class Controller:
         """Grow ``name`` to ``count`` partitions, spreading leaders round-robin over live brokers."""
         t = self.topics[name]
         live = sorted(b for b in self.brokers if self.alive(b))
-        rf = replication_factor or len(next(iter(t.partitions.values())).replicas)
+        # A partition being reassigned lists its leaving replicas too: its target is the topic's factor.
+        rf = replication_factor or len(reassignment.target_of(next(iter(t.partitions.values()))))
         if rf > len(live):
             raise ValueError(f"replication factor {rf} exceeds {len(live)} live brokers")
         for p in range(len(t.partitions), count):

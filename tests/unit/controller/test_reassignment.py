@@ -168,3 +168,10 @@ def test_isr_changes_during_a_reassignment_keep_it_going() -> None:
     c.fence(3)  # an ISR shrink decided elsewhere must not forget the reassignment
     s = st(c)
     assert 3 not in s.isr and (s.adding, s.removing) == ((4,), (1,))
+
+
+def test_new_partitions_take_the_target_replication_factor_not_the_merged_one() -> None:
+    c = cluster(brokers=5)
+    c.alter_reassignment("t", 0, [3, 4, 5])  # replicas (3, 4, 5, 1, 2) while moving
+    c.add_partitions("t", 2)
+    assert len(c.topics["t"].partitions[1].replicas) == 3
