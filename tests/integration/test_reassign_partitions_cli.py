@@ -105,6 +105,8 @@ def test_throttle_holds_the_move_back_until_lifted_and_cancel(lc: LocalCluster, 
     r = run("--bootstrap-server", bs, "--execute", "--reassignment-json-file", str(plan), "--throttle", "200000")
     assert r.returncode == 0, r.stderr
     assert "The inter-broker throttle limit was set to 200000 B/s" in r.stdout
+    r = run("--bootstrap-server", bs, "--execute", "--reassignment-json-file", str(plan))
+    assert r.returncode == 1 and "--additional" in r.stderr  # a move is in progress
     time.sleep(3)
     r = run("--bootstrap-server", bs, "--verify", "--reassignment-json-file", str(plan))
     assert "is still in progress." in r.stdout, r.stdout

@@ -53,6 +53,9 @@ def reassign_partitions(
     throttle: Annotated[
         int, typer.Option("--throttle", help="with --execute: cap replication of the moving replicas, bytes/s")
     ] = -1,
+    additional: Annotated[
+        bool, typer.Option("--additional", help="with --execute: start even while other moves are in progress")
+    ] = False,
     preserve_throttles: Annotated[
         bool, typer.Option("--preserve-throttles", help="with --verify: keep the throttles once all is done")
     ] = False,
@@ -69,7 +72,7 @@ def reassign_partitions(
         else:
             wanted = ra.parse_reassignment(_read(reassignment_json_file, "--reassignment-json-file"))
             if execute:
-                _execute(bootstrap, wanted, throttle, timeout)
+                _execute(bootstrap, wanted, throttle, additional, timeout)
             elif verify:
                 _verify(bootstrap, wanted, preserve_throttles, timeout)
             else:
@@ -104,8 +107,17 @@ def _generate(bootstrap: str, topics_json: str, broker_list: str, timeout: float
     typer.echo(ra.format_assignment(proposed))
 
 
-def _execute(bootstrap: str, wanted: dict[tuple[str, int], list[int]], throttle: int, timeout: float) -> None:
+def _execute(
+    bootstrap: str, wanted: dict[tuple[str, int], list[int]], throttle: int, additional: bool, timeout: float
+) -> None:
     from epochlog.client import reassignments as ra
+
+    if not additional and ra.ongoing(bootstrap, timeout):
+        # As the Kafka tool: a second plan started by mistake would silently redirect moves in progress.
+        raise ra.ReassignError(
+            "Cannot execute because there is an existing partition assignment. Use --additional to override "
+            "this and create a new partition assignment in addition to the existing one."
+        )
 
     current, live = ra.current_assignment(bootstrap, sorted({t for t, _p in wanted}), timeout)
     missing = sorted(k for k in wanted if k not in current)
