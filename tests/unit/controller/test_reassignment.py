@@ -175,3 +175,34 @@ def test_new_partitions_take_the_target_replication_factor_not_the_merged_one() 
     c.alter_reassignment("t", 0, [3, 4, 5])  # replicas (3, 4, 5, 1, 2) while moving
     c.add_partitions("t", 2)
     assert len(c.topics["t"].partitions[1].replicas) == 3
+
+
+def test_cancel_moves_leadership_off_a_joining_replica() -> None:
+    c = cluster(brokers=5)
+    c.alter_reassignment("t", 0, [4, 5, 1])
+    join_isr(c, 4)  # 5 is still catching up: the move goes on
+    assert c.elect_leader("t", 0, 4) and st(c).leader == 4
+    c.alter_reassignment("t", 0, None)
+    s = st(c)
+    assert set(s.replicas) == {1, 2, 3} and s.leader in (1, 2, 3) and s.leader in s.isr
+    assert 4 not in s.isr and (s.adding, s.removing) == ((), ())
+
+
+def test_replication_factor_change_refused_when_not_allowed() -> None:
+    from epochlog.controller.controller import INVALID_REPLICATION_FACTOR
+
+    c = cluster()
+    n = len(c.records)
+    assert c.alter_reassignment("t", 0, [2, 3], allow_rf_change=False)[0] == INVALID_REPLICATION_FACTOR
+    assert len(c.records) == n
+    assert c.alter_reassignment("t", 0, [2, 3, 4], allow_rf_change=False) == (0, None)
+
+
+def test_a_fenced_joining_replica_cannot_complete_the_move() -> None:
+    c = cluster()
+    c.alter_reassignment("t", 0, [4])
+    c.fence(4)  # 4 joins the ISR, then its broker is fenced before the move completes
+    s = st(c)
+    code, _ = c.alter_partition(AlterIsr("t", 0, s.leader, s.leader_epoch, s.isr | {4}, s.partition_epoch))
+    assert code != 0  # a fenced broker never joins the ISR (KIP-320)
+    assert (st(c).adding, st(c).removing) == ((4,), (1, 2, 3)) and st(c).leader == 1
