@@ -25,6 +25,9 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[int | None, typer.Option("--seed", help="replay one random schedule")] = None,
         report_dir: Annotated[Path, typer.Option("--report-dir", help="where HTML reports go")] = Path("sim-reports"),
         quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+        transactions: Annotated[
+            bool, typer.Option("--transactions", help="random schedules write transactions and markers")
+        ] = False,
     ) -> None:
         """Run the deterministic replication simulator; exit 1 when an invariant breaks."""
         from rich.console import Console
@@ -64,7 +67,7 @@ def register(app: typer.Typer) -> None:
             )
             raise typer.Exit(1 if w.violations else 0)
         if seed is not None:
-            w = random_schedule(seed, mode)
+            w = random_schedule(seed, mode, transactions)
             if not quiet:
                 console.print("\n".join(w.history), highlight=False, markup=False)
             path = html_report(w, f"seed {seed} ({mode.value})", report_dir / f"seed-{seed}-{mode.value}.html")
@@ -79,7 +82,7 @@ def register(app: typer.Typer) -> None:
             with Progress(console=console, transient=quiet) as progress:
                 task = progress.add_task(f"{seeds} random schedules ({mode.value})", total=seeds)
                 for s in range(start_seed, start_seed + seeds):
-                    w = random_schedule(s, mode)
+                    w = random_schedule(s, mode, transactions)
                     events += w.events
                     if w.violations:
                         failed.append(s)
@@ -87,6 +90,7 @@ def register(app: typer.Typer) -> None:
                         progress.console.print(
                             f"[red]seed {s}[/]: {v.invariant}: {v.detail}\n"
                             f"  replay: epochlog sim --seed {s} --truncation {mode.value}"
+                            + (" --transactions" if transactions else "")
                         )
                     progress.advance(task)
             dt = time.perf_counter() - t0

@@ -35,6 +35,7 @@ def _build_config(config: Path | None, data_dir: Path | None, port: int | None, 
     # One node can hold one copy: the single-node defaults of Kafka's shipped KRaft server.properties.
     props.setdefault("offsets.topic.replication.factor", "1")
     props.setdefault("transaction.state.log.replication.factor", "1")
+    props.setdefault("transaction.state.log.min.isr", "1")
     return combined_configs(props)
 
 

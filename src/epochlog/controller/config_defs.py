@@ -184,6 +184,10 @@ STATIC_BROKER_CONFIGS = frozenset(
         "offsets.topic.replication.factor", "process.roles", "producer.id.expiration.ms", "queued.max.request.bytes",
         "replica.fetch.max.bytes", "replica.fetch.response.max.bytes", "replica.fetch.wait.max.ms",
         "replica.lag.time.max.ms", "request.timeout.ms", "socket.request.max.bytes",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms", "transaction.max.timeout.ms",
+        "transaction.remove.expired.transaction.cleanup.interval.ms", "transaction.state.log.min.isr",
+        "transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
+        "transaction.state.log.segment.bytes", "transactional.id.expiration.ms",
     }
 )
 

@@ -35,6 +35,11 @@ SERVED: dict[int, str] = {
     21: "DeleteRecords",
     22: "InitProducerId",
     23: "OffsetForLeaderEpoch",
+    24: "AddPartitionsToTxn",
+    25: "AddOffsetsToTxn",
+    26: "EndTxn",
+    27: "WriteTxnMarkers",
+    28: "TxnOffsetCommit",
     32: "DescribeConfigs",
     33: "AlterConfigs",
     35: "DescribeLogDirs",
@@ -53,16 +58,23 @@ SERVED: dict[int, str] = {
 ADVERTISED_MIN_OVERRIDE = {0: 0}
 
 
+# Versions kio parses whose meaning we do not serve: InitProducerId v6 is KIP-939's two-phase commit;
+# EndTxn v5 and TxnOffsetCommit v5 are transaction version 2 (KIP-890 part 2), which this broker does
+# not finalize, so clients keep to the versions of transaction version 1.
+MAX_OVERRIDE = {22: 5, 26: 4, 28: 4}
+
+
 def supported_range(api_key: int) -> tuple[int, int] | None:
     if api_key not in SERVED:
         return None
-    return kio_range(api_key)
+    lo, hi = kio_range(api_key)
+    return lo, min(hi, MAX_OVERRIDE.get(api_key, hi))
 
 
 def advertised() -> list[tuple[int, int, int]]:
     rows = []
     for key in sorted(SERVED):
-        lo, hi = kio_range(key)
+        lo, hi = supported_range(key) or kio_range(key)
         rows.append((key, ADVERTISED_MIN_OVERRIDE.get(key, lo), hi))
     return rows
 

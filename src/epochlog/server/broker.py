@@ -22,6 +22,7 @@ from epochlog.storage.log_dirs import LogDirs
 log = logging.getLogger("epochlog.broker")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TXN_TOPIC = "__transaction_state"
 
 
 def now_ms() -> int:

@@ -31,6 +31,7 @@ class BrokerApi(Protocol):
     image: MetadataImage  # the metadata log as applied here: topics, partition states, live brokers
     partitions: dict[tuple[str, int], Partition]  # the replicas this broker hosts
     groups: Any  # the group coordinator (server/groups), set once the broker has started
+    txn: Any  # the transaction coordinator (server/transactions/coordinators.py)
     metrics: BrokerMetrics
     connections: set[Any]
     log_manager: LogDirs  # every log directory (DescribeLogDirs reads it)
@@ -48,6 +49,8 @@ class BrokerApi(Protocol):
     def maybe_auto_create(self, name: str) -> TopicInfo | None: ...
 
     def coordinator_for(self, group_id: str) -> int: ...
+
+    def txn_coordinator_for(self, transactional_id: str) -> int: ...
 
     def submit_alter(self, part: Partition, proposal: AlterIsr) -> None: ...
 

@@ -125,6 +125,15 @@ class BrokerConfig:
     offsets_retention_minutes: int = 10080
     log_retention_check_interval_ms: int = 300_000
     transactional_id_expiration_ms: int = 604_800_000
+    # The transaction coordinator (Kafka's names and defaults).
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
+    transaction_state_log_segment_bytes: int = 104_857_600
+    transaction_max_timeout_ms: int = 900_000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    transaction_partition_verification_enable: bool = True
     producer_id_expiration_ms: int = 86_400_000
     metrics_port: int = 0
     # cluster mode (a broker that follows a separate controller)
@@ -190,6 +199,23 @@ class BrokerConfig:
         c.offsets_retention_minutes = _int(props, "offsets.retention.minutes", 10080, minimum=1)
         c.log_retention_check_interval_ms = _int(props, "log.retention.check.interval.ms", 300_000, minimum=1)
         c.producer_id_expiration_ms = _int(props, "producer.id.expiration.ms", 86_400_000, minimum=1)
+        c.transactional_id_expiration_ms = _int(props, "transactional.id.expiration.ms", 604_800_000, minimum=1)
+        c.transaction_state_log_num_partitions = _int(props, "transaction.state.log.num.partitions", 50, minimum=1)
+        c.transaction_state_log_replication_factor = _int(
+            props, "transaction.state.log.replication.factor", 3, minimum=1
+        )
+        c.transaction_state_log_min_isr = _int(props, "transaction.state.log.min.isr", 2, minimum=1)
+        c.transaction_state_log_segment_bytes = _int(
+            props, "transaction.state.log.segment.bytes", 104_857_600, minimum=1024
+        )
+        c.transaction_max_timeout_ms = _int(props, "transaction.max.timeout.ms", 900_000, minimum=1)
+        c.transaction_abort_timed_out_transaction_cleanup_interval_ms = _int(
+            props, "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000, minimum=1
+        )
+        c.transaction_remove_expired_transaction_cleanup_interval_ms = _int(
+            props, "transaction.remove.expired.transaction.cleanup.interval.ms", 3_600_000, minimum=1
+        )
+        c.transaction_partition_verification_enable = _bool(props, "transaction.partition.verification.enable", True)
         c.metrics_port = _int(props, "metrics.port", 0, minimum=0)
         bootstrap = props.get("controller.quorum.voters") or props.get("controller.quorum.bootstrap.servers")
         if bootstrap:

@@ -34,6 +34,7 @@ def _load() -> None:
         offsets,
         produce,
         producer_id,
+        transactions,
     )
 
     _TABLE.update(
@@ -57,6 +58,11 @@ def _load() -> None:
             21: delete_records.handle_delete_records,
             22: producer_id.handle_init_producer_id,
             23: offsets.handle_offset_for_leader_epoch,
+            24: transactions.handle_add_partitions_to_txn,
+            25: transactions.handle_add_offsets_to_txn,
+            26: transactions.handle_end_txn,
+            27: transactions.handle_write_txn_markers,
+            28: transactions.handle_txn_offset_commit,
             32: configs.handle_describe_configs,
             33: configs.handle_alter_configs,
             35: log_dirs.handle_describe_log_dirs,

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from epochlog.protocol.errors import Err
-from epochlog.protocol.record_batch import iter_batches
+from epochlog.server import internal_log
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
-
-READ_CHUNK = 4 * 1024 * 1024
+    from epochlog.server.partition import Partition
 
 
 class LogOffsetsStore:
@@ -20,7 +17,7 @@ class LogOffsetsStore:
         self.broker = broker
         self.num_partitions = broker.config.offsets_topic_num_partitions
 
-    def _partition(self, partition: int):
+    def _partition(self, partition: int) -> Partition:
         from epochlog.server.broker import OFFSETS_TOPIC
 
         part = self.broker.partition(OFFSETS_TOPIC, partition)
@@ -33,34 +30,8 @@ class LogOffsetsStore:
         otherwise."""
         from epochlog.server.broker import now_ms
 
-        part = self._partition(partition)
-        replica = part.replica
-        if code := replica.check_produce(-1, -1):
-            raise RuntimeError(f"{part.topic}-{part.partition} refuses the write: {Err(code).name}")
-        result = part.log.append_as_leader(batch, part.leader_epoch, now_ms())
-        part.appended_as_leader()
         timeout = self.broker.config.offsets_commit_timeout_ms / 1000
-        try:
-            code = await asyncio.wait_for(part.wait_committed(result.last_offset), timeout)
-        except TimeoutError:
-            raise RuntimeError(f"{part.topic}-{part.partition}: no commit by the ISR in {timeout} s") from None
-        if code:
-            raise RuntimeError(f"{part.topic}-{part.partition}: the write was not committed: {Err(code).name}")
+        await internal_log.append_durably(self._partition(partition), batch, timeout, now_ms())
 
     def read_batches(self, partition: int) -> Iterator[bytes]:
-        plog = self._partition(partition).log
-        offset = plog.log_start_offset
-        while offset < plog.log_end_offset:
-            result = plog.read(offset, READ_CHUNK, max_offset=None, min_one_batch=True)
-            data = b"".join(bytes(c) for c in result.chunks)
-            if not data:
-                return
-            last_next = offset
-            for pos, h in iter_batches(data, validate_crc=False):
-                if h.next_offset <= offset:
-                    continue
-                yield data[pos : pos + h.size]
-                last_next = h.next_offset
-            if last_next <= offset:
-                return
-            offset = last_next
+        return internal_log.read_batches(self._partition(partition))

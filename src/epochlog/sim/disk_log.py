@@ -22,6 +22,7 @@ class SimLog:
         self.cache = LeaderEpochCache()
         self.truncations: list[int] = []  # offsets truncated to, for the invariant bookkeeping
         self.flush_every_append = False
+        self.transactional = False  # its values spell transactions out (sim/transactions.py)
 
     # -- ReplicaLog ----------------------------------------------------------------------
     @property
@@ -81,7 +82,11 @@ class SimLog:
         raise NotImplementedError("SimLog always starts at offset 0")
 
     def first_unstable_offset(self, high_watermark: int) -> int | None:
-        return None  # the simulated producers write no transactions
+        if not self.transactional:
+            return None
+        from epochlog.sim.transactions import first_unstable_offset
+
+        return first_unstable_offset(self.entries, high_watermark)
 
     def flush(self) -> None:
         self.flushed = len(self.entries)

@@ -82,6 +82,15 @@ class InvariantChecker:
         isr = self.ack_isr.get(offset, self.w.state().replicas)
         return all(any(t >= appended_at for t in self.hard_crashes.get(b, [])) for b in isr)
 
+    def lost_everywhere(self, value: str) -> bool:
+        """Every replica crashed hard after ``value`` was appended: its loss is within the contract
+        (the same excuse as ``_excused``, for a record the producer may never have heard acknowledged)."""
+        acked_at = [o for o, v in self.w.acked.items() if v == value]
+        if acked_at:
+            return self._excused(acked_at[0])  # judged by the ISR that committed it
+        appended_at = self.append_time.get(value, 0)
+        return all(any(t >= appended_at for t in self.hard_crashes.get(b, [])) for b in self.w.state().replicas)
+
     def check_converged(self) -> None:
         """After the faults end and the network heals: every live replica holds exactly the leader's log.
         A liveness check, run once at the end: a follower that keeps truncating and never catches up
@@ -137,6 +146,8 @@ class InvariantChecker:
             # Only the leader the controller currently names serves; a zombie is judged by the others.
             if st.leader != bid or st.leader_epoch != r.leader_epoch:
                 continue
+            if w.read_committed is not None:
+                w.read_committed.check(bid)
             entries = b.log.entries
             n = len(entries)
             for offset, value in w.acked.items():

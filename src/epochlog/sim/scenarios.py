@@ -238,10 +238,17 @@ SCENARIOS: dict[str, Callable[[TruncationMode], World]] = {
 }
 
 
-def random_schedule(seed: int, mode: TruncationMode = TruncationMode.LEADER_EPOCH) -> World:
-    """A seeded random fault schedule: crashes (hard or clean), pauses, cuts, elections, lossy network."""
+def random_schedule(
+    seed: int, mode: TruncationMode = TruncationMode.LEADER_EPOCH, transactions: bool = False
+) -> World:
+    """A seeded random fault schedule: crashes (hard or clean), pauses, cuts, elections, lossy network.
+    ``transactions``: the producer writes transactions and markers (sim/transactions.py)."""
     w = World(
-        seed=seed, brokers=3, mode=mode, faults=Faults(drop=0.02, duplicate=0.02, min_delay_ms=1, max_delay_ms=15)
+        seed=seed,
+        brokers=3,
+        mode=mode,
+        faults=Faults(drop=0.02, duplicate=0.02, min_delay_ms=1, max_delay_ms=15),
+        transactions=transactions,
     )
     rng = w.rng
     for b in w.brokers.values():

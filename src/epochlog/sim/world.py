@@ -67,6 +67,7 @@ class World:
         replica_lag_time_max_ms: int = 1000,
         session_timeout_ms: int = 1500,
         replication_factor: int | None = None,
+        transactions: bool = False,
     ) -> None:
         self.rng = random.Random(seed)
         self.seed = seed
@@ -86,8 +87,14 @@ class World:
         self.next_value = 0
         self.checker = InvariantChecker(self)
         self.snapshots: list[tuple[str, dict[int, dict[str, Any]]]] = []
+        from epochlog.sim.transactions import ReadCommittedChecker, TxnProducer
+
+        self.txn_producer = TxnProducer(self) if transactions else None
+        self.read_committed = ReadCommittedChecker(self) if transactions else None
         for b in range(1, brokers + 1):
-            self.brokers[b] = self._new_broker(b, SimLog())
+            log = SimLog()
+            log.transactional = transactions
+            self.brokers[b] = self._new_broker(b, log)
             self.controller.register_broker(b, 0)
         self.controller.create_topic(TOPIC, 1, replication_factor or brokers, unclean_leader_election=unclean)
         # Brokers that have held a replica: a reassignment that removes one must still tell it (a real
@@ -306,7 +313,13 @@ class World:
         st = self.state()
         if st.leader < 0:
             return
-        value = f"m{self.next_value}"
+        if self.txn_producer is not None:
+            v = self.txn_producer.next_value()
+            if v is None:
+                return
+            value = v
+        else:
+            value = f"m{self.next_value}"
         self.next_value += 1
         self.send(PRODUCER, st.leader, ("produce", value))
 

@@ -102,6 +102,10 @@ class ProducerStateManager:
         self.ongoing: dict[int, int] = {}  # first offset of an open transaction -> its producer id
         # Decided transactions whose marker may still be above the high watermark: first offset -> marker.
         self.unreplicated: dict[int, int] = {}
+        # Markers applied per producer since this process opened the log: a leader that verified a
+        # transactional write with the coordinator (KIP-890) appends it only if no marker landed meanwhile,
+        # or the write would open a transaction the coordinator has already closed (a hanging one).
+        self.markers_applied: dict[int, int] = {}
 
     @property
     def map_end_offset(self) -> int:
@@ -121,6 +125,10 @@ class ProducerStateManager:
                 f"producer {header.producer_id} epoch {epoch} is older than the current {entry.epoch}",
                 INVALID_PRODUCER_EPOCH,
             )
+        if first == NO_SEQUENCE:
+            # A coordinator's own write (transactional offset commits carry the producer's id and epoch
+            # but no sequence): only the epoch is checked, as Kafka does for appends that are not a client's.
+            return None
         if epoch > entry.epoch:
             if first != 0:
                 raise ProducerStateError(
@@ -185,6 +193,7 @@ class ProducerStateManager:
         """The marker at ``offset`` decides its producer's open transaction (a marker for a producer with
         nothing open on this partition decides an empty one at the marker itself, as in Kafka)."""
         self._map_end_offset = max(self._map_end_offset, offset + 1)
+        self.markers_applied[header.producer_id] = self.markers_applied.get(header.producer_id, 0) + 1
         entry = self._entry_at_epoch(header)
         entry.coordinator_epoch = max(entry.coordinator_epoch, marker.coordinator_epoch)
         entry.last_timestamp = max(entry.last_timestamp, timestamp_ms)
@@ -335,3 +344,4 @@ class ProducerStateManager:
         ]
         for pid in expired:
             del self.producers[pid]
+            self.markers_applied.pop(pid, None)

@@ -27,7 +27,7 @@ from epochlog.protocol.records import iter_records
 from epochlog.raft.messages import FetchSnapshotRequest, SnapshotId
 from epochlog.replication.partition import PartitionReplica
 from epochlog.replication.types import AlterIsr, PartitionState, Role, TruncationMode
-from epochlog.server.broker import OFFSETS_TOPIC, Broker, now_ms
+from epochlog.server.broker import OFFSETS_TOPIC, TXN_TOPIC, Broker, now_ms
 from epochlog.server.cluster.controller_channel import ControllerChannel
 from epochlog.server.cluster.fetcher import FetcherManager
 from epochlog.server.cluster.image import MetadataImage
@@ -37,6 +37,7 @@ from epochlog.server.partition import Partition
 from epochlog.server.quorum import wire
 from epochlog.server.topic_configs import DynamicBrokerConfigs, topic_properties
 from epochlog.server.topics import TopicInfo
+from epochlog.server.transactions.coordinators import TxnCoordinators
 from epochlog.storage import partition_log as storage_metrics
 from epochlog.storage.errors import KafkaStorageError
 from epochlog.storage.metadata_raft_log import decode_record, parse_snapshot
@@ -77,8 +78,8 @@ class ClusterBroker(Broker):
         self.image = MetadataImage()
         # __consumer_offsets is a replicated topic like any other; each broker coordinates the groups of
         # the partitions it leads, loading them as it gains leadership (docs/operations.md).
-        self._creating_offsets_topic = False
-        self._offsets_topic_warned = float("-inf")
+        self._creating_internal: set[str] = set()
+        self._internal_topic_warned: dict[str, float] = {}
         self._leaving = False  # a controlled shutdown has begun: heartbeats say so, and never re-register
         # One connection per purpose to the active controller: answers on one connection come in order,
         # and an AlterPartition answer queued behind a parked metadata fetch waited up to a second.
@@ -89,6 +90,7 @@ class ClusterBroker(Broker):
         self.metadata_changed = asyncio.Event()
         self.mode = TruncationMode(config.replication_truncation_mode)
         self.producer_ids = ControllerProducerIds(self)
+        self.txn = TxnCoordinators(self)
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
@@ -103,9 +105,10 @@ class ClusterBroker(Broker):
         self._update_ineligible()
         self._remove_leftover_logs()
         await self._start_groups()
+        self.txn.start()
         for topic, p in self.partitions:
-            if topic == OFFSETS_TOPIC:
-                self._follow_coordination(p)
+            if topic in (OFFSETS_TOPIC, TXN_TOPIC):
+                self._follow_coordination(topic, p)
         from epochlog.server.connection import KafkaConnection
 
         loop = asyncio.get_running_loop()
@@ -137,6 +140,7 @@ class ClusterBroker(Broker):
             self._leaving = True
             await self._controlled_shutdown()
         self.shutting_down = True
+        await self.txn.stop()
         await self.fetchers.stop()
         self.controller.close()
         await super().stop()
@@ -453,7 +457,12 @@ class ClusterBroker(Broker):
                 part.replica.min_isr = min_isr
                 log.info(
                     "%s-%d: configs now retention.ms=%d retention.bytes=%d segment.bytes=%d min.insync.replicas=%d",
-                    topic, p, cfg.retention_ms, cfg.retention_bytes, cfg.segment_bytes, min_isr,
+                    topic,
+                    p,
+                    cfg.retention_ms,
+                    cfg.retention_bytes,
+                    cfg.segment_bytes,
+                    min_isr,
                 )
 
     def _apply_partition(self, topic: str, p: int) -> None:
@@ -511,8 +520,8 @@ class ClusterBroker(Broker):
             )
         part.sync()
         part.notify()
-        if topic == OFFSETS_TOPIC:
-            self._follow_coordination(p)
+        if topic in (OFFSETS_TOPIC, TXN_TOPIC):
+            self._follow_coordination(topic, p)
 
     def _remove_replica(self, topic: str, p: int, st: PartitionState) -> None:
         """The metadata moved this partition off this broker (a reassignment completed or was cancelled):
@@ -527,14 +536,18 @@ class ClusterBroker(Broker):
         self._apply_state(part, st)  # not a replica: the core drops its role
         part.sync()
         part.notify()
-        if topic == OFFSETS_TOPIC:
-            self._follow_coordination(p)
+        if topic in (OFFSETS_TOPIC, TXN_TOPIC):
+            self._follow_coordination(topic, p)
         if not part.offline:
             self.log_manager.delete_partition(topic, p)
         log.info("%s-%d: no longer a replica here (replicas %s); its log is deleted", topic, p, list(st.replicas))
 
-    def _follow_coordination(self, p: int) -> None:
-        """Coordinate the groups of __consumer_offsets-p exactly while leading it."""
+    def _follow_coordination(self, topic: str, p: int) -> None:
+        """Coordinate the groups of __consumer_offsets-p (the transactional ids of __transaction_state-p)
+        exactly while leading it."""
+        if topic == TXN_TOPIC:
+            self.txn.follow(p, self.partitions.get((topic, p)))
+            return
         if self.groups is None:
             return  # start() loads them once the coordinator exists
         part = self.partitions.get((OFFSETS_TOPIC, p))
@@ -554,8 +567,8 @@ class ClusterBroker(Broker):
     def _drop_topic(self, info: TopicInfo) -> None:
         for p in range(info.partitions):
             part = self.partitions.pop((info.name, p), None)
-            if info.name == OFFSETS_TOPIC:
-                self._follow_coordination(p)
+            if info.name in (OFFSETS_TOPIC, TXN_TOPIC):
+                self._follow_coordination(info.name, p)
             if part is not None:
                 part.sync()
                 part.notify()
@@ -724,48 +737,68 @@ class ClusterBroker(Broker):
     def coordinator_for(self, group_id: str) -> int:
         """The leader of the group's __consumer_offsets partition, or -1 (COORDINATOR_NOT_AVAILABLE)
         while there is none; asks the controller to create the topic on first use, as Kafka does."""
+        cfg = self.config
+        # Kafka's offsets.topic.segment.bytes (100 MiB): small enough that the cleaner gets closed
+        # segments to compact, so a coordinator's replay at start follows the live offsets.
+        segment_bytes = cfg.raw.get("offsets.topic.segment.bytes", "104857600")
+        return self._internal_leader(
+            OFFSETS_TOPIC,
+            group_id,
+            cfg.offsets_topic_num_partitions,
+            cfg.offsets_topic_replication_factor,
+            {"cleanup.policy": "compact", "segment.bytes": segment_bytes},
+        )
+
+    def txn_coordinator_for(self, transactional_id: str) -> int:
+        """The leader of the id's __transaction_state partition, or -1; creates the topic on first use."""
+        cfg = self.config
+        return self._internal_leader(
+            TXN_TOPIC,
+            transactional_id,
+            cfg.transaction_state_log_num_partitions,
+            cfg.transaction_state_log_replication_factor,
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(cfg.transaction_state_log_segment_bytes),
+                "min.insync.replicas": str(cfg.transaction_state_log_min_isr),
+                "unclean.leader.election.enable": "false",
+                "compression.type": "uncompressed",
+            },
+        )
+
+    def _internal_leader(self, topic: str, key: str, partitions: int, rf: int, configs: dict[str, str]) -> int:
         from epochlog.server.groups.hashing import partition_for
 
-        info = self.image.topics.get(OFFSETS_TOPIC)
+        info = self.image.topics.get(topic)
         if info is None or info.partitions == 0:
-            self._create_offsets_topic()
+            self._create_internal_topic(topic, partitions, rf, configs)
             return -1
-        st = self.image.states.get((OFFSETS_TOPIC, partition_for(group_id, info.partitions)))
+        st = self.image.states.get((topic, partition_for(key, info.partitions)))
         if st is None or st.leader < 0:
             return -1
         ep = self.image.brokers.get(st.leader)
         return st.leader if ep is not None and not ep.fenced else -1
 
-    def _create_offsets_topic(self) -> None:
-        if self._creating_offsets_topic:
+    def _create_internal_topic(self, topic: str, partitions: int, rf: int, configs: dict[str, str]) -> None:
+        if topic in self._creating_internal:
             return
         from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 
         # As Kafka: not created below its replication factor (FindCoordinator answers
         # COORDINATOR_NOT_AVAILABLE and clients retry), or a cluster whose brokers came up one by one
-        # would keep a single copy of every group's offsets for good.
-        rf = self.config.offsets_topic_replication_factor
+        # would keep a single copy of every group's offsets (every transaction's state) for good.
         live = len(self.image.live_brokers())
         if live < rf:
             now = time.monotonic()
-            if now - self._offsets_topic_warned >= 10:
-                self._offsets_topic_warned = now
-                log.warning(
-                    "not creating %s yet: %d live brokers, offsets.topic.replication.factor=%d",
-                    OFFSETS_TOPIC,
-                    live,
-                    rf,
-                )
+            if now - self._internal_topic_warned.get(topic, float("-inf")) >= 10:
+                self._internal_topic_warned[topic] = now
+                log.warning("not creating %s yet: %d live brokers, its replication factor is %d", topic, live, rf)
             return
-        # Kafka's offsets.topic.segment.bytes (100 MiB): small enough that the cleaner gets closed
-        # segments to compact, so a coordinator's replay at start follows the live offsets.
-        segment_bytes = self.config.raw.get("offsets.topic.segment.bytes", "104857600")
-        configs = {"cleanup.policy": "compact", "segment.bytes": segment_bytes}
         req = CreateTopicsRequest(
             topics=(
                 CreatableTopic(
-                    name=OFFSETS_TOPIC,
-                    num_partitions=self.config.offsets_topic_num_partitions,
+                    name=topic,
+                    num_partitions=partitions,
                     replication_factor=rf,
                     assignments=(),
                     configs=tuple(CreatableTopicConfig(name=k, value=v) for k, v in configs.items()),
@@ -776,13 +809,13 @@ class ClusterBroker(Broker):
         )
 
         async def create() -> None:
-            self._creating_offsets_topic = True
+            self._creating_internal.add(topic)
             try:
                 await self.forward(req)
             except PeerError as e:
-                log.info("creating %s failed: %s", OFFSETS_TOPIC, e)
+                log.info("creating %s failed: %s", topic, e)
             finally:
-                self._creating_offsets_topic = False
+                self._creating_internal.discard(topic)
 
         self._tasks.append(asyncio.create_task(create()))
 

@@ -14,7 +14,7 @@ from epochlog.controller.config_defs import RESOURCE_TOPIC
 from epochlog.controller.image import ClusterImage
 from epochlog.controller.records import ConfigRecord, MetadataRecord, Topic, TopicDeleted
 from epochlog.replication.types import PartitionState
-from epochlog.server.broker import OFFSETS_TOPIC
+from epochlog.server.broker import OFFSETS_TOPIC, TXN_TOPIC
 from epochlog.server.topics import TopicInfo
 
 
@@ -55,7 +55,9 @@ class MetadataImage:
             self.brokers[b] = BrokerEndpoint(b, cb.host, cb.port, cb.epoch, cb.fenced)
         if isinstance(record, Topic):
             tid = uuid.UUID(record.id) if record.id else uuid.uuid4()
-            info = TopicInfo(record.name, tid, 0, dict(record.configs), [], internal=record.name == OFFSETS_TOPIC)
+            info = TopicInfo(
+                record.name, tid, 0, dict(record.configs), [], internal=record.name in (OFFSETS_TOPIC, TXN_TOPIC)
+            )
             self.topics[info.name] = info
             self.by_id[tid] = info
         if isinstance(record, ConfigRecord):

@@ -154,6 +154,9 @@ class LocalCluster:
                     "default.replication.factor": str(min(3, self.brokers)),
                     "offsets.topic.num.partitions": "5",
                     "offsets.topic.replication.factor": str(min(3, self.brokers)),
+                    "transaction.state.log.num.partitions": "5",
+                    "transaction.state.log.replication.factor": str(min(3, self.brokers)),
+                    "transaction.state.log.min.isr": str(min(2, self.brokers)),
                     **self.broker_settings,
                 },
             )

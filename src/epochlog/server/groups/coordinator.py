@@ -17,7 +17,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from epochlog.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL
+from epochlog.protocol.control_records import ControlType, read_marker
 from epochlog.protocol.errors import Err
+from epochlog.protocol.record_batch import read_header
 from epochlog.protocol.records import Record, build_batch, iter_records
 from epochlog.server.groups import records as rec
 from epochlog.server.groups.config import GroupConfig
@@ -33,6 +35,7 @@ from epochlog.server.groups.model import (
 )
 from epochlog.server.groups.results import CommittedOffset, JoinResult, OffsetCommit, SyncResult
 from epochlog.server.groups.store import OffsetsStore
+from epochlog.server.groups.txn_offsets import PendingTxnOffsets
 
 log = logging.getLogger("epochlog.groups")
 
@@ -64,6 +67,7 @@ class GroupCoordinator:
         self._task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Future[Any]] = set()
         self._write_seq = 0
+        self.txn_offsets = PendingTxnOffsets()
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self, run_background: bool = True, load_all: bool = True) -> None:
@@ -98,8 +102,17 @@ class GroupCoordinator:
     def _read_partition(self, p: int) -> None:
         for batch in self.store.read_batches(p):
             try:
+                h = read_header(batch)
+                if h.is_control:
+                    marker = read_marker(batch)
+                    if marker is not None:
+                        self._complete_txn(p, h.producer_id, marker.type is ControlType.COMMIT)
+                    continue
                 for r in iter_records(batch):
-                    self._replay(r)
+                    if h.is_transactional:
+                        self._replay_txn_offset(h.producer_id, r)
+                    else:
+                        self._replay(r)
             except ValueError as e:  # CorruptBatchError included: skip what we cannot read
                 log.error("__consumer_offsets-%d: skipping unreadable batch: %s", p, e)
         now = self.clock()
@@ -126,6 +139,7 @@ class GroupCoordinator:
         log.info("__consumer_offsets-%d: unloaded", p)
 
     def _drop_groups(self, p: int) -> None:
+        self.txn_offsets.drop_groups({gid for gid in self.txn_offsets.groups() if self.partition_for(gid) == p})
         for gid in [gid for gid in self.groups if self.partition_for(gid) == p]:
             g = self.groups.pop(gid)
             for m in g.members.values():
@@ -178,6 +192,31 @@ class GroupCoordinator:
             # Kafka resumes a group with members as Stable: they keep their assignment and only have
             # to heartbeat within their session, so a broker restart does not force a rebalance.
             g.state = STABLE if g.members else EMPTY
+
+    def _replay_txn_offset(self, producer_id: int, r: Record) -> None:
+        key = rec.decode_key(r.key) if r.key is not None else None
+        if isinstance(key, rec.OffsetKey) and r.value is not None:
+            self.txn_offsets.add(producer_id, key.group, (key.topic, key.partition), rec.decode_offset_value(r.value))
+
+    def complete_txn(self, p: int, producer_id: int, commit: bool) -> None:
+        """A transaction's marker is durable on __consumer_offsets-p: its offsets become visible or go."""
+        if self.owned is not None and p not in self.owned:
+            return
+        self._complete_txn(p, producer_id, commit)
+
+    def _complete_txn(self, p: int, producer_id: int, commit: bool) -> None:
+        groups = {gid for gid in self.txn_offsets.groups() if self.partition_for(gid) == p}
+        for gid, offsets in self.txn_offsets.take(producer_id, groups).items():
+            if not commit:
+                continue
+            g = self.groups.get(gid)
+            if g is None:
+                g = self.groups[gid] = Group(gid, state_timestamp_ms=self._now_ms())
+            g.offsets.update(offsets)
+            # A plain commit whose write began before this marker landed must not overwrite it.
+            self._write_seq += 1
+            for tp in offsets:
+                g.offset_write_seq[tp] = self._write_seq
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.store.num_partitions)
@@ -698,6 +737,71 @@ class GroupCoordinator:
             if g.offset_write_seq.get(tp, 0) < seq:
                 g.offsets[tp] = v
                 g.offset_write_seq[tp] = seq
+            result[tp] = Err.NONE
+        return result
+
+    async def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: list[OffsetCommit],
+    ) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit: written as the producer's transactional batch, visible once its marker is."""
+
+        def every(code: int) -> dict[tuple[str, int], int]:
+            return {(o.topic, o.partition): code for o in offsets}
+
+        if err := self._unavailable(group_id):
+            return every(err)
+        if not group_id:
+            return every(Err.INVALID_GROUP_ID)
+        g = self.groups.get(group_id)
+        if g is not None and g.state == DEAD:
+            return every(Err.COORDINATOR_NOT_AVAILABLE)
+        if generation_id >= 0 or member_id:
+            # KIP-447: a producer committing for a consumer of the group is checked like that consumer, so
+            # a zombie of an older generation cannot commit.
+            if g is None:
+                return every(Err.ILLEGAL_GENERATION)
+            err = self._validate_member(g, member_id, group_instance_id, generation_id)
+            if err:
+                return every(err)
+        result: dict[tuple[str, int], int] = {}
+        now_ms = self._now_ms()
+        records: list[tuple[bytes, bytes | None]] = []
+        accepted: list[tuple[tuple[str, int], rec.OffsetValue]] = []
+        for o in offsets:
+            meta = o.metadata or ""
+            if len(meta.encode()) > self.config.offset_metadata_max_bytes:
+                result[(o.topic, o.partition)] = OFFSET_METADATA_TOO_LARGE
+                continue
+            v = rec.OffsetValue(o.offset, o.leader_epoch, meta, now_ms)
+            records.append((rec.offset_key(group_id, o.topic, o.partition), rec.offset_value(v)))
+            accepted.append(((o.topic, o.partition), v))
+        if not records:
+            return result
+        batch = build_batch(
+            records,
+            base_timestamp=now_ms,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=-1,
+            is_transactional=True,
+        )
+        try:
+            await self.store.append(self.partition_for(group_id), batch)
+        except Exception as e:
+            code = getattr(e, "error_code", None)
+            log.info("group %s: cannot write transactional offsets: %s", group_id, e)
+            return result | {tp: code or Err.COORDINATOR_NOT_AVAILABLE for tp, _ in accepted}
+        if err := self._unavailable(group_id):
+            return result | {tp: err for tp, _ in accepted}
+        for tp, v in accepted:
+            self.txn_offsets.add(producer_id, group_id, tp, v)
             result[tp] = Err.NONE
         return result
 

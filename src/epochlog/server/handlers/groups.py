@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
 
 COORDINATOR_KEY_GROUP = 0
+COORDINATOR_KEY_TRANSACTION = 1
 
 
 def _ms(value: Any) -> int:
@@ -24,11 +25,14 @@ def handle_find_coordinator(broker: Broker, header: RequestHeader, frame: memory
     rows = []
     for key in keys:
         row: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1}
-        if key_type != COORDINATOR_KEY_GROUP:
-            row.update(error_code=Err.COORDINATOR_NOT_AVAILABLE, error_message="no transaction coordinator")
+        if key_type not in (COORDINATOR_KEY_GROUP, COORDINATOR_KEY_TRANSACTION):
+            row.update(error_code=Err.INVALID_REQUEST, error_message=f"unknown coordinator key type {key_type}")
         else:
-            # The leader of the group's __consumer_offsets partition coordinates it.
-            leader = broker.coordinator_for(key)
+            # The leader of the key's __consumer_offsets (or __transaction_state) partition coordinates it.
+            if key_type == COORDINATOR_KEY_GROUP:
+                leader = broker.coordinator_for(key)
+            else:
+                leader = broker.txn_coordinator_for(key)
             ep = broker.image.brokers.get(leader) if leader >= 0 else None
             if ep is None:
                 row.update(error_code=Err.COORDINATOR_NOT_AVAILABLE, error_message="no leader for its partition yet")
@@ -179,7 +183,9 @@ def handle_offset_commit(broker: Broker, header: RequestHeader, frame: memoryvie
     return _commit(broker, header, decode_body(frame, header))
 
 
-def _fetch_group(broker: Broker, group_id: str, topics: Any, by_id: bool) -> tuple[int, list[dict[str, Any]]]:
+def _fetch_group(
+    broker: Broker, group_id: str, topics: Any, by_id: bool, require_stable: bool = False
+) -> tuple[int, list[dict[str, Any]]]:
     wanted: list[tuple[str, int]] | None = None
     id_of: dict[str, Any] = {}
     if topics is not None:
@@ -203,6 +209,9 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any, by_id: bool) -> tup
                 "error_code": r.error_code,
             }
         )
+        # KIP-447: a consumer that asks for stable offsets waits while a transaction holds one back.
+        if require_stable and broker.groups.txn_offsets.pending_for(group_id, (r.topic, r.partition)):
+            grouped[r.topic][-1].update(committed_offset=-1, error_code=Err.UNSTABLE_OFFSET_COMMIT)
     out = []
     for name, parts in grouped.items():
         info = broker.image.topics.get(name)
@@ -216,10 +225,10 @@ def handle_offset_fetch(broker: Broker, header: RequestHeader, frame: memoryview
     if header.api_version >= 8:
         groups = []
         for g in req.groups:
-            code, topics = _fetch_group(broker, g.group_id, g.topics, header.api_version >= 10)
+            code, topics = _fetch_group(broker, g.group_id, g.topics, header.api_version >= 10, req.require_stable)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"throttle_time": 0, "groups": groups}
-    code, topics = _fetch_group(broker, req.group_id, req.topics, False)
+    code, topics = _fetch_group(broker, req.group_id, req.topics, False, getattr(req, "require_stable", False))
     return {"throttle_time": 0, "topics": topics, "error_code": code}
 
 

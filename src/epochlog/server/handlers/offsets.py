@@ -19,7 +19,7 @@ LATEST_TIERED = -5
 EARLIEST_PENDING_UPLOAD = -6
 
 
-def _list_one(broker: Broker, name: str, p: Any) -> dict[str, Any]:
+def _list_one(broker: Broker, name: str, p: Any, read_committed: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {
         "partition_index": p.partition_index,
         "timestamp": -1,
@@ -37,7 +37,8 @@ def _list_one(broker: Broker, name: str, p: Any) -> dict[str, Any]:
         return out
     plog = part.log
     cache = plog.epoch_cache
-    hw = plog.high_watermark
+    # read_committed (isolation_level 1) sees up to the last stable offset, as its fetches do.
+    hw = plog.last_stable_offset if read_committed else plog.high_watermark
     ts = p.timestamp
     out["error_code"] = Err.NONE
     if ts in (EARLIEST, EARLIEST_LOCAL):
@@ -64,17 +65,20 @@ def _list_one(broker: Broker, name: str, p: Any) -> dict[str, Any]:
 
 def handle_list_offsets(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
+    committed = getattr(req, "isolation_level", 0) == 1
     topics = []
     for t in req.topics:
-        topics.append({"name": t.name, "partitions": [_list_one_guarded(broker, t.name, p) for p in t.partitions]})
+        topics.append(
+            {"name": t.name, "partitions": [_list_one_guarded(broker, t.name, p, committed) for p in t.partitions]}
+        )
     return {"throttle_time": 0, "topics": topics}
 
 
-def _list_one_guarded(broker: Broker, name: str, p: Any) -> dict[str, Any]:
+def _list_one_guarded(broker: Broker, name: str, p: Any, read_committed: bool) -> dict[str, Any]:
     """A timestamp lookup reads the log: an I/O error there takes its directory offline and answers
     KAFKA_STORAGE_ERROR for this partition alone."""
     try:
-        return _list_one(broker, name, p)
+        return _list_one(broker, name, p, read_committed)
     except KafkaStorageError:
         return {
             "partition_index": p.partition_index,

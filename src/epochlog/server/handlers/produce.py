@@ -34,7 +34,7 @@ def _rules(cfg: Any) -> TopicRules:
 
 
 def _append(
-    broker: Broker, part: Partition, records: memoryview | None, acks: int, epoch: int
+    broker: Broker, part: Partition, records: memoryview | None, acks: int, epoch: int, transactional_id: str | None
 ) -> tuple[dict[str, Any], int]:
     """The partition's response row, and the last offset an acks=all answer must wait for (-1: none)."""
     out: dict[str, Any] = {
@@ -65,12 +65,11 @@ def _append(
         out["record_errors"] = [{"batch_index": i, "batch_index_error_message": m[:500]} for i, m in e.record_errors]
         broker.metrics.failed_produce.labels(part.topic).inc()
         return out, -1
-    if read_header(records).is_transactional:
-        # Only a transaction coordinator could decide such a batch, and there is none: accepting it would
-        # open a transaction nothing closes and hold every read_committed reader at its first offset.
-        # Kafka refuses transactional records of a request with no transactional id the same way.
+    if read_header(records).is_transactional and transactional_id is None:
+        # No coordinator could ever decide such a batch: it would open a transaction nothing closes and
+        # hold every read_committed reader at its first offset. Kafka refuses it the same way.
         out["error_code"] = Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        out["error_message"] = "transactional records need a transactional id, and transactions are not served yet"
+        out["error_message"] = "transactional records need the request's transactional id"
         return out, -1
     try:
         result = plog.append_as_leader(records, part.leader_epoch, now, crc_checked=True)
@@ -129,8 +128,79 @@ async def _await_acks(
     return _answer(broker, header, responses)
 
 
+def _unverified(broker: Broker, req: Any) -> list[tuple[str, int, int, int, int]]:
+    """(topic, partition, producer id, epoch, markers applied so far) of each transactional batch whose
+    producer has no open transaction on its partition yet: KIP-890 part 1 asks the coordinator before the
+    first write, and the count guards the answer (a marker landing meanwhile voids it)."""
+    out = []
+    for topic in req.topics:
+        name = broker.topic_name_for_id(topic.topic_id) if topic.topic_id is not None else topic.name
+        for pd in topic.partitions:
+            part = broker.partition(name, pd.index) if name else None
+            if part is None or pd.records is None or len(pd.records) < 61:
+                continue  # answered with the partition's own error below
+            try:
+                h = read_header(pd.records)
+            except ValueError:
+                continue  # validation answers it
+            if not (h.is_transactional and h.has_producer_id):
+                continue
+            state = part.log.producer_state
+            entry = state.last_entry(h.producer_id)
+            if entry is None or entry.epoch != h.producer_epoch or entry.current_txn_first_offset < 0:
+                markers = state.markers_applied.get(h.producer_id, 0)
+                out.append((name, pd.index, h.producer_id, h.producer_epoch, markers))
+    return out
+
+
+# The coordinator could not answer now (moving, loading, mid-transition): the write is retried.
+_COORDINATOR_BUSY = frozenset(
+    {Err.COORDINATOR_NOT_AVAILABLE, Err.NOT_COORDINATOR, Err.COORDINATOR_LOAD_IN_PROGRESS, Err.CONCURRENT_TRANSACTIONS}
+)
+
+
+async def _verify_then_produce(
+    broker: Broker, header: RequestHeader, req: Any, unverified: list[tuple[str, int, int, int, int]]
+) -> Any:
+    refused: dict[tuple[str, int], Err] = {}
+    # Produce v11 clients know TRANSACTION_ABORTABLE (KIP-890): the transaction aborts and goes on.
+    not_in_txn = Err.TRANSACTION_ABORTABLE if header.api_version >= 11 else Err.INVALID_TXN_STATE
+    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for name, index, pid, epoch, _markers in unverified:
+        by_producer.setdefault((pid, epoch), []).append((name, index))
+    for (pid, epoch), tps in by_producer.items():
+        codes = await broker.txn.verify_anywhere(req.transactional_id, pid, epoch, tps)
+        for tp in tps:
+            code = codes.get(tp, Err.COORDINATOR_NOT_AVAILABLE)
+            if code in (Err.PRODUCER_FENCED, Err.INVALID_PRODUCER_EPOCH):
+                refused[tp] = Err.INVALID_PRODUCER_EPOCH
+            elif code in _COORDINATOR_BUSY:
+                refused[tp] = Err.NOT_ENOUGH_REPLICAS  # as Kafka: a retriable error the client knows
+            elif code:
+                refused[tp] = not_in_txn
+    for name, index, pid, _epoch, markers in unverified:
+        part = broker.partition(name, index)
+        if part is not None and part.log.producer_state.markers_applied.get(pid, 0) != markers:
+            # The transaction was decided while we asked: the verified write would begin a new one.
+            refused.setdefault((name, index), not_in_txn)
+    result = _produce(broker, header, req, refused)
+    return await result if asyncio.iscoroutine(result) else result
+
+
 def handle_produce(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = parse_produce(frame[header.size :], header.api_version)
+    if (
+        req.transactional_id is not None
+        and req.acks in (0, 1, -1)
+        and broker.config.transaction_partition_verification_enable
+    ):
+        unverified = _unverified(broker, req)
+        if unverified:
+            return _verify_then_produce(broker, header, req, unverified)
+    return _produce(broker, header, req, {})
+
+
+def _produce(broker: Broker, header: RequestHeader, req: Any, refused: dict[tuple[str, int], Err]) -> Any:
     responses = []
     waits: list[tuple[dict[str, Any], Partition, int]] = []
     bad_acks = req.acks not in (0, 1, -1)
@@ -143,13 +213,13 @@ def handle_produce(broker: Broker, header: RequestHeader, frame: memoryview) -> 
             part = broker.partition(name, pd.index) if name else None
             if bad_acks:
                 parts_out.append({"index": pd.index, "error_code": Err.INVALID_REQUIRED_ACKS, "base_offset": -1})
-            elif req.transactional_id is not None:
+            elif (name, pd.index) in refused:
                 parts_out.append(
                     {
                         "index": pd.index,
-                        "error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                        "error_code": refused[(name, pd.index)],
                         "base_offset": -1,
-                        "error_message": "transactions are not supported",
+                        "error_message": "the partition is not in the producer's ongoing transaction",
                     }
                 )
             elif part is None:
@@ -162,7 +232,7 @@ def handle_produce(broker: Broker, header: RequestHeader, frame: memoryview) -> 
                     code = Err.NOT_LEADER_OR_FOLLOWER  # it exists, just not here
                 parts_out.append({"index": pd.index, "error_code": code, "base_offset": -1})
             else:
-                row, last = _append(broker, part, pd.records, req.acks, pd.current_leader_epoch)
+                row, last = _append(broker, part, pd.records, req.acks, pd.current_leader_epoch, req.transactional_id)
                 parts_out.append(row)
                 if last >= 0:
                     waits.append((row, part, last))

@@ -1,4 +1,5 @@
-"""InitProducerId for idempotent producers (transactions are not supported)."""
+"""InitProducerId: a fresh id for an idempotent producer; for a transactional one, the transaction
+coordinator's answer (a bumped epoch, fencing the previous incarnation)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,7 @@ if TYPE_CHECKING:
 def handle_init_producer_id(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = decode_body(frame, header)
     if req.transactional_id is not None:
-        return {
-            "throttle_time": 0,
-            "error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            "producer_id": -1,
-            "producer_epoch": -1,
-        }
+        return _transactional(broker, header, req)
     # A producer that asks again with its id (KIP-360, after a fatal sequence error) gets a
     # fresh id: with no transactional state there is nothing to fence.
     return _from_controller(broker.producer_ids.allocate_async)
@@ -37,3 +33,21 @@ async def _from_controller(allocate_async: Any) -> dict[str, Any]:
             "producer_epoch": -1,
         }
     return {"throttle_time": 0, "error_code": Err.NONE, "producer_id": pid, "producer_epoch": 0}
+
+
+async def _transactional(broker: Broker, header: RequestHeader, req: Any) -> dict[str, Any]:
+    from epochlog.server.broker import now_ms
+    from epochlog.server.handlers.transactions import client_error
+
+    expected = None
+    if header.api_version >= 3 and int(req.producer_id) >= 0:
+        expected = (int(req.producer_id), int(req.producer_epoch))
+    reply = await broker.txn.init_producer_id(
+        req.transactional_id, int(req.transaction_timeout.total_seconds() * 1000), expected, now_ms()
+    )
+    return {
+        "throttle_time": 0,
+        "error_code": client_error(reply.error, header.api_version, fenced_from=4),
+        "producer_id": reply.producer_id,
+        "producer_epoch": reply.producer_epoch,
+    }
