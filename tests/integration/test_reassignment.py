@@ -208,3 +208,24 @@ def test_cancel_reverts_to_the_original_replicas(lc: LocalCluster) -> None:
         assert replicas_of(lc, name)[0] == 1
     finally:
         lc.start_node("broker-4")
+
+
+def test_a_broker_down_during_the_move_deletes_its_stray_replica_at_start(lc: LocalCluster) -> None:
+    name = f"stray-{uuid.uuid4().hex[:6]}"
+    assert topic_errors(create_assigned(lc, name, {0: [1, 2, 3]})) == {name: 0}
+    wait_until(lambda: replicas_of(lc, name)[2] == [1, 2, 3], 15, "the topic in sync")
+    assert partition_dir(lc, 1, name).exists()
+    lc.stop_node("broker-1")
+    try:
+        a = admin(lc)
+        try:
+            tp = KTP(name, 0)
+            assert a.alter_partition_reassignments({tp: [2, 3, 4]}) == {tp: None}
+            wait_until(lambda: a.list_partition_reassignments() == {}, 30, "the move to complete without broker 1")
+        finally:
+            a.close()
+        assert partition_dir(lc, 1, name).exists()  # nobody could tell the stopped broker
+    finally:
+        lc.start_node("broker-1")
+    wait_until(lambda: not partition_dir(lc, 1, name).exists(), 30, "broker 1 to drop the replica it lost")
+    assert replicas_of(lc, name)[1] == [2, 3, 4]
