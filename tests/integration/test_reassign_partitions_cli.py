@@ -124,10 +124,24 @@ def test_throttle_holds_the_move_back_until_lifted_and_cancel(lc: LocalCluster, 
     assert r.returncode == 0, r.stderr
     for b in (1, 2):
         subprocess.run(
-            [sys.executable, "-m", "epochlog.cli.main", "configs", "-b", bs, "--entity-type", "brokers",
-             "--entity-name", str(b), "--alter", "--delete-config",
-             "leader.replication.throttled.rate,follower.replication.throttled.rate"],
-            check=True, capture_output=True, timeout=60,
+            [
+                sys.executable,
+                "-m",
+                "epochlog.cli.main",
+                "configs",
+                "-b",
+                bs,
+                "--entity-type",
+                "brokers",
+                "--entity-name",
+                str(b),
+                "--alter",
+                "--delete-config",
+                "leader.replication.throttled.rate,follower.replication.throttled.rate",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
         )
     wait_until(lambda: partition_info(bs, name)[2] == [1, 2], 30, "broker 2 in sync once unthrottled")
     r = run("--bootstrap-server", bs, "--verify", "--reassignment-json-file", str(plan))

@@ -765,6 +765,18 @@ class ControllerServer:
         its own; the core decides and records, and completes each once its target replicas are in sync."""
         allow_rf = bool(getattr(req, "allow_replication_factor_change", True))
         responses = []
+        if sum(len(t.partitions) for t in req.topics) > MAX_RECORDS_PER_USER_OP:
+            # One record per partition at least: bounded like CreateTopics and CreatePartitions.
+            for t in req.topics:
+                rows = [_too_large({"partition_index": p.partition_index}) for p in t.partitions]
+                responses.append({"name": t.name, "partitions": rows})
+            return {
+                "throttle_time": 0,
+                "allow_replication_factor_change": allow_rf,
+                "error_code": Err.NONE,
+                "error_message": None,
+                "responses": responses,
+            }
         for t in req.topics:
             rows = []
             for p in t.partitions:
@@ -772,7 +784,9 @@ class ControllerServer:
                 code, msg = self.core.alter_reassignment(t.name, int(p.partition_index), target, allow_rf)
                 if not code:
                     log.info(
-                        "%s-%d: %s", t.name, p.partition_index,
+                        "%s-%d: %s",
+                        t.name,
+                        p.partition_index,
                         "reassignment cancelled" if target is None else f"reassigning to {target}",
                     )
                 rows.append({"partition_index": p.partition_index, "error_code": code, "error_message": msg})
