@@ -214,7 +214,31 @@ def _offset_delete(port: int, group: str, topic: str, of_partition: bool = False
     return int(r.topics[0].partitions[0].error_code) if of_partition else int(r.error_code)
 
 
+def _reassign(port: int, topic: str, partition: int) -> int:
+    m = schema_module(45, 0)
+    parts = (m.ReassignablePartition(partition_index=partition, replicas=(1,)),)
+    r = _req(port, 45, 0, timeout=TIMEOUT, topics=(m.ReassignableTopic(name=topic, partitions=parts),))
+    return int(r.responses[0].partitions[0].error_code)
+
+
+def _list_reassignments(port: int, topic: str) -> int:
+    """ListPartitionReassignments leaves an unknown topic out of its answer, as Kafka does: 0 if it did."""
+    m = schema_module(46, 0)
+    topics = (m.ListPartitionReassignmentsTopics(name=topic, partition_indexes=(0,)),)
+    r = _req(port, 46, 0, timeout=TIMEOUT, topics=topics)
+    return int(r.error_code) + len(r.topics)
+
+
 CASES: dict[str, tuple[Callable[[int, str], int], int]] = {
+    "AlterPartitionReassignments of a missing topic": (
+        lambda port, t: _reassign(port, "no-such-topic", 0),
+        UNKNOWN_TOPIC_OR_PARTITION,
+    ),
+    "AlterPartitionReassignments of a missing partition": (
+        lambda port, t: _reassign(port, t, 9),
+        UNKNOWN_TOPIC_OR_PARTITION,
+    ),
+    "ListPartitionReassignments of a missing topic": (lambda port, t: _list_reassignments(port, "no-such-topic"), 0),
     "DeleteRecords of a missing topic": (
         lambda port, t: _delete_records(port, "no-such-topic", 0),
         UNKNOWN_TOPIC_OR_PARTITION,

@@ -20,6 +20,7 @@ REQUESTS = {
     43: SimpleNamespace(topic_partitions=[SimpleNamespace(topic="t", partitions=[0, 1])]),
     33: SimpleNamespace(resources=[SimpleNamespace(resource_type=2, resource_name="t")]),
     44: SimpleNamespace(resources=[SimpleNamespace(resource_type=4, resource_name="")]),
+    45: SimpleNamespace(topics=[SimpleNamespace(name="t", partitions=[SimpleNamespace(partition_index=0)])]),
 }
 
 
@@ -36,8 +37,16 @@ def test_every_item_carries_the_error_and_every_version_encodes(key: int) -> Non
         if key == 43:
             rows = [r for t in body["replica_election_results"] for r in t["partition_result"]]
             assert len(rows) == 2
+        if key == 45:
+            rows = [p for t in body["responses"] for p in t["partitions"]]
         assert rows and all(r["error_code"] == Err.REQUEST_TIMED_OUT for r in rows)
         assert encode_response(key, version, 1, body)
+
+
+def test_list_reassignments_carries_the_error_at_the_top() -> None:
+    body = unanswered(_header(46, 0), SimpleNamespace(topics=None), Err.NOT_CONTROLLER, "standby")
+    assert body["error_code"] == Err.NOT_CONTROLLER and body["topics"] == []
+    assert encode_response(46, 0, 1, body)
 
 
 def test_other_apis_are_refused() -> None:

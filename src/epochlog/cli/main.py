@@ -26,6 +26,7 @@ def _register_subcommands() -> None:
         "metadata_quorum_cmd",
         "configs_cmd",
         "transactions_cmd",
+        "reassign_partitions_cmd",
     ):
         try:
             mod = importlib.import_module(f"epochlog.cli.{name}")

@@ -40,7 +40,8 @@ class DescribedConfig:
 
 
 def _connect(bootstrap: str, timeout: float) -> Connection:
-    host, _, port = bootstrap.rpartition(":")
+    # A bootstrap list as the Kafka tools take it (h1:p1,h2:p2): any broker answers these requests.
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
     return Connection(host or "127.0.0.1", int(port), timeout=timeout, client_id="epochlog-configs")
 
 

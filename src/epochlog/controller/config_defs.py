@@ -137,10 +137,37 @@ _DEFS = (
     ),
 )
 
-TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
+# Replication throttles (Kafka's QuotaConfigs), which reassign-partitions --throttle sets: a topic names the
+# replicas whose replication is throttled ("*" or partition:broker pairs), on the leader's side (the
+# brokers that send) and on the followers' (the brokers that fetch); each broker caps the bytes per second
+# it sends or fetches for those replicas while they are out of the ISR. The topic configs have no broker
+# synonym and the rates no topic counterpart.
+THROTTLED_REPLICAS_CONFIGS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+_TOPIC_ONLY = (
+    ConfigDef(
+        "leader.replication.throttled.replicas", ConfigType.LIST, "", "",
+        doc="replicas (partition:broker, or *) whose replication the leader throttles",
+    ),
+    ConfigDef(
+        "follower.replication.throttled.replicas", ConfigType.LIST, "", "",
+        doc="replicas (partition:broker, or *) whose replication the follower throttles",
+    ),
+)
+_BROKER_ONLY = (
+    ConfigDef(
+        "leader.replication.throttled.rate", ConfigType.LONG, str(LONG_MAX), "leader.replication.throttled.rate",
+        minimum=0, doc="bytes/s a leader sends to throttled replicas out of the ISR",
+    ),
+    ConfigDef(
+        "follower.replication.throttled.rate", ConfigType.LONG, str(LONG_MAX), "follower.replication.throttled.rate",
+        minimum=0, doc="bytes/s a follower fetches for its throttled replicas out of the ISR",
+    ),
+)
+
+TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS + _TOPIC_ONLY}
 # Broker configs that change without a restart, per broker or cluster-wide (Kafka's DynamicLogConfig:
-# the primary broker synonym of each topic config).
-DYNAMIC_BROKER_CONFIGS: dict[str, ConfigDef] = {d.broker_name: d for d in _DEFS}
+# the primary broker synonym of each topic config; and the replication throttle rates).
+DYNAMIC_BROKER_CONFIGS: dict[str, ConfigDef] = {d.broker_name: d for d in _DEFS + _BROKER_ONLY}
 # Broker configs epochlog knows that only server.properties sets: altering them is INVALID_CONFIG.
 STATIC_BROKER_CONFIGS = frozenset(
     {
@@ -206,6 +233,8 @@ def validate_value(d: ConfigDef, value: str, as_name: str | None = None) -> str 
         if d.name == "min.cleanable.dirty.ratio" and x > 1:
             return f"{bad}: Value must be no more than 1"
         return None
+    if d.name in THROTTLED_REPLICAS_CONFIGS:
+        return throttled_replicas_problem(value, bad)
     if d.type is ConfigType.LIST:
         items = split_list(value)
         if not items:
@@ -216,4 +245,30 @@ def validate_value(d: ConfigDef, value: str, as_name: str | None = None) -> str 
         return None
     if d.choices and value not in d.choices:
         return f"{bad}: String must be one of: {', '.join(d.choices)}"
+    return None
+
+
+def parse_throttled_replicas(value: str) -> frozenset[tuple[int, int]] | None:
+    """A throttled-replicas value as (partition, broker) pairs; None means "*" (every replica). Entries
+    that do not parse are left out (the controller refused them when they were set)."""
+    items = split_list(value)
+    if items == ["*"]:
+        return None
+    out = set()
+    for item in items:
+        p, sep, b = item.partition(":")
+        if sep and p.strip().isdigit() and b.strip().isdigit():
+            out.add((int(p), int(b)))
+    return frozenset(out)
+
+
+def throttled_replicas_problem(value: str, bad: str) -> str | None:
+    """Kafka's ThrottledReplicaListValidator: empty, "*" alone, or partition:broker pairs."""
+    items = split_list(value)
+    if items == ["*"]:
+        return None
+    for item in items:
+        p, sep, b = item.partition(":")
+        if not (sep and p.strip().isdigit() and b.strip().isdigit()):
+            return f"{bad}: must be the single value '*' or a list of [partitionId]:[brokerId]"
     return None

@@ -12,8 +12,11 @@ the caller persists the records and tells brokers about partition changes. Rules
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from epochlog.controller import reassignment
 from epochlog.controller import records as rec
-from epochlog.controller.config_changes import INVALID_REQUEST, ConfigChange, ConfigOutcome, duplicates, plan
+from epochlog.controller.config_changes import ConfigChange, ConfigOutcome, duplicates, plan
 from epochlog.controller.config_defs import RESOURCE_TOPIC
 from epochlog.controller.image import BrokerInfo, ClusterImage, TopicInfo
 from epochlog.controller.records import MetadataRecord
@@ -21,6 +24,11 @@ from epochlog.replication.types import AlterIsr, PartitionState
 
 __all__ = ["BrokerInfo", "Controller", "TopicInfo"]
 
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
+INVALID_REQUEST = 42
 INVALID_UPDATE_VERSION = 108
 FENCED_LEADER_EPOCH = 74
 INELIGIBLE_REPLICA = 107
@@ -59,7 +67,14 @@ class Controller:
         self.records.append(record)
         self.changed += self.image.apply(record).partitions
 
-    def _set(self, topic: str, partition: int, state: PartitionState) -> None:
+    def _set(self, topic: str, partition: int, state: PartitionState, reassignment: bool = False) -> None:
+        """Record ``state``. A reassignment in progress carries on unless ``reassignment`` says that
+        ``state.adding``/``state.removing`` are the new word on it (only the reassignment steps change it)."""
+        adding, removing = state.adding, state.removing
+        if not reassignment:
+            t = self.topics.get(topic)
+            current = t.partitions.get(partition) if t is not None else None
+            adding, removing = (current.adding, current.removing) if current is not None else ((), ())
         self._record(
             rec.PartitionChange(
                 topic,
@@ -69,6 +84,8 @@ class Controller:
                 tuple(sorted(state.isr)),
                 tuple(state.replicas),
                 state.partition_epoch,
+                tuple(adding),
+                tuple(removing),
             )
         )
 
@@ -280,11 +297,54 @@ class Controller:
         self._record(rec.Topic(name, partitions, unclean_leader_election, topic_id, dict(configs or {})))
         self.add_partitions(name, partitions, replication_factor)
 
+    def assignment_problem(self, assignments: dict[int, Sequence[int]]) -> tuple[int, str] | None:
+        """Why CreateTopics' explicit replica assignments are refused (Kafka's controller checks, in its
+        order): partitions numbered 0..n-1, each list valid (replica_list_problem), one replication factor
+        for all, and at least one replica of each partition live to lead it. None if acceptable."""
+        if sorted(assignments) != list(range(len(assignments))):
+            return INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence"
+        sizes = set()
+        for p, replicas in sorted(assignments.items()):
+            problem = reassignment.replica_list_problem(replicas, self.brokers)
+            if problem:
+                return INVALID_REPLICA_ASSIGNMENT, problem
+            sizes.add(len(replicas))
+            if not any(self.alive(r) for r in replicas):
+                return (
+                    INVALID_REPLICA_ASSIGNMENT,
+                    f"All brokers specified in the manual partition assignment for partition {p} "
+                    "are fenced or in controlled shutdown.",
+                )
+        if len(sizes) > 1:
+            return (
+                INVALID_REPLICA_ASSIGNMENT,
+                "All partitions in the manual partition assignment should have the same number of replicas",
+            )
+        return None
+
+    def create_topic_assigned(
+        self,
+        name: str,
+        assignments: dict[int, Sequence[int]],
+        unclean_leader_election: bool = False,
+        topic_id: str = "",
+        configs: dict[str, str] | None = None,
+    ) -> None:
+        """A topic with the replicas the client chose (checked by assignment_problem first): the ISR is
+        the live ones, the first of them leads."""
+        self._record(rec.Topic(name, len(assignments), unclean_leader_election, topic_id, dict(configs or {})))
+        for p in range(len(assignments)):
+            replicas = tuple(assignments[p])
+            isr = frozenset(r for r in replicas if self.alive(r))
+            leader = next(r for r in replicas if r in isr)
+            self._set(name, p, PartitionState(leader, 0, isr, replicas, 0))
+
     def add_partitions(self, name: str, count: int, replication_factor: int = 0) -> None:
         """Grow ``name`` to ``count`` partitions, spreading leaders round-robin over live brokers."""
         t = self.topics[name]
         live = sorted(b for b in self.brokers if self.alive(b))
-        rf = replication_factor or len(next(iter(t.partitions.values())).replicas)
+        # A partition being reassigned lists its leaving replicas too: its target is the topic's factor.
+        rf = replication_factor or len(reassignment.target_of(next(iter(t.partitions.values()))))
         if rf > len(live):
             raise ValueError(f"replication factor {rf} exceeds {len(live)} live brokers")
         for p in range(len(t.partitions), count):
@@ -421,4 +481,81 @@ class Controller:
             return INVALID_UPDATE_VERSION, st
         new = PartitionState(st.leader, st.leader_epoch, frozenset(req.new_isr), st.replicas, st.partition_epoch + 1)
         self._set(req.topic, req.partition, new)
-        return 0, new
+        # A joining replica reaching the ISR may finish a reassignment: then the leader gets the newer state.
+        self._maybe_complete(t, req.partition)
+        return 0, t.partitions[req.partition]
+
+    # -- reassignment (KIP-455; the arithmetic is in reassignment.py) ---------------------------
+    def alter_reassignment(
+        self, topic: str, partition: int, target: Sequence[int] | None, allow_rf_change: bool = True
+    ) -> tuple[int, str | None]:
+        """AlterPartitionReassignments for one partition: move it to ``target``, or cancel (None).
+        ``allow_rf_change`` False (KIP-860, v1's flag) refuses a target of another size than the original.
+        Returns (error code, message); on an error nothing is recorded."""
+        t = self.topics.get(topic)
+        if t is None or partition not in t.partitions:
+            return UNKNOWN_TOPIC_OR_PARTITION, f"partition {topic}-{partition} does not exist"
+        st = t.partitions[partition]
+        if target is None:
+            if not reassignment.is_reassigning(st):
+                return reassignment.NO_REASSIGNMENT_IN_PROGRESS, f"no reassignment of {topic}-{partition} to cancel"
+            self._move(t, partition, reassignment.original_of(st))
+            return NONE, None
+        problem = reassignment.replica_list_problem(target, self.brokers)
+        if problem:
+            return INVALID_REPLICA_ASSIGNMENT, problem
+        rf = len(reassignment.original_of(st).replicas)
+        if not allow_rf_change and len(target) != rf:
+            return INVALID_REPLICATION_FACTOR, f"The replication factor is changed from {rf} to {len(target)}"
+        self._move(t, partition, reassignment.start(st, target))
+        self._maybe_complete(t, partition)  # a pure removal has nothing to wait for
+        return NONE, None
+
+    def reassigning(self, topics: Sequence[tuple[str, Sequence[int]]] | None) -> list[tuple[str, int, PartitionState]]:
+        """ListPartitionReassignments: the partitions of ``topics`` (all topics if None) that are moving.
+        Unknown topics and partitions are left out, as Kafka's controller does."""
+        wanted = [(name, list(self.topics[name].partitions)) for name in self.topics] if topics is None else topics
+        out = []
+        for name, parts in wanted:
+            t = self.topics.get(name)
+            if t is None:
+                continue
+            for p in parts:
+                st = t.partitions.get(p)
+                if st is not None and reassignment.is_reassigning(st):
+                    out.append((name, p, st))
+        return out
+
+    def _maybe_complete(self, t: TopicInfo, partition: int) -> None:
+        done = reassignment.completion(t.partitions[partition])
+        if done is not None:
+            self._move(t, partition, done, completing=True)
+
+    def _move(self, t: TopicInfo, partition: int, new: reassignment.ReplicaSet, completing: bool = False) -> None:
+        """Take the partition to ``new``. Replicas that leave are fenced out by a new leader epoch (their
+        fetches at the old one are refused; KRaft bumps the epoch when replicas are removed too). A leader
+        that leaves hands over to the first live in-sync replica of the new set; a completion that would
+        find none waits instead (the target replicas may come back), anything else leaves it leaderless."""
+        st = t.partitions[partition]
+        removed = set(st.replicas) - set(new.replicas)
+        leader, epoch = st.leader, st.leader_epoch + (1 if removed else 0)
+        if leader not in new.replicas or leader not in new.isr:
+            candidates = [
+                r
+                for r in new.replicas
+                if r in new.isr and self.alive(r) and (t.name, partition) not in self.offline_replicas.get(r, ())
+            ]
+            if not candidates and completing:
+                return
+            leader = candidates[0] if candidates else NO_LEADER
+            epoch = st.leader_epoch + 1
+            if new.unclean and leader != NO_LEADER:
+                self._record(rec.UncleanElection(t.name, partition, leader))
+        self._set(
+            t.name,
+            partition,
+            PartitionState(
+                leader, epoch, new.isr, new.replicas, st.partition_epoch + 1, adding=new.adding, removing=new.removing
+            ),
+            reassignment=True,
+        )

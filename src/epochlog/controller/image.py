@@ -104,6 +104,8 @@ class ClusterImage:
                     frozenset(record.isr),
                     tuple(record.replicas),
                     record.partition_epoch,
+                    adding=tuple(record.adding_replicas),
+                    removing=tuple(record.removing_replicas),
                 )
                 out.partitions.append((record.topic, record.partition))
         elif isinstance(record, ProducerIds):
@@ -167,7 +169,7 @@ class ClusterImage:
                 out.append(
                     PartitionChange(
                         t.name, p, st.leader, st.leader_epoch, tuple(sorted(st.isr)), tuple(st.replicas),
-                        st.partition_epoch,
+                        st.partition_epoch, st.adding, st.removing,
                     )
                 )
         return out

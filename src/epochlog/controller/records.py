@@ -56,6 +56,10 @@ class PartitionChange:
     isr: tuple[int, ...]
     replicas: tuple[int, ...]
     partition_epoch: int
+    # KRaft's PartitionRecord/PartitionChangeRecord carry a reassignment in progress, so a new active
+    # controller continues it: the replicas joining and leaving (``replicas`` holds both).
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,10 @@ KINDS: dict[str, type[Any]] = {
         ConfigRecord,
     )
 }
-_TUPLES = {"isr", "replicas", "voters", "granting_voters"}
+_TUPLES = {"isr", "replicas", "voters", "granting_voters", "adding_replicas", "removing_replicas"}
+
+
+_OMITTED_WHEN_EMPTY = {"adding_replicas", "removing_replicas"}
 
 
 class UnknownRecord(ValueError):
@@ -141,6 +148,8 @@ def to_json(record: MetadataRecord) -> tuple[str, dict[str, Any]]:
     data: dict[str, Any] = {}
     for f in dataclasses.fields(record):
         value = getattr(record, f.name)
+        if f.name in _OMITTED_WHEN_EMPTY and not value:
+            continue  # no reassignment: stored as the records before reassignments were
         if isinstance(value, tuple):
             value = [list(v) if isinstance(v, tuple) else v for v in value]
         elif isinstance(value, dict):

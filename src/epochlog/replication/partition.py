@@ -125,6 +125,7 @@ class PartitionReplica:
                 self.become_leader(state, now_ms)
             elif state.partition_epoch > self.partition_epoch:
                 self.isr, self.partition_epoch = state.isr, state.partition_epoch
+                self._take_replicas(state.replicas, now_ms)
                 self.pending_isr = None
                 self._maybe_advance_hw()  # a shrink can let the HW move at once
         elif self.broker_id in state.replicas:
@@ -136,8 +137,19 @@ class PartitionReplica:
                 self.become_follower(state)
             else:
                 self.isr, self.partition_epoch = state.isr, state.partition_epoch
+                self.replicas = state.replicas
         else:
             self.role = Role.NONE
+
+    def _take_replicas(self, replicas: tuple[int, ...], now_ms: int) -> None:
+        """The replica set changed within this term (a reassignment adds replicas without a new leader
+        epoch): a joining replica is tracked from now on, so its fetches count and it can join the ISR."""
+        self.replicas = replicas
+        for r in replicas:
+            if r != self.broker_id and r not in self.followers:
+                self.followers[r] = FollowerState(last_fetch_ms=now_ms)
+        for r in [r for r in self.followers if r not in replicas]:
+            del self.followers[r]
 
     def _take_term(self, role: Role, state: PartitionState) -> None:
         self.role = role

@@ -97,3 +97,7 @@ class PartitionState:
     replicas: tuple[int, ...]
     partition_epoch: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    # A reassignment in progress (KIP-455): ``replicas`` is then the target set followed by the replicas
+    # leaving; ``adding`` are in the target but not the original set, ``removing`` the other way round.
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()

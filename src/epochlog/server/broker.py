@@ -11,6 +11,7 @@ from epochlog.server.config import BrokerConfig
 from epochlog.server.limits import ConnectionLimits
 from epochlog.server.metrics import BrokerMetrics
 from epochlog.server.partition import Partition
+from epochlog.server.replication_throttle import ReplicationThrottles
 from epochlog.server.topic_configs import DynamicBrokerConfigs, topic_properties
 from epochlog.server.topics import TopicInfo
 from epochlog.storage.cleaner.config import CleanerConfig
@@ -59,6 +60,9 @@ class Broker:
             config.connections_max_idle_ms,
         )
         self.metrics = BrokerMetrics()
+        # leader.replication.throttled.rate / follower.replication.throttled.rate and their meters.
+        self.replication_throttles = ReplicationThrottles(config.node_id)
+        self.replication_throttles.reconfigure({}, {}, config.raw)
         # Compaction of cleanup.policy=compact logs, on threads of its own; started with the broker.
         self.cleaner = LogCleaner(self.log_manager, CleanerConfig.from_properties(config.raw))
 

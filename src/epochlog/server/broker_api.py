@@ -15,8 +15,10 @@ if TYPE_CHECKING:
     from epochlog.server.config import BrokerConfig
     from epochlog.server.metrics import BrokerMetrics
     from epochlog.server.partition import Partition
+    from epochlog.server.replication_throttle import ReplicationThrottles
     from epochlog.server.topic_configs import DynamicBrokerConfigs
     from epochlog.server.topics import TopicInfo
+    from epochlog.storage.log_dirs import LogDirs
 
 
 class ProducerIds(Protocol):
@@ -32,6 +34,8 @@ class BrokerApi(Protocol):
     txn: Any  # the transaction coordinator (server/transactions/coordinators.py)
     metrics: BrokerMetrics
     connections: set[Any]
+    log_manager: LogDirs  # every log directory (DescribeLogDirs reads it)
+    replication_throttles: ReplicationThrottles  # caps on replication bytes of throttled replicas
 
     @property
     def producer_ids(self) -> ProducerIds: ...

@@ -58,7 +58,7 @@ def _static_layers(d: ConfigDef, raw: dict[str, str]) -> list[tuple[str, str, in
     """(name, raw value, source, unit factor) of server.properties' settings for ``d``, best first."""
     out = []
     for name, factor in ((d.broker_name, 1), *d.static_aliases):
-        if raw.get(name, "") != "":
+        if name and raw.get(name, "") != "":
             out.append((name, raw[name], int(ConfigSource.STATIC_BROKER_CONFIG), factor))
     return out
 
@@ -76,7 +76,7 @@ def _resolve(
             (d.broker_name, dynamic.default[d.broker_name], int(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG), 1)
         )
     layers += _static_layers(d, raw)
-    layers.append((d.broker_name, d.default, int(ConfigSource.DEFAULT_CONFIG), 1))
+    layers.append((d.broker_name or d.name, d.default, int(ConfigSource.DEFAULT_CONFIG), 1))
     _name, value, source, factor = layers[0]
     if factor != 1:
         try:

@@ -115,6 +115,17 @@ class InvariantChecker:
                     f"broker {bid} ({len(have)} records) differs from leader {st.leader} ({len(want)}) at {first}",
                 )
 
+    def check_reassigned(self, target: list[int]) -> None:
+        """At the end of a reassignment scenario with every broker back: the move completed (a liveness
+        check, like check_converged)."""
+        st = self.w.state()
+        if st.adding or st.removing or list(st.replicas) != target:
+            self._fail(
+                "reassigned",
+                f"replicas {list(st.replicas)} (adding {list(st.adding)}, removing {list(st.removing)}), "
+                f"not {target}",
+            )
+
     def check(self) -> None:
         w = self.w
         st = w.state()

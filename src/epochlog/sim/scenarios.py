@@ -233,6 +233,8 @@ SCENARIOS: dict[str, Callable[[TruncationMode], World]] = {
     "isr-rejoin": isr_rejoin,
     "hw-under-min-isr": hw_under_min_isr,
     "stale-restart": stale_restart,
+    # defined below; the name is looked up when the scenario runs
+    "reassign-under-faults": lambda mode: reassignment_schedule(1, mode),
 }
 
 
@@ -274,3 +276,45 @@ def random_schedule(
             actions[t] = (lambda b: lambda w: w.elect(b))(bid)
         t += rng.randint(100, 500)
     return _periodic(w, 3500, actions)
+
+
+def reassignment_schedule(seed: int, mode: TruncationMode = TruncationMode.LEADER_EPOCH) -> World:
+    """A seeded reassignment of a 3-replica partition over 4 brokers (KIP-455) under acks=all writes and a
+    random fault schedule (crashes, pauses, elections, a lossy network), sometimes cancelled and restarted.
+    Besides the usual invariants, the move must have completed once every broker is back."""
+    w = World(
+        seed=seed,
+        brokers=4,
+        replication_factor=3,
+        mode=mode,
+        faults=Faults(drop=0.02, duplicate=0.02, min_delay_ms=1, max_delay_ms=15),
+    )
+    rng = w.rng
+    target = rng.choice([[4, 2, 3], [2, 3, 4], [4, 1, 2], [4], [1, 4], [3, 2, 1, 4]])
+    # Scheduled apart from the faults, whose times may coincide with these.
+    w.schedule(300, lambda: w.reassign(target))
+    if rng.random() < 0.3:
+        w.schedule(300 + rng.randint(1, 600), lambda: w.reassign(None))
+        w.schedule(1200 + rng.randint(0, 600), lambda: w.reassign(target))
+    actions: dict[int, Callable[[World], None]] = {}
+    t = 200
+    while t < 3000:
+        bid = rng.randint(1, 4)
+        kind = rng.choice(["crash", "clean", "pause", "elect"])
+        if kind == "crash":
+            actions[t] = (lambda b: lambda w: w.crash(b, hard=True))(bid)
+            actions[t + rng.randint(100, 900)] = (lambda b: lambda w: w.restart(b))(bid)
+        elif kind == "clean":
+            actions[t] = (lambda b: lambda w: w.crash(b, hard=False))(bid)
+            actions[t + rng.randint(100, 900)] = (lambda b: lambda w: w.restart(b))(bid)
+        elif kind == "pause":
+            actions[t] = (lambda b: lambda w: w.pause(b))(bid)
+            actions[t + rng.randint(100, 1500)] = (lambda b: lambda w: w.resume(b))(bid)
+        else:
+            # An election among the eligible replicas (naming one outside the ISR would leave the partition
+            # leaderless until a broker re-registers, which no broker here needs to do).
+            actions[t] = lambda w: w.elect(None)
+        t += rng.randint(200, 700)
+    _periodic(w, 3500, actions)
+    w.checker.check_reassigned(target)
+    return w

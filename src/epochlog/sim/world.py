@@ -29,6 +29,7 @@ TOPIC = "t"
 PARTITION = 0
 CONTROLLER = 0
 PRODUCER = -1
+ALTER_RETRY_MS = 500
 
 
 @dataclass
@@ -50,6 +51,7 @@ class SimBroker:
     persisted_hw: int = 0
     fetch_in_flight_until: int = 0
     pending_acks: list[tuple[int, str]] = field(default_factory=list)
+    alter_sent_at: int = 0  # when the leader last sent its pending ISR proposal
     inbox: list[tuple[int, Any]] = field(default_factory=list)  # held while paused
 
 
@@ -64,6 +66,7 @@ class World:
         faults: Faults | None = None,
         replica_lag_time_max_ms: int = 1000,
         session_timeout_ms: int = 1500,
+        replication_factor: int | None = None,
         transactions: bool = False,
     ) -> None:
         self.rng = random.Random(seed)
@@ -93,7 +96,10 @@ class World:
             log.transactional = transactions
             self.brokers[b] = self._new_broker(b, log)
             self.controller.register_broker(b, 0)
-        self.controller.create_topic(TOPIC, 1, brokers, unclean_leader_election=unclean)
+        self.controller.create_topic(TOPIC, 1, replication_factor or brokers, unclean_leader_election=unclean)
+        # Brokers that have held a replica: a reassignment that removes one must still tell it (a real
+        # broker follows the whole metadata log), or it would keep serving its old term.
+        self.known_replicas: set[int] = set(self.state().replicas)
         self._push_states(reliable=True)
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -163,10 +169,16 @@ class World:
         return self.checker.violations
 
     # -- the controller -----------------------------------------------------------------------
+    def _told(self, st: PartitionState) -> list[int]:
+        """Who hears of a partition state: its replicas, then former replicas (in id order)."""
+        out = list(st.replicas) + sorted(self.known_replicas - set(st.replicas))
+        self.known_replicas |= set(st.replicas)
+        return out
+
     def _push_states(self, reliable: bool = False) -> None:
         for _t, _p, st in self.controller.drain_changes():
             self.log_event(f"controller: leader={st.leader} epoch={st.leader_epoch} isr={sorted(st.isr)}")
-            for b in st.replicas:
+            for b in self._told(st):
                 self.send(CONTROLLER, b, ("state", st), reliable=reliable)
 
     def controller_tick(self) -> None:
@@ -235,6 +247,7 @@ class World:
             )
             self.send(dst, src, ("fetch_response", resp))
             if proposal is not None:
+                b.alter_sent_at = self.now
                 self.send(dst, CONTROLLER, ("alter", proposal))
             self._release_acks(b)
         elif kind == "fetch_response":
@@ -284,7 +297,12 @@ class World:
                 self.send(bid, r.leader_id, ("fetch", req))
         if r.role is Role.LEADER:
             proposal = r.maybe_shrink_isr(self.now)
+            if proposal is None and r.pending_isr is not None and self.now - b.alter_sent_at >= ALTER_RETRY_MS:
+                # Unanswered (the request or its answer was lost): send it again, as Kafka's
+                # AlterPartitionManager and the server's request timeout do; a stale one is refused.
+                proposal = r.pending_isr
             if proposal is not None:
+                b.alter_sent_at = self.now
                 self.send(bid, CONTROLLER, ("alter", proposal))
             self._release_acks(b)
         if self.rng.random() < 0.2:
@@ -344,7 +362,7 @@ class World:
         self.controller.register_broker(bid, self.now, clean_shutdown=old.clean_shutdown)
         # The controller's view is sent to the restarted broker even if nothing changed.
         for st in self.controller.topics[TOPIC].partitions.values():
-            if bid in st.replicas:
+            if bid in st.replicas or bid in self.known_replicas:
                 self.send(CONTROLLER, bid, ("state", st))
         self._push_states()
 
@@ -366,6 +384,12 @@ class World:
 
     def elect(self, bid: int | None = None) -> None:
         self.controller.elect_leader(TOPIC, PARTITION, bid)
+        self._push_states()
+
+    def reassign(self, target: list[int] | None) -> None:
+        """AlterPartitionReassignments for the partition: move it to ``target``, or cancel (None)."""
+        code, _msg = self.controller.alter_reassignment(TOPIC, PARTITION, target)
+        self.log_event(f"reassign to {target}: error {code}")
         self._push_states()
 
     def partition_network(self, a: int, b: int) -> None:
@@ -437,7 +461,7 @@ class World:
         """Deliver the controller's pending decisions to every live broker immediately."""
         for _t, _p, st in self.controller.drain_changes():
             self.log_event(f"controller: leader={st.leader} epoch={st.leader_epoch} isr={sorted(st.isr)}")
-            for bid in st.replicas:
+            for bid in self._told(st):
                 b = self.brokers[bid]
                 if b.alive and not b.paused:
                     self._on_message(bid, CONTROLLER, ("state", st))

@@ -125,6 +125,16 @@ class LogDirs:
             except KafkaStorageError as e:
                 log.error("%s", e)
 
+    def delete_partition(self, topic: str, partition: int) -> None:
+        self.offline_partitions.pop((topic, partition), None)
+        m = self.manager_of(topic, partition)
+        if m is None:
+            return
+        try:
+            m.delete_partition(topic, partition)
+        except KafkaStorageError as e:
+            log.error("%s", e)
+
     # -- upkeep ----------------------------------------------------------------------------------
     def checkpoint(self) -> None:
         for m in self.online:

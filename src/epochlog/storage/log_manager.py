@@ -182,13 +182,25 @@ class LogManager:
 
     def _delete_topic(self, topic: str) -> None:
         for key in [k for k in self.logs if k[0] == topic]:
-            plog = self.logs.pop(key)
-            for seg in plog.segments:
-                seg.close()
-            target = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
-            fileops.ops().rename(plog.dir, target)
-            shutil.rmtree(target, ignore_errors=True)
+            self._delete_log(key)
         checkpoints.fsync_dir(self.dir)
+
+    def delete_partition(self, topic: str, partition: int) -> None:
+        """Remove one replica's log (a reassignment moved it elsewhere), as Kafka's StopReplica with
+        delete: renamed to ``-delete`` first, so a crash midway leaves a directory load_all removes."""
+        if self.offline or (topic, partition) not in self.logs:
+            return
+        with self.failures.guard(self.dir, f"deleting {topic}-{partition}"):
+            self._delete_log((topic, partition))
+            checkpoints.fsync_dir(self.dir)
+
+    def _delete_log(self, key: tuple[str, int]) -> None:
+        plog = self.logs.pop(key)
+        for seg in plog.segments:
+            seg.close()
+        target = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        fileops.ops().rename(plog.dir, target)
+        shutil.rmtree(target, ignore_errors=True)
 
     def checkpoint(self) -> None:
         if self.offline:

@@ -438,6 +438,8 @@ class ClusterBroker(Broker):
         changes, self.image.config_changes = self.image.config_changes, set()
         if not changes:
             return
+        dyn = self.dynamic_broker_configs()
+        self.replication_throttles.reconfigure(dyn.own, dyn.default, self.config.raw)
         per_topic: dict[str, tuple[Any, int]] = {}
         for (topic, p), part in self.partitions.items():
             info = self.image.topics.get(topic)
@@ -466,7 +468,10 @@ class ClusterBroker(Broker):
     def _apply_partition(self, topic: str, p: int) -> None:
         st = self.image.states.get((topic, p))
         info = self.image.topics.get(topic)
-        if st is None or info is None or self.config.node_id not in st.replicas:
+        if st is None or info is None:
+            return
+        if self.config.node_id not in st.replicas:
+            self._remove_replica(topic, p, st)
             return
         part = self.partitions.get((topic, p))
         if part is not None and part.offline:
@@ -518,6 +523,25 @@ class ClusterBroker(Broker):
         if topic in (OFFSETS_TOPIC, TXN_TOPIC):
             self._follow_coordination(topic, p)
 
+    def _remove_replica(self, topic: str, p: int, st: PartitionState) -> None:
+        """The metadata moved this partition off this broker (a reassignment completed or was cancelled):
+        stop serving and fetching it, answer whoever waits on it (acks=all produces get
+        NOT_LEADER_OR_FOLLOWER and retry at the new leader), and delete the replica's log, as Kafka's
+        StopReplica with delete does. Only ever after the record saying so, so no data is dropped early."""
+        part = self.partitions.pop((topic, p), None)
+        if part is None:
+            if self.log_manager.get(topic, p) is not None:
+                self.log_manager.delete_partition(topic, p)
+            return
+        self._apply_state(part, st)  # not a replica: the core drops its role
+        part.sync()
+        part.notify()
+        if topic in (OFFSETS_TOPIC, TXN_TOPIC):
+            self._follow_coordination(topic, p)
+        if not part.offline:
+            self.log_manager.delete_partition(topic, p)
+        log.info("%s-%d: no longer a replica here (replicas %s); its log is deleted", topic, p, list(st.replicas))
+
     def _follow_coordination(self, topic: str, p: int) -> None:
         """Coordinate the groups of __consumer_offsets-p (the transactional ids of __transaction_state-p)
         exactly while leading it."""
@@ -552,8 +576,9 @@ class ClusterBroker(Broker):
         log.info("deleted topic %s (%s)", info.name, info.topic_id)
 
     def _remove_leftover_logs(self) -> None:
-        """Logs of topics the metadata no longer has (deleted while this broker was down) go; a log the
-        metadata does not assign here is kept and reported (there is no reassignment yet to explain it)."""
+        """Logs of topics the metadata no longer has (deleted while this broker was down) go, and so do
+        logs of partitions the metadata no longer assigns here (moved away by a reassignment that
+        completed while this broker was down; the metadata is caught up before this runs)."""
         for topic in sorted({t for t, _p in self.log_manager.logs}):
             if topic not in self.image.topics:
                 log.warning("removing the logs of %s: the topic is not in the cluster metadata", topic)
@@ -561,8 +586,11 @@ class ClusterBroker(Broker):
                 continue
             for t, p in [k for k in self.log_manager.logs if k[0] == topic]:
                 st = self.image.states.get((t, p))
-                if st is None or self.config.node_id not in st.replicas:
-                    log.warning("keeping log %s-%d although the metadata does not assign it to this broker", t, p)
+                if st is not None and self.config.node_id not in st.replicas:
+                    log.warning("removing log %s-%d: the metadata assigns it to brokers %s", t, p, list(st.replicas))
+                    self.log_manager.delete_partition(t, p)
+                elif st is None:
+                    log.warning("keeping log %s-%d although the metadata does not know that partition", t, p)
 
     async def _isr_ticker(self) -> None:
         while not self.shutting_down:
@@ -624,6 +652,12 @@ class ClusterBroker(Broker):
                 part.partition,
                 Err(row.error_code).name if row is not None else "empty response",
             )
+            return
+        if int(row.leader_epoch) != proposal.leader_epoch:
+            # The change completed a reassignment (replicas left, so a new leader epoch): the answer does
+            # not carry the new replica set, the metadata record does; take the state from there.
+            if r.pending_isr is proposal:
+                r.isr_change_failed()
             return
         st = PartitionState(
             int(row.leader_id),

@@ -3,7 +3,7 @@
 Brokers register (BrokerRegistration), heartbeat (BrokerHeartbeat), ask for ISR changes
 (AlterPartition) and follow the ordered metadata log by fetching ``__cluster_metadata-0``; admin
 requests (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterConfigs,
-IncrementalAlterConfigs) arrive forwarded by a broker.
+IncrementalAlterConfigs, AlterPartitionReassignments, ListPartitionReassignments) arrive forwarded by a broker.
 Every decision is appended to the metadata log and fsynced before anyone is answered or told.
 
 Beyond Kafka: when the connection a broker registered on closes (the process died, so the kernel
@@ -66,13 +66,13 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {
     73: (0, 0),  # AssignReplicasToDirs
 }
 # Requests only the active controller may decide; a standby answers them NOT_CONTROLLER.
-ACTIVE_ONLY = {62, 63, 56, 19, 20, 33, 37, 43, 44, 67, 73}
+ACTIVE_ONLY = {62, 63, 56, 19, 20, 33, 37, 43, 44, 45, 46, 67, 73}
 QUORUM_APIS = {1, 52, 53, 54, 59}
 COMMIT_TIMEOUT_S = 30.0
 # A metadata record as stored is about this many bytes of JSON: what counts toward the snapshot interval.
 RECORD_BYTES_ESTIMATE = 160
 # Admin requests forwarded by brokers keep the client's version: accept all kio parses.
-for _key in (19, 20, 33, 37, 43, 44):
+for _key in (19, 20, 33, 37, 43, 44, 45, 46):
     CONTROLLER_APIS[_key] = supported_range_any(_key)
 
 
@@ -570,11 +570,15 @@ class ControllerServer:
         out = []
         validate_only = bool(getattr(req, "validate_only", False))
         default = self.config.num_partitions
-        asked = sum(default if t.num_partitions == -1 else max(0, t.num_partitions) for t in req.topics)
+        asked = sum(
+            len(t.assignments) if t.assignments else default if t.num_partitions == -1 else max(0, t.num_partitions)
+            for t in req.topics
+        )
         if asked > MAX_RECORDS_PER_USER_OP:
             return {"throttle_time": 0, "topics": [_too_large(creatable_topic(t)[1]) for t in req.topics]}
         for t in req.topics:
             configs, row = creatable_topic(t)
+            assignments: dict[int, list[int]] = {}
             parts = int(t.num_partitions)
             rf = int(t.replication_factor)
             reason = validate_topic_name(t.name)
@@ -589,8 +593,21 @@ class ControllerServer:
                 code, msg = Err.INVALID_TOPIC_EXCEPTION, reason
             elif t.name in self.core.topics:
                 code, msg = Err.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists"
+            elif t.assignments and (int(t.num_partitions) != -1 or int(t.replication_factor) != -1):
+                which = "numPartitions" if int(t.num_partitions) != -1 else "replicationFactor"
+                code, msg = (
+                    Err.INVALID_REQUEST,
+                    f"A manual partition assignment was specified, but {which} was not set to -1.",
+                )
             elif t.assignments:
-                code, msg = Err.INVALID_REQUEST, "manual replica assignments are not supported yet"
+                assignments = {int(a.partition_index): [int(b) for b in a.broker_ids] for a in t.assignments}
+                problem = self.core.assignment_problem(assignments)
+                if bad:
+                    code, msg = Err.INVALID_CONFIG, bad
+                elif problem:
+                    code, msg = Err(problem[0]), problem[1]
+                else:
+                    parts, rf = len(assignments), len(assignments[0])
             elif bad:
                 code, msg = Err.INVALID_CONFIG, bad
             elif parts < 1:
@@ -611,7 +628,11 @@ class ControllerServer:
             topic_id = uuid.uuid4()
             if not validate_only:
                 unclean = configs.get("unclean.leader.election.enable", str(self.config.unclean_leader_election_enable))
-                self.core.create_topic(t.name, parts, rf, unclean.lower() == "true", str(topic_id), configs)
+                allow = unclean.lower() == "true"
+                if t.assignments:
+                    self.core.create_topic_assigned(t.name, dict(assignments), allow, str(topic_id), configs)
+                else:
+                    self.core.create_topic(t.name, parts, rf, allow, str(topic_id), configs)
                 log.info("created topic %s (%s): %d partitions, replication factor %d", t.name, topic_id, parts, rf)
             row.update(error_code=Err.NONE, topic_id=topic_id, num_partitions=parts, replication_factor=rf)
             out.append(row)
@@ -739,6 +760,62 @@ class ControllerServer:
         return {"throttle_time": 0, "error_code": Err.NONE, "replica_election_results": results}
 
 
+    def alter_reassignments(self, req: Any) -> dict[str, Any]:
+        """AlterPartitionReassignments (KIP-455): each partition is started, redirected or cancelled on
+        its own; the core decides and records, and completes each once its target replicas are in sync."""
+        allow_rf = bool(getattr(req, "allow_replication_factor_change", True))
+        responses = []
+        if sum(len(t.partitions) for t in req.topics) > MAX_RECORDS_PER_USER_OP:
+            # One record per partition at least: bounded like CreateTopics and CreatePartitions.
+            for t in req.topics:
+                rows = [_too_large({"partition_index": p.partition_index}) for p in t.partitions]
+                responses.append({"name": t.name, "partitions": rows})
+            return {
+                "throttle_time": 0,
+                "allow_replication_factor_change": allow_rf,
+                "error_code": Err.NONE,
+                "error_message": None,
+                "responses": responses,
+            }
+        for t in req.topics:
+            rows = []
+            for p in t.partitions:
+                target = None if p.replicas is None else [int(b) for b in p.replicas]
+                code, msg = self.core.alter_reassignment(t.name, int(p.partition_index), target, allow_rf)
+                if not code:
+                    log.info(
+                        "%s-%d: %s",
+                        t.name,
+                        p.partition_index,
+                        "reassignment cancelled" if target is None else f"reassigning to {target}",
+                    )
+                rows.append({"partition_index": p.partition_index, "error_code": code, "error_message": msg})
+            responses.append({"name": t.name, "partitions": rows})
+        self.persist()
+        return {
+            "throttle_time": 0,
+            "allow_replication_factor_change": allow_rf,
+            "error_code": Err.NONE,
+            "error_message": None,
+            "responses": responses,
+        }
+
+    def list_reassignments(self, req: Any) -> dict[str, Any]:
+        wanted = None if req.topics is None else [(t.name, [int(p) for p in t.partition_indexes]) for t in req.topics]
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for name, p, st in self.core.reassigning(wanted):
+            by_topic.setdefault(name, []).append(
+                {
+                    "partition_index": p,
+                    "replicas": list(st.replicas),
+                    "adding_replicas": list(st.adding),
+                    "removing_replicas": list(st.removing),
+                }
+            )
+        topics = [{"name": n, "partitions": rows} for n, rows in by_topic.items()]
+        return {"throttle_time": 0, "error_code": Err.NONE, "error_message": None, "topics": topics}
+
+
 def _api_versions() -> dict[str, Any]:
     return {
         "error_code": Err.NONE,
@@ -792,6 +869,10 @@ def _decide(server: ControllerServer, conn: Any, key: int, version: int, req: An
         return server.elect_leaders(req, version)
     if key in (33, 44):
         return server.alter_configs(req, key == 44)
+    if key == 45:
+        return server.alter_reassignments(req)
+    if key == 46:
+        return server.list_reassignments(req)
     if key == 73:
         return server.assign_replicas_to_dirs(req)
     if key == 67:

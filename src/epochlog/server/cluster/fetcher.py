@@ -17,6 +17,7 @@ from epochlog.protocol.fetch_request_writer import ReplicaFetchPartition, encode
 from epochlog.protocol.fetch_response import VERSION as FETCH_VERSION
 from epochlog.protocol.fetch_response import parse_fetch_response_v12
 from epochlog.replication.types import DivergingEpoch, FetchResponse, Role
+from epochlog.server.broker import now_ms
 from epochlog.server.cluster.peer import PeerConnection, PeerError
 
 if TYPE_CHECKING:
@@ -132,12 +133,22 @@ class FetcherManager:
         cfg = self.broker.config
         sent: dict[tuple[str, int], tuple[Partition, int, int]] = {}
         by_topic: dict[str, list[ReplicaFetchPartition]] = {}
+        throttle = self.broker.replication_throttles.follower
+        throttled: set[tuple[str, int]] = set()
         for part in parts:
             r = part.replica
             assert r is not None
             fr = r.next_fetch()
             if fr is None:
                 continue
+            if r.broker_id not in r.isr:
+                # follower.replication.throttled.*: a throttled replica out of the ISR sits this round out
+                # while the bytes fetched for such replicas are above the rate (Kafka's shouldFollowerThrottle).
+                info = self.broker.image.topics.get(part.topic)
+                if info is not None and throttle.applies(info.configs, part.partition):
+                    if throttle.exceeded(now_ms()):
+                        continue
+                    throttled.add((part.topic, part.partition))
             sent[(part.topic, part.partition)] = (part, r.leader_epoch, fr.fetch_offset)
             by_topic.setdefault(part.topic, []).append(
                 ReplicaFetchPartition(
@@ -180,6 +191,8 @@ class FetcherManager:
                 # under the same name gets a new one. Term and position are the core's to check.
                 if asked is not part:
                     continue
+                if (part.topic, part.partition) in throttled and p.records:
+                    throttle.record(len(p.records), now_ms())
                 div = p.diverging_epoch
                 diverging = None
                 if (div is not None and int(div.epoch) >= 0) or (div is not None and int(div.end_offset) >= 0):

@@ -1,4 +1,5 @@
-"""CreateTopics, DeleteTopics, CreatePartitions and ElectLeaders (the configs APIs: handlers/configs.py)."""
+"""CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders and the partition reassignment APIs (the
+configs APIs: handlers/configs.py)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,16 @@ def handle_create_partitions(broker: Broker, header: RequestHeader, frame: memor
 
 
 def handle_elect_leaders(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+    return _forward(broker, header, decode_body(frame, header), None, True)
+
+
+def handle_alter_partition_reassignments(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+    return _forward(broker, header, decode_body(frame, header), None, True)
+
+
+def handle_list_partition_reassignments(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+    # The controller's answer, not this broker's image: a reassignment it just started or completed may not
+    # have reached this broker yet, and `--verify` right after `--execute` must see it.
     return _forward(broker, header, decode_body(frame, header), None, True)
 
 
@@ -149,4 +160,18 @@ def error_on_every_item(key: int, version: int, req: Any, code: Err, message: st
             for r in req.resources
         ]
         return {"throttle_time": 0, "responses": rows}
+    if key == 45:
+        responses = [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": code, "error_message": message}
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ]
+        return {"throttle_time": 0, "error_code": code, "error_message": message, "responses": responses}
+    if key == 46:
+        return {"throttle_time": 0, "error_code": code, "error_message": message, "topics": []}
     raise ValueError(f"api {key} is not forwarded")

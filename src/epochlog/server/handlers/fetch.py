@@ -154,6 +154,16 @@ def _read_partition(
         if size:
             broker.metrics.bytes_out.labels(name).inc(size)
         return out, size
+    throttle = None
+    if replica_id >= 0 and replica_id not in part.replica.isr:
+        # leader.replication.throttled.*: a follower out of the ISR reading a throttled replica gets no
+        # records while this broker's throttled sending is above its rate (Kafka's shouldLeaderThrottle).
+        info = broker.image.topics.get(part.topic)
+        throttle = broker.replication_throttles.leader
+        if info is None or not throttle.applies(info.configs, part.partition):
+            throttle = None
+        elif throttle.exceeded(now_ms()):
+            return out, 0
     try:
         result = part.log.read(decision.read_from, max(limit, 1), max_offset=decision.read_to, min_one_batch=first)
     except KafkaStorageError:  # a read error took the directory offline
@@ -162,6 +172,8 @@ def _read_partition(
     size = _attach(out, result.chunks, spliced)
     if size and replica_id < 0:
         broker.metrics.bytes_out.labels(name).inc(size)
+    if size and throttle is not None:
+        throttle.record(size, now_ms())
     return out, size
 
 
