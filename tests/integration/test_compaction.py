@@ -5,6 +5,7 @@ while the cleaner is at work, and the group coordinator's __consumer_offsets com
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -408,3 +409,108 @@ def test_every_client_reads_a_compacted_log_with_gaps_and_header_only_batches(br
             timeout=60,
         )
         assert r.stdout.split("\n")[:-1] == [f"{o} {k.decode()} {v.decode()}" for o, k, v in want], "kcat"
+
+
+def read_keyed(bootstrap: str, topic: str, isolation: str) -> list[tuple[int, bytes, bytes | None]]:
+    """(offset, key, value) of everything a consumer of ``isolation`` reads from the beginning up to the
+    high watermark as it was when the read began (a writer may be appending meanwhile)."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"r-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": isolation,
+        }
+    )
+    tp = TopicPartition(topic, 0)
+    out: list[tuple[int, bytes, bytes | None]] = []
+    try:
+        _low, high = c.get_watermark_offsets(tp, timeout=10)
+        c.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                # The records just below the high watermark may be gone (compacted) or be markers.
+                if c.position([tp])[0].offset >= high:
+                    return out
+                continue
+            if m.error():
+                raise KafkaException(m.error())
+            out.append((m.offset(), m.key(), m.value()))
+            if m.offset() >= high - 1:
+                return out
+    finally:
+        c.close()
+    last = out[-1][0] if out else None
+    raise AssertionError(f"{isolation} reader of {topic} stopped at {last} ({len(out)} records), not at {high}")
+
+
+def test_a_transactional_topic_is_compacted_and_loses_its_aborted_records(broker_factory) -> None:
+    from tests.integration.cluster_helpers import dump_batches
+
+    b = broker_factory(CLEANER)
+    topic = topic_name("cmptxn")
+    create_topic(
+        b.bootstrap, topic, config={**TOPIC_CONFIG, "segment.bytes": "16384", "min.cleanable.dirty.ratio": "0.01"}
+    )
+    p = Producer(
+        {"bootstrap.servers": b.bootstrap, "transactional.id": f"cmptxn-{time.monotonic_ns()}", "linger.ms": 5}
+    )
+    p.init_transactions(30)
+    keys = [b"key-%02d" % i for i in range(40)]
+    aborted_offsets: list[int] = []
+    committed: dict[bytes, bytes] = {}
+    errors: list[str] = []
+
+    def note(into: list[int] | None):  # type: ignore[no-untyped-def]
+        def cb(err, msg) -> None:  # type: ignore[no-untyped-def]
+            if err is not None:
+                errors.append(str(err))
+            elif into is not None:
+                into.append(msg.offset())
+
+        return cb
+
+    for r in range(30):
+        abort = r % 3 == 1
+        p.begin_transaction()
+        for k in keys:
+            v = b"%s=%s-%d" % (k, b"aborted" if abort else b"committed", r) + b"." * 100
+            p.produce(topic, key=k, value=v, on_delivery=note(aborted_offsets if abort else None))
+            if not abort:
+                committed[k] = v
+        if abort:
+            p.produce(topic, key=b"only-aborted-%d" % r, value=b"aborted", on_delivery=note(aborted_offsets))
+            assert p.flush(30) == 0  # the aborted records are in the log before the marker
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+    assert not errors and len(aborted_offsets) == 10 * 41
+
+    stop = threading.Event()
+    history = History()
+    clock = threading.Thread(target=trickle, args=(b.bootstrap, topic, history, stop))
+    clock.start()  # segment.ms rolls the active segment only when something is appended
+    try:
+
+        def cleaned() -> bool:
+            seen = read_keyed(b.bootstrap, topic, "read_uncommitted")
+            data = [(k, v) for _o, k, v in seen if k != CLOCK_KEY]
+            return not any(v and b"aborted" in v for _k, v in data) and len(data) == len(keys)
+
+        wait_until(cleaned, 90, "the aborted records to go and the committed ones to be compacted")
+    finally:
+        stop.set()
+        clock.join(30)
+    # A read_committed reader sees exactly each key's latest committed value, and nothing else of ours.
+    rc = [(k, v) for _o, k, v in read_keyed(b.bootstrap, topic, "read_committed") if k != CLOCK_KEY]
+    assert sorted(rc) == sorted(committed.items())
+    # In the files: no batch with records covers an offset an aborted record had.
+    aborted = set(aborted_offsets)
+    for batch in dump_batches(b.data_dir / f"{topic}-0"):
+        covered = any(o in aborted for o in range(batch["base_offset"], batch["last_offset"] + 1))
+        assert not (covered and batch["count"] and not batch["is_control"]), f"aborted data kept: {batch}"
+    removed = [int(n) for n in re.findall(r"\((\d+) aborted records and", b.log_text())]
+    assert sum(removed) >= len(aborted_offsets), removed  # the cleaner, not retention, removed them

@@ -358,7 +358,8 @@ class Cleaner:
     @staticmethod
     def log_stats(view: LogView, stats: CleanStats) -> None:
         log.info(
-            "%s: cleaned [%d, %d) in %d groups: %d -> %d bytes, %d of %d records kept, %.2f s (%.1f MB/s)",
+            "%s: cleaned [%d, %d) in %d groups: %d -> %d bytes, %d of %d records kept "
+            "(%d aborted records and %d markers removed), %.2f s (%.1f MB/s)",
             view.name,
             view.log_start,
             stats.end_offset,
@@ -367,6 +368,8 @@ class Cleaner:
             stats.bytes_written,
             stats.records_kept,
             stats.records_read,
+            stats.aborted_records_removed,
+            stats.markers_removed,
             stats.seconds,
             stats.bytes_read / max(stats.seconds, 1e-9) / 1e6,
         )
