@@ -380,3 +380,30 @@ def test_a_crash_at_any_swap_step_loses_nothing_a_reader_sees(
     assert clean_log(again, T0, force=True) is not None
     assert latest(read_committed(again)) == latest(view)
     assert read_committed(again) == [r for r in data_records(again)]
+
+
+def test_a_follower_copying_a_cleaned_log_sees_every_transaction_closed(tmp_path: Path) -> None:
+    """A replica fetching a cleaned log from the start (aborted data gone, markers with and without their
+    data, header-only batches) ends with no open transaction, the leader's LSO, and the same read_committed
+    view, with its own transaction index built from the markers it copied."""
+    c = cfg(segment_bytes=3000, delete_retention_ms=0)
+    leader = open_log(tmp_path / "t-0", c)
+    _transactional_history(leader, seed=9)
+    removed = 0
+    for i in range(3):  # the markers whose data is gone go too (delete.retention.ms=0)
+        stats = clean_log(leader, T0 + i, first_dirty=leader.log_end_offset, force=True)
+        assert stats is not None
+        removed += stats.markers_removed
+    assert removed > 0
+    assert any(b.h.is_transactional and not b.h.is_control and b.h.record_count == 0 for b in batches(leader))
+    follower = PartitionLog.open(tmp_path / "f" / "t-0", "t", 0, c, recover=False)
+    while follower.log_end_offset < leader.log_end_offset:  # as a replica fetcher would
+        res = leader.read(follower.log_end_offset, 1 << 20)
+        follower.append_as_follower(b"".join(bytes(ch) for ch in res.chunks))
+    follower.high_watermark = leader.high_watermark
+    assert follower.producer_state.ongoing_transactions() == []
+    assert follower.last_stable_offset == leader.last_stable_offset == leader.log_end_offset
+    assert read_committed(follower) == read_committed(leader)
+    assert {pid: e.last_seq for pid, e in follower.producer_state.producers.items()} == {
+        pid: e.last_seq for pid, e in leader.producer_state.producers.items()
+    }
