@@ -407,3 +407,24 @@ def test_a_follower_copying_a_cleaned_log_sees_every_transaction_closed(tmp_path
     assert {pid: e.last_seq for pid, e in follower.producer_state.producers.items()} == {
         pid: e.last_seq for pid, e in leader.producer_state.producers.items()
     }
+
+
+def test_a_marker_that_is_its_producers_last_entry_keeps_its_header(tmp_path: Path) -> None:
+    """A coordinator that fenced a producer wrote the ABORT at a bumped epoch, and the producer wrote
+    nothing since: once the marker's data is gone and its horizon has passed, its record goes but its
+    header stays, with the producer's latest epoch (Kafka keeps it for fencing)."""
+    plog = open_log(tmp_path / "t-0", cfg(delete_retention_ms=0))
+    Txn(plog, 20, epoch=0).send([(b"x", b"aborted")])
+    fenced = Txn(plog, 20, epoch=1).abort()
+    other = Txn(plog, 21)
+    other.send([(b"y", b"superseded")])
+    gone = other.abort()
+    other.send([(b"z", b"kept")])  # producer 21's last entry is data: its old marker may go whole
+    other.commit()
+    roll_and_close(plog)
+    assert plog.producer_state.producers[20].epoch == 1 and not plog.producer_state.producers[20].batches
+    for i in range(3):
+        assert clean_log(plog, T0 + i, first_dirty=plog.log_end_offset, force=True) is not None
+    hs = {b.h.base_offset: b.h for b in batches(plog)}
+    assert hs[fenced].is_control and hs[fenced].record_count == 0 and hs[fenced].producer_epoch == 1
+    assert gone not in hs
