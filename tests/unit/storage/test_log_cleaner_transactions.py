@@ -346,7 +346,16 @@ def _transactional_history(plog: PartitionLog, seed: int) -> None:
     roll_and_close(plog)
 
 
-@pytest.mark.parametrize("rule", CRASH_POINTS)
+# The steps of the swap that move transaction indexes, on top of the others.
+TXN_CRASH_POINTS = [
+    *CRASH_POINTS,
+    "rename:EIO:*.txnindex.swap",  # step 1
+    "rename:EIO:*.txnindex.deleted",  # step 2
+    "rename:EIO:*[0-9].txnindex",  # step 3
+]
+
+
+@pytest.mark.parametrize("rule", TXN_CRASH_POINTS)
 def test_a_crash_at_any_swap_step_loses_nothing_a_reader_sees(
     tmp_path: Path,
     rule: str,
@@ -359,6 +368,8 @@ def test_a_crash_at_any_swap_step_loses_nothing_a_reader_sees(
     view = read_committed(plog)
     all_before = {o: (k, v) for o, k, v in data_records(plog)}
     start, end, epochs = plog.log_start_offset, plog.log_end_offset, plog.epoch_cache.entries()
+    indexed = {a.last_offset for a in plog.aborted_transactions(0, 1 << 62)}
+    assert indexed and any(p.name.endswith(".txnindex") for p in plog.dir.iterdir())
     fileops.install(FaultyFileOps(rule))
     with pytest.raises((KafkaStorageError, OSError)):
         clean_log(plog, T0, force=True)
@@ -375,6 +386,9 @@ def test_a_crash_at_any_swap_step_loses_nothing_a_reader_sees(
     assert (again.log_start_offset, again.log_end_offset) == (start, end)
     assert again.epoch_cache.entries() == epochs
     assert again.producer_state.ongoing_transactions() == []
+    # Each aborted transaction still indexed is one that was, and none whose records remain is missing.
+    left = {a.last_offset for a in again.aborted_transactions(0, 1 << 62)}
+    assert left <= indexed
     assert not [p.name for p in again.dir.iterdir() if p.suffix in (".cleaned", ".swap", ".deleted")]
     # The next cleaning finishes the job: no aborted record is left, and the readers' view holds.
     assert clean_log(again, T0, force=True) is not None
