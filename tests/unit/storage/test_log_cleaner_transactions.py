@@ -442,3 +442,26 @@ def test_a_marker_that_is_its_producers_last_entry_keeps_its_header(tmp_path: Pa
     hs = {b.h.base_offset: b.h for b in batches(plog)}
     assert hs[fenced].is_control and hs[fenced].record_count == 0 and hs[fenced].producer_epoch == 1
     assert gone not in hs
+
+
+def test_a_truncation_after_the_swap_reaches_the_cleaned_segments_transaction_index(tmp_path: Path) -> None:
+    """The swapped-in segment's .txnindex is the one under its final name: a truncation below an ABORT
+    marker (a follower's, after an unclean election) must rewrite that file, not a stale .cleaned path."""
+    plog = open_log(tmp_path / "t-0", cfg())
+    produce(plog, [(b"a", b"1")])
+    aborter = Txn(plog, 2)
+    aborter.send([(b"x", b"aborted")])
+    abort_at = aborter.abort()
+    aborter.send([(b"y", b"committed")])
+    aborter.commit()
+    roll_and_close(plog)
+    assert clean_log(plog, T0, force=True) is not None
+    seg = plog.segments[plog._segment_index(abort_at)]
+    index_file = tmp_path / "t-0" / f"{seg.base_offset:020d}.txnindex"
+    assert index_file.stat().st_size > 0
+    plog.truncate_to(abort_at)
+    assert not index_file.exists() or index_file.stat().st_size == 0
+    assert not list((tmp_path / "t-0").glob("*.cleaned"))
+    plog.close()
+    again = open_log(tmp_path / "t-0", cfg(), recover=True)
+    assert again.aborted_transactions(0, 1 << 62) == []
