@@ -514,3 +514,97 @@ def test_a_transactional_topic_is_compacted_and_loses_its_aborted_records(broker
         assert not (covered and batch["count"] and not batch["is_control"]), f"aborted data kept: {batch}"
     removed = [int(n) for n in re.findall(r"\((\d+) aborted records and", b.log_text())]
     assert sum(removed) >= len(aborted_offsets), removed  # the cleaner, not retention, removed them
+
+
+def test_every_client_reads_a_cleaned_transactional_log_read_committed(broker_factory) -> None:
+    """What the cleaner leaves of transactions: markers carrying a delete horizon (attribute 0x40, the
+    horizon in the base timestamp), header-only transactional batches, gaps where aborted data was. Each
+    client, read_committed, reads the same records: each key's latest committed value."""
+    import asyncio
+
+    import aiokafka
+    import kafka
+
+    from tests.integration.cluster_helpers import dump_batches
+
+    b = broker_factory(CLEANER)
+    topic = topic_name("cmptxnread")
+    config = {**TOPIC_CONFIG, "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01"}
+    create_topic(b.bootstrap, topic, config={**config, "delete.retention.ms": "3600000"})
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": f"ctr-{time.monotonic_ns()}", "linger.ms": 0})
+    p.init_transactions(30)
+    keys = [b"k%d" % i for i in range(5)]
+    for r in range(20):
+        p.begin_transaction()
+        for k in keys:
+            p.produce(topic, key=k, value=b"%s-round-%d" % (k, r))
+        assert p.flush(30) == 0
+        if r % 3 == 1:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, key=keys[0], value=b"one more")  # the producer's last batch: one record ...
+    p.commit_transaction(30)
+    plain = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    plain.produce(topic, key=keys[0], value=b"final")  # ... superseded, so only its header stays
+    assert plain.flush(10) == 0
+    part = b.data_dir / f"{topic}-0"
+
+    def shaped() -> bool:
+        plain.produce(topic, key=b"other", value=b"tick")  # rolls the active segment by segment.ms
+        plain.flush(10)
+        batches = dump_batches(part)
+        horizons = [x for x in batches if x["is_control"] and x["base_timestamp"] > x["max_timestamp"]]
+        header_only = [x for x in batches if x["is_transactional"] and not x["is_control"] and x["count"] == 0]
+        return bool(horizons) and bool(header_only)
+
+    wait_until(shaped, 60, "markers with a delete horizon and header-only transactional batches")
+    plain.produce(topic, key=b"other", value=b"end")
+    plain.flush(10)
+    settled = [read_keyed(b.bootstrap, topic, "read_committed")]
+
+    def log_settled() -> bool:
+        time.sleep(1.0)
+        settled.append(read_keyed(b.bootstrap, topic, "read_committed"))
+        return settled[-1] == settled[-2]
+
+    wait_until(log_settled, 60, "the cleaner to finish with the rolled segments")
+    want = settled[-1]  # confluent-kafka (librdkafka)
+    latest_k = {k: v for _o, k, v in want if k != b"other"}
+    assert latest_k == {**{k: b"%s-round-18" % k for k in keys}, keys[0]: b"final"}  # round 19 aborted
+    assert not [v for _o, _k, v in want if v and b"round-" in v and int(v.rsplit(b"-", 1)[1]) % 3 == 1]
+    high = want[-1][0] + 1
+
+    c = kafka.KafkaConsumer(
+        bootstrap_servers=b.bootstrap,
+        enable_auto_commit=False,
+        consumer_timeout_ms=3000,
+        isolation_level="read_committed",
+    )
+    tp = kafka.TopicPartition(topic, 0)
+    c.assign([tp])
+    c.seek_to_beginning(tp)
+    got = [(m.offset, m.key, m.value) for m in c if m.offset < high]
+    c.close()
+    assert got == want, "kafka-python"
+
+    async def read_aiokafka() -> list[tuple[int, bytes, bytes | None]]:
+        ac = aiokafka.AIOKafkaConsumer(
+            bootstrap_servers=b.bootstrap, enable_auto_commit=False, isolation_level="read_committed"
+        )
+        await ac.start()
+        try:
+            atp = aiokafka.TopicPartition(topic, 0)
+            ac.assign([atp])
+            await ac.seek_to_beginning(atp)
+            out: list[tuple[int, bytes, bytes | None]] = []
+            deadline = time.monotonic() + 30
+            while await ac.position(atp) < high and time.monotonic() < deadline:
+                for msgs in (await ac.getmany(timeout_ms=500)).values():
+                    out += [(m.offset, m.key, m.value) for m in msgs if m.offset < high]
+            return out
+        finally:
+            await ac.stop()
+
+    assert asyncio.run(read_aiokafka()) == want, "aiokafka"
