@@ -5,6 +5,7 @@ while the cleaner is at work, and the group coordinator's __consumer_offsets com
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -302,6 +303,8 @@ def test_consumer_offsets_are_compacted_and_survive_a_restart(broker_factory) ->
         c.close()
     part = b.data_dir / "__consumer_offsets-0"
     wait_until(lambda: "__consumer_offsets-0: cleaned" in b.log_text(), 60, "__consumer_offsets to be cleaned")
+    # The first cleaning may have run while the commits were still arriving: wait for the one after them.
+    wait_until(lambda: segments_bytes(part) < 1500 * 100 / 2, 60, "the offset commits to be compacted")
     size_after = segments_bytes(part)
     b.kill9()
     b.start()
@@ -408,3 +411,202 @@ def test_every_client_reads_a_compacted_log_with_gaps_and_header_only_batches(br
             timeout=60,
         )
         assert r.stdout.split("\n")[:-1] == [f"{o} {k.decode()} {v.decode()}" for o, k, v in want], "kcat"
+
+
+def read_keyed(bootstrap: str, topic: str, isolation: str) -> list[tuple[int, bytes, bytes | None]]:
+    """(offset, key, value) of everything a consumer of ``isolation`` reads from the beginning up to the
+    high watermark as it was when the read began (a writer may be appending meanwhile)."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"r-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": isolation,
+        }
+    )
+    tp = TopicPartition(topic, 0)
+    out: list[tuple[int, bytes, bytes | None]] = []
+    try:
+        _low, high = c.get_watermark_offsets(tp, timeout=10)
+        c.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                # The records just below the high watermark may be gone (compacted) or be markers.
+                if c.position([tp])[0].offset >= high:
+                    return out
+                continue
+            if m.error():
+                raise KafkaException(m.error())
+            out.append((m.offset(), m.key(), m.value()))
+            if m.offset() >= high - 1:
+                return out
+    finally:
+        c.close()
+    last = out[-1][0] if out else None
+    raise AssertionError(f"{isolation} reader of {topic} stopped at {last} ({len(out)} records), not at {high}")
+
+
+def test_a_transactional_topic_is_compacted_and_loses_its_aborted_records(broker_factory) -> None:
+    from tests.integration.cluster_helpers import dump_batches
+
+    b = broker_factory(CLEANER)
+    topic = topic_name("cmptxn")
+    create_topic(
+        b.bootstrap, topic, config={**TOPIC_CONFIG, "segment.bytes": "16384", "min.cleanable.dirty.ratio": "0.01"}
+    )
+    p = Producer(
+        {"bootstrap.servers": b.bootstrap, "transactional.id": f"cmptxn-{time.monotonic_ns()}", "linger.ms": 5}
+    )
+    p.init_transactions(30)
+    keys = [b"key-%02d" % i for i in range(40)]
+    aborted_offsets: list[int] = []
+    committed: dict[bytes, bytes] = {}
+    errors: list[str] = []
+
+    def note(into: list[int] | None):  # type: ignore[no-untyped-def]
+        def cb(err, msg) -> None:  # type: ignore[no-untyped-def]
+            if err is not None:
+                errors.append(str(err))
+            elif into is not None:
+                into.append(msg.offset())
+
+        return cb
+
+    for r in range(30):
+        abort = r % 3 == 1
+        p.begin_transaction()
+        for k in keys:
+            v = b"%s=%s-%d" % (k, b"aborted" if abort else b"committed", r) + b"." * 100
+            p.produce(topic, key=k, value=v, on_delivery=note(aborted_offsets if abort else None))
+            if not abort:
+                committed[k] = v
+        if abort:
+            p.produce(topic, key=b"only-aborted-%d" % r, value=b"aborted", on_delivery=note(aborted_offsets))
+            assert p.flush(30) == 0  # the aborted records are in the log before the marker
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+    assert not errors and len(aborted_offsets) == 10 * 41
+
+    stop = threading.Event()
+    history = History()
+    clock = threading.Thread(target=trickle, args=(b.bootstrap, topic, history, stop))
+    clock.start()  # segment.ms rolls the active segment only when something is appended
+    try:
+
+        def cleaned() -> bool:
+            seen = read_keyed(b.bootstrap, topic, "read_uncommitted")
+            data = [(k, v) for _o, k, v in seen if k != CLOCK_KEY]
+            return not any(v and b"aborted" in v for _k, v in data) and len(data) == len(keys)
+
+        wait_until(cleaned, 90, "the aborted records to go and the committed ones to be compacted")
+    finally:
+        stop.set()
+        clock.join(30)
+    # A read_committed reader sees exactly each key's latest committed value, and nothing else of ours.
+    rc = [(k, v) for _o, k, v in read_keyed(b.bootstrap, topic, "read_committed") if k != CLOCK_KEY]
+    assert sorted(rc) == sorted(committed.items())
+    # In the files: no batch with records covers an offset an aborted record had.
+    aborted = set(aborted_offsets)
+    for batch in dump_batches(b.data_dir / f"{topic}-0"):
+        covered = any(o in aborted for o in range(batch["base_offset"], batch["last_offset"] + 1))
+        assert not (covered and batch["count"] and not batch["is_control"]), f"aborted data kept: {batch}"
+    removed = [int(n) for n in re.findall(r"\((\d+) aborted records and", b.log_text())]
+    assert sum(removed) >= len(aborted_offsets), removed  # the cleaner, not retention, removed them
+
+
+def test_every_client_reads_a_cleaned_transactional_log_read_committed(broker_factory) -> None:
+    """What the cleaner leaves of transactions: markers carrying a delete horizon (attribute 0x40, the
+    horizon in the base timestamp), header-only transactional batches, gaps where aborted data was. Each
+    client, read_committed, reads the same records: each key's latest committed value."""
+    import asyncio
+
+    import aiokafka
+    import kafka
+
+    from tests.integration.cluster_helpers import dump_batches
+
+    b = broker_factory(CLEANER)
+    topic = topic_name("cmptxnread")
+    config = {**TOPIC_CONFIG, "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01"}
+    create_topic(b.bootstrap, topic, config={**config, "delete.retention.ms": "3600000"})
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": f"ctr-{time.monotonic_ns()}", "linger.ms": 0})
+    p.init_transactions(30)
+    keys = [b"k%d" % i for i in range(5)]
+    for r in range(20):
+        p.begin_transaction()
+        for k in keys:
+            p.produce(topic, key=k, value=b"%s-round-%d" % (k, r))
+        assert p.flush(30) == 0
+        if r % 3 == 1:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, key=keys[0], value=b"one more")  # the producer's last batch: one record ...
+    p.commit_transaction(30)
+    plain = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    plain.produce(topic, key=keys[0], value=b"final")  # ... superseded, so only its header stays
+    assert plain.flush(10) == 0
+    part = b.data_dir / f"{topic}-0"
+
+    def shaped() -> bool:
+        plain.produce(topic, key=b"other", value=b"tick")  # rolls the active segment by segment.ms
+        plain.flush(10)
+        batches = dump_batches(part)
+        horizons = [x for x in batches if x["is_control"] and x["base_timestamp"] > x["max_timestamp"]]
+        header_only = [x for x in batches if x["is_transactional"] and not x["is_control"] and x["count"] == 0]
+        return bool(horizons) and bool(header_only)
+
+    wait_until(shaped, 60, "markers with a delete horizon and header-only transactional batches")
+    plain.produce(topic, key=b"other", value=b"end")
+    plain.flush(10)
+    settled = [read_keyed(b.bootstrap, topic, "read_committed")]
+
+    def log_settled() -> bool:
+        time.sleep(1.0)
+        settled.append(read_keyed(b.bootstrap, topic, "read_committed"))
+        return settled[-1] == settled[-2]
+
+    wait_until(log_settled, 60, "the cleaner to finish with the rolled segments")
+    want = settled[-1]  # confluent-kafka (librdkafka)
+    latest_k = {k: v for _o, k, v in want if k != b"other"}
+    assert latest_k == {**{k: b"%s-round-18" % k for k in keys}, keys[0]: b"final"}  # round 19 aborted
+    assert not [v for _o, _k, v in want if v and b"round-" in v and int(v.rsplit(b"-", 1)[1]) % 3 == 1]
+    high = want[-1][0] + 1
+
+    c = kafka.KafkaConsumer(
+        bootstrap_servers=b.bootstrap,
+        enable_auto_commit=False,
+        consumer_timeout_ms=3000,
+        isolation_level="read_committed",
+    )
+    tp = kafka.TopicPartition(topic, 0)
+    c.assign([tp])
+    c.seek_to_beginning(tp)
+    got = [(m.offset, m.key, m.value) for m in c if m.offset < high]
+    c.close()
+    assert got == want, "kafka-python"
+
+    async def read_aiokafka() -> list[tuple[int, bytes, bytes | None]]:
+        ac = aiokafka.AIOKafkaConsumer(
+            bootstrap_servers=b.bootstrap, enable_auto_commit=False, isolation_level="read_committed"
+        )
+        await ac.start()
+        try:
+            atp = aiokafka.TopicPartition(topic, 0)
+            ac.assign([atp])
+            await ac.seek_to_beginning(atp)
+            out: list[tuple[int, bytes, bytes | None]] = []
+            deadline = time.monotonic() + 30
+            while await ac.position(atp) < high and time.monotonic() < deadline:
+                for msgs in (await ac.getmany(timeout_ms=500)).values():
+                    out += [(m.offset, m.key, m.value) for m in msgs if m.offset < high]
+            return out
+        finally:
+            await ac.stop()
+
+    assert asyncio.run(read_aiokafka()) == want, "aiokafka"

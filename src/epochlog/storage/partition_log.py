@@ -822,6 +822,7 @@ class PartitionLog:
             fd = os.dup(seg.fd) if with_files else -1
             infos.append(SegmentInfo(seg, seg.base_offset, seg.next_offset, seg.size, seg.largest_timestamp_ms(), fd))
         producers = {pid: e.batches[-1].last_offset for pid, e in self.producer_state.producers.items() if e.batches}
+        marker_epochs = {pid: e.epoch for pid, e in self.producer_state.producers.items() if not e.batches}
         return LogView(
             self.dir,
             f"{self.topic}-{self.partition}",
@@ -831,6 +832,10 @@ class PartitionLog:
             self.config,
             producers,
             truncations=self.truncations,
+            last_stable_offset=self.last_stable_offset,
+            # Only the cleaning itself needs them, not the probes that choose a log.
+            aborted=[e for seg in self.segments for e in seg.txn_index.entries] if with_files else [],
+            marker_epochs=marker_epochs,
         )
 
     def first_batch_timestamp(self, offset: int) -> int:

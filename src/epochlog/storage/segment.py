@@ -226,6 +226,8 @@ class Segment:
         self.path = self.dir / file_name(self.base_offset, ".log")
         self.index_path = self.dir / file_name(self.base_offset, ".index")
         self.time_index_path = self.dir / file_name(self.base_offset, ".timeindex")
+        # The aborted-transaction index too: a later truncation or deletion must reach the renamed file.
+        self.txn_index.path = self.dir / file_name(self.base_offset, ".txnindex")
 
     def append_cleaned(self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
         """The cleaner's write: like append(), but no tail cache (the shared tail budget belongs to the

@@ -233,3 +233,45 @@ def test_a_stop_drops_a_slow_cleaning_at_once(dirs: LogDirs) -> None:
     assert took < 1.5
     assert keys_left(plog) == before  # nothing swapped in
     assert not list(plog.dir.glob("*.cleaned"))
+
+
+@pytest.mark.parametrize("in_process", [False, True], ids=["thread", "process"])
+def test_aborted_data_goes_and_the_cleaner_comes_back_for_its_marker(dirs: LogDirs, in_process: bool) -> None:
+    """The transaction rules through the broker's cleaner, on its thread and in its process: the aborted
+    record goes at once; its marker gets its delete horizon at the next round (asked for, no new dirt
+    needed), and goes once that has passed; no round is spent when nothing is due."""
+    from epochlog.protocol.control_records import ControlType, marker_batch
+
+    plog = dirs.create("c", 0, None, COMPACT)
+
+    def txn(pairs: list[tuple[bytes, bytes]], seq: int, kind: ControlType) -> None:
+        plog.append_as_leader(
+            build_batch(
+                pairs, base_timestamp=T0, producer_id=7, producer_epoch=0, base_sequence=seq, is_transactional=True
+            ),
+            0,
+            T0,
+        )
+        plog.append_as_leader(marker_batch(7, 0, kind, 0, T0), 0, T0)
+
+    txn([(b"aborted", b"x")], 0, ControlType.ABORT)
+    txn([(b"committed", b"y")], 1, ControlType.COMMIT)
+    write(plog, 300, 5)
+
+    def markers() -> list[int]:
+        return [h.base_offset for h in plog.read_headers(0) if h.is_control and h.record_count]
+
+    cleaner = LogCleaner(dirs, CleanerConfig(process=in_process), clock=lambda: T0)
+    try:
+        assert cleaner.clean_once()
+        assert b"aborted" not in keys_left(plog) and b"committed" in keys_left(plog)
+        assert markers() == [1, 3]
+        assert cleaner.clean_once()  # due again at once: the ABORT marker's data is gone
+        assert markers() == [1, 3]
+        assert not cleaner.clean_once()  # its horizon is T0 + delete.retention.ms
+        assert not cleaner.clean_once(T0 + 999)
+        assert cleaner.clean_once(T0 + 1000)
+        assert markers() == [3]
+        assert b"committed" in keys_left(plog)
+    finally:
+        cleaner.close()

@@ -1,17 +1,20 @@
 """Cleaning one log: Kafka's Cleaner.doClean, with its rules and in its order.
 
 1. The cleanable range: the closed segments from the log start up to the first that is uncleanable
-   (the active segment; one that reaches above the high watermark, so a truncation can never cut into
-   cleaned data; one holding a record younger than ``min.compaction.lag.ms``). Segments from the
+   (the active segment; one that reaches above the last stable offset, which is at most the high
+   watermark: a truncation can never cut into cleaned data, and every transaction with data in the
+   range is decided; one holding a record younger than ``min.compaction.lag.ms``). Segments from the
    first dirty offset (``cleaner-offset-checkpoint``) on are dirty, those before it were cleaned.
-2. The offset map: each key's latest offset in the dirty segments.
+2. The offset map: each key's latest offset in the dirty segments (aborted transactions' records
+   left out: they never supersede anything).
 3. The segments from the log start through the dirty ones are grouped (a group's total size fits in
    ``segment.bytes``, its offsets in a 4-byte index delta) and each group is rewritten into one
    ``.cleaned`` segment: a record stays unless a later record of its key is in the map; tombstones
-   stay until their batch's delete horizon; batches keep their offsets, epochs, timestamps and
-   producer fields; an emptied batch goes, except the last batch of an active producer (its sequence
-   state) and the last batch of each group (so a group's offset range survives, which also makes a
-   swap's recovery exact).
+   stay until their batch's delete horizon; aborted transactions' records go, and markers go once
+   their transaction's data is gone and their delete horizon has passed (cleaner/transactions.py);
+   batches keep their offsets, epochs, timestamps and producer fields; an emptied batch goes, except
+   the last batch of an active producer (its sequence state) and the last batch of each group (so a
+   group's offset range survives, which also makes a swap's recovery exact).
 4. Each group is swapped in under the partition's owner (the event loop), which checks first that the
    segments are still those that were read (retention, truncation or deletion may have changed the
    log meanwhile; the cleaning is then dropped and tried again later).
@@ -30,16 +33,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from epochlog.protocol.control_records import read_marker
 from epochlog.protocol.record_batch import HEADER_SIZE, BatchHeader, CorruptBatchError, compute_crc, read_header
 from epochlog.storage import fileops
 from epochlog.storage.cleaner import swap
-from epochlog.storage.cleaner.record_filter import filter_batch, map_keys, records_of
+from epochlog.storage.cleaner.record_filter import (
+    Filtered,
+    empty_of,
+    filter_batch,
+    has_delete_horizon,
+    map_keys,
+    records_of,
+    with_delete_horizon,
+)
 from epochlog.storage.cleaner.swap import CLEANED
 from epochlog.storage.cleaner.throttler import Throttler
+from epochlog.storage.cleaner.transactions import CleanedTransactions
 from epochlog.storage.config import LogConfig
 from epochlog.storage.errors import KafkaStorageError
 from epochlog.storage.segment import Segment
-from epochlog.storage.transaction_index import TransactionIndex
+from epochlog.storage.transaction_index import AbortedTxn
 
 if TYPE_CHECKING:
     from epochlog.storage.partition_log import PartitionLog
@@ -96,6 +109,18 @@ class LogView:
     producer_last_offsets: dict[int, int] = field(default_factory=dict)
     first_dirty_ts: int = -1
     truncations: int = 0  # PartitionLog.truncations when the view was taken
+    # Nothing at or past it is cleaned: an undecided transaction may still be aborted (-1: the HW).
+    last_stable_offset: int = -1
+    # The log's aborted transactions (every segment's .txnindex), which tell aborted data from committed.
+    aborted: list[AbortedTxn] = field(default_factory=list)
+    # producer id -> epoch, for active producers with no data batch cached (their last entry is a
+    # marker, e.g. after an epoch bump): that marker keeps its header, the epoch fences older writers.
+    marker_epochs: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def cleanable_end(self) -> int:
+        lso = self.last_stable_offset
+        return self.high_watermark if lso < 0 else min(lso, self.high_watermark)
 
     def close(self) -> None:
         for s in self.segments:
@@ -147,7 +172,7 @@ def cleanable_range(view: LogView, checkpoint: int | None, now_ms: int) -> Clean
     for s in view.segments:
         if s.next_offset <= view.log_start and s.size == 0:
             continue
-        if s.next_offset > view.high_watermark:
+        if s.next_offset > view.cleanable_end:
             break
         if cfg.min_compaction_lag_ms > 0 and now_ms - s.largest_ts < cfg.min_compaction_lag_ms:
             break
@@ -179,6 +204,13 @@ class CleanStats:
     # The earliest delete horizon among the tombstones kept (-1: none): when to clean again for them.
     next_horizon_ms: int = -1
     end_offset: int = -1
+    aborted_records_removed: int = 0
+    markers_removed: int = 0
+
+    def due_at(self, ms: int) -> None:
+        """Another cleaning is due at ``ms`` (the earliest such time is kept)."""
+        if self.next_horizon_ms < 0 or ms < self.next_horizon_ms:
+            self.next_horizon_ms = ms
 
 
 def iter_segment_batches(
@@ -262,10 +294,13 @@ class Cleaner:
         t0 = time.monotonic()
         stats = CleanStats()
         offsets, map_end, groups = self.plan(view, rng, stats)
+        txns = self.transactions_for(view, groups)
         for group in groups:
-            cleaned = self.write_group(view, group, offsets, map_end, now_ms, stats)
+            cleaned = self.write_group(view, group, offsets, map_end, now_ms, stats, txns)
             self.swap_group(plog, view, group, cleaned, is_live)
             stats.groups += 1
+        if txns.revisit:
+            stats.due_at(now_ms)
         stats.seconds = time.monotonic() - t0
         self.log_stats(view, stats)
         return stats
@@ -277,6 +312,7 @@ class Cleaner:
         of segments to rewrite."""
         offsets: dict[bytes, int] = {}
         mapped: list[SegmentInfo] = []
+        txns = CleanedTransactions(view.aborted, rng.dirty[0].base if rng.dirty else rng.first_dirty)
         for s in rng.dirty:
             if mapped and len(offsets) >= self.max_map_entries:
                 # The map is full (log.cleaner.dedupe.buffer.size): this cleaning stops at the segments
@@ -285,16 +321,22 @@ class Cleaner:
                 break
             for batch, h in self._batches(s):
                 stats.bytes_read += h.size
-                if h.is_control or h.is_transactional or h.record_count == 0:
-                    # A transactional record may belong to an aborted transaction: it must not supersede
-                    # an earlier value of its key (transactional batches are kept whole, see filter_batch).
+                if h.is_control:
+                    txns.on_marker(h, read_marker(batch) if h.record_count else None)
                     continue
+                if txns.on_batch(h) or h.record_count == 0:
+                    continue  # aborted data supersedes nothing
                 map_keys(records_of(batch, h), h, offsets)
             mapped.append(s)
         stats.dirty_bytes = sum(s.size for s in mapped)
         map_end = mapped[-1].next_offset if mapped else rng.first_dirty
         stats.end_offset = map_end
         return offsets, map_end, group_segments(rng.clean + mapped, view.config.segment_bytes)
+
+    @staticmethod
+    def transactions_for(view: LogView, groups: list[list[SegmentInfo]]) -> CleanedTransactions:
+        """The walk of the rewrite, shared by all its groups."""
+        return CleanedTransactions(view.aborted, groups[0][0].base if groups else view.log_start)
 
     def _batches(self, s: SegmentInfo) -> Iterator[tuple[bytes | memoryview, BatchHeader]]:
         path = s.path if s.path is not None else s.segment.path if s.segment is not None else Path()
@@ -316,7 +358,8 @@ class Cleaner:
     @staticmethod
     def log_stats(view: LogView, stats: CleanStats) -> None:
         log.info(
-            "%s: cleaned [%d, %d) in %d groups: %d -> %d bytes, %d of %d records kept, %.2f s (%.1f MB/s)",
+            "%s: cleaned [%d, %d) in %d groups: %d -> %d bytes, %d of %d records kept "
+            "(%d aborted records and %d markers removed), %.2f s (%.1f MB/s)",
             view.name,
             view.log_start,
             stats.end_offset,
@@ -325,6 +368,8 @@ class Cleaner:
             stats.bytes_written,
             stats.records_kept,
             stats.records_read,
+            stats.aborted_records_removed,
+            stats.markers_removed,
             stats.seconds,
             stats.bytes_read / max(stats.seconds, 1e-9) / 1e6,
         )
@@ -337,9 +382,10 @@ class Cleaner:
         map_end: int,
         now_ms: int,
         stats: CleanStats,
+        txns: CleanedTransactions,
     ) -> Segment:
         """Rewrite ``group`` into ``<base>.log.cleaned`` (+ indexes), durable; on any failure its files
-        are removed and the error raised."""
+        are removed and the error raised. ``txns``: the walk of this cleaning's groups, in order."""
         cfg = view.config
         base = group[0].base
         ops = fileops.ops()
@@ -357,7 +403,17 @@ class Cleaner:
                     retain_empty = (s is last_seg and h.next_offset == s.next_offset) or (
                         h.has_producer_id and view.producer_last_offsets.get(h.producer_id) == h.last_offset
                     )
-                    f = filter_batch(batch, h, offsets, map_end, now_ms, cfg.delete_retention_ms, retain_empty)
+                    if h.is_control:
+                        if h.has_producer_id and view.marker_epochs.get(h.producer_id) == h.producer_epoch:
+                            retain_empty = True
+                        f = self._filter_marker(batch, h, txns, now_ms, cfg.delete_retention_ms, retain_empty, stats)
+                    elif txns.on_batch(h):
+                        f = Filtered(empty_of(h) if retain_empty else None, h.record_count, 0, 0)
+                        stats.aborted_records_removed += h.record_count
+                    else:
+                        f = filter_batch(batch, h, offsets, map_end, now_ms, cfg.delete_retention_ms, retain_empty)
+                    if f.data is not None:
+                        txns.kept(h)
                     stats.records_read += f.records_in
                     stats.records_kept += f.records_kept
                     if f.delete_horizon_ms >= 0 and (
@@ -376,11 +432,9 @@ class Cleaner:
                 self._write(cleaned, out, headers, stats)
             cleaned.flush()
             cleaned.write_indexes()
-            # Markers and transactional batches are kept whole, so every aborted transaction indexed in the
-            # replaced segments still is in the cleaned one: its index carries them all over.
-            aborted = [
-                e for s in group for e in TransactionIndex(view.directory / f"{s.base:020d}.txnindex").entries
-            ]
+            # The aborted transactions whose ABORT marker this group kept (their data was in the log until
+            # this cleaning); the replaced segments' other entries go with their markers.
+            aborted = txns.take_index()
             if aborted:
                 cleaned.txn_index.rewrite(aborted)
             # The replaced segments' modification time, as Kafka keeps it: time retention falls back on
@@ -392,6 +446,33 @@ class Cleaner:
         finally:
             if not written:
                 discard(cleaned)
+
+    @staticmethod
+    def _filter_marker(
+        batch: bytes | memoryview,
+        h: BatchHeader,
+        txns: CleanedTransactions,
+        now_ms: int,
+        delete_retention_ms: int,
+        retain_empty: bool,
+        stats: CleanStats,
+    ) -> Filtered:
+        """Kafka's rule for a control batch: kept while its transaction has data before it; then it gets a
+        delete horizon, and goes once the horizon has passed (its header stays when it is a producer's
+        last batch)."""
+        n = h.record_count
+        marker = read_marker(batch) if n else None
+        if not txns.on_marker(h, marker):
+            return Filtered(batch, n, n, 0, h.base_timestamp if has_delete_horizon(h) else -1)
+        if n == 0:
+            return Filtered(batch if retain_empty else None, 0, 0, 0)
+        if not has_delete_horizon(h):
+            horizon = now_ms + delete_retention_ms
+            return Filtered(with_delete_horizon(batch, h, horizon), n, n, 0, horizon)
+        if now_ms < h.base_timestamp:
+            return Filtered(batch, n, n, 0, h.base_timestamp)
+        stats.markers_removed += 1
+        return Filtered(empty_of(h) if retain_empty else None, n, 0, 0)
 
     def swap_group(
         self, plog: PartitionLog, view: LogView, group: list[SegmentInfo], cleaned: Segment, is_live: Callable[[], bool]
@@ -430,7 +511,7 @@ def discard(cleaned: Segment) -> None:
     cleaned.abandon()
     if not cleaned.path.name.endswith(CLEANED):
         return
-    for p in (cleaned.path, cleaned.index_path, cleaned.time_index_path):
+    for p in (cleaned.path, cleaned.index_path, cleaned.time_index_path, cleaned.txn_index.path):
         try:
             fileops.ops().unlink(p)
         except OSError:

@@ -263,7 +263,7 @@ class LogCleaner:
                 self.cleaner.swap_group(plog, view, group, cleaned, lambda: self._is_live(plog))
         finally:
             for base, _olds in pending:  # groups never swapped in
-                for suffix in (".log", ".index", ".timeindex"):
+                for suffix in (".log", ".index", ".timeindex", ".txnindex"):
                     fileops.ops().unlink(view.directory / f"{base:020d}{suffix}{CLEANED}")
         stats = result.stats
         stats.seconds = time.monotonic() - t0

@@ -35,6 +35,7 @@ from epochlog.storage.cleaner.cleaner import (
 )
 from epochlog.storage.cleaner.throttler import Throttler
 from epochlog.storage.config import LogConfig
+from epochlog.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger("epochlog.cleaner")
 
@@ -55,6 +56,8 @@ class Job:
     max_map_entries: int
     io_max_bytes_per_second: float
     parent_pid: int
+    aborted: list[AbortedTxn] = field(default_factory=list)
+    marker_epochs: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -80,6 +83,8 @@ def job_for(view: LogView, rng: Cleanable, now_ms: int, max_map_entries: int, ra
         max_map_entries,
         rate,
         os.getpid(),
+        list(view.aborted),
+        dict(view.marker_epochs),
     )
 
 
@@ -116,7 +121,17 @@ def run(job: Job) -> Result:
             infos.append(SegmentInfo(None, base, nxt, size, ts, fd, path))
             if os.fstat(fd).st_size < size:
                 raise CleaningAborted(f"{job.name}: segment {base} shrank")
-        view = LogView(job.directory, job.name, infos, job.log_start, 1 << 62, job.config, job.producer_last_offsets)
+        view = LogView(
+            job.directory,
+            job.name,
+            infos,
+            job.log_start,
+            1 << 62,
+            job.config,
+            job.producer_last_offsets,
+            aborted=job.aborted,
+            marker_epochs=job.marker_epochs,
+        )
         by_base = {s.base: s for s in infos}
         rng = Cleanable([by_base[b] for b in job.clean], [by_base[b] for b in job.dirty], job.first_dirty)
         cleaner = Cleaner(
@@ -128,9 +143,10 @@ def run(job: Job) -> Result:
         offsets, map_end, groups = cleaner.plan(view, rng, stats)
         result = Result(stats)
         written = []
+        txns = cleaner.transactions_for(view, groups)
         try:
             for group in groups:
-                cleaned = cleaner.write_group(view, group, offsets, map_end, job.now_ms, stats)
+                cleaned = cleaner.write_group(view, group, offsets, map_end, job.now_ms, stats, txns)
                 written.append(cleaned)
                 cleaned.abandon()  # closed; the broker opens it again to swap it in
                 result.groups.append((group[0].base, [s.base for s in group]))
@@ -139,6 +155,8 @@ def run(job: Job) -> Result:
             for c in written:
                 discard(c)
             raise
+        if txns.revisit:
+            stats.due_at(job.now_ms)
         return result
     finally:
         for s in infos:

@@ -27,7 +27,6 @@ from epochlog.protocol.record_batch import (
     CONTROL_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
-    TRANSACTIONAL_MASK,
     BatchHeader,
     CorruptBatchError,
 )
@@ -183,14 +182,14 @@ def filter_batch(
 ) -> Filtered:
     """Kafka's cleaner rules for one batch: a keyed record stays when no later record of its key is in
     ``offsets`` (the map covers offsets below ``map_end``; records at or past it all stay); a tombstone
-    stays until its batch's delete horizon has passed; a record without a key goes. Control and
-    transactional batches are kept whole: removing aborted data and old markers, as Kafka's cleaner does,
-    waits for the transaction coordinator.
+    stays until its batch's delete horizon has passed; a record without a key goes. A committed
+    transaction's batch is filtered like any other; aborted data and markers are the caller's (see
+    cleaner/transactions.py), and a control batch given here is kept whole.
     ``retain_empty``: keep the batch's header even when no record is left (the last batch of an active
     producer, or of the cleaning round).
     """
     n_in = h.record_count
-    if h.attributes & (CONTROL_MASK | TRANSACTIONAL_MASK) or h.base_offset >= map_end:
+    if h.attributes & CONTROL_MASK or h.base_offset >= map_end:
         return Filtered(batch, n_in, n_in, 0, h.base_timestamp if has_delete_horizon(h) else -1)
     data = records_of(batch, h)
     horizon = h.base_timestamp if has_delete_horizon(h) else -1
@@ -250,3 +249,19 @@ def filter_batch(
     if kept == 0:
         horizon = -1
     return Filtered(_rebuild(h, body, kept, attributes, base_ts), n_in, kept, kept_tombstones, horizon)
+
+
+def empty_of(h: BatchHeader) -> bytes:
+    """The batch's header with no records: what stays of a removed batch whose producer state must
+    survive (Kafka's RETAIN_EMPTY)."""
+    return _rebuild(h, b"", 0, h.attributes, h.base_timestamp)
+
+
+def with_delete_horizon(batch: bytes | memoryview, h: BatchHeader, horizon_ms: int) -> bytes:
+    """The batch with its delete horizon set (KIP-534: base timestamp = the horizon, attribute bit 0x40),
+    its records' timestamp deltas moved so each record keeps its own timestamp. Markers get one when
+    their transaction has no data left, as tombstones do."""
+    data = records_of(batch, h)
+    spans = [(start, end, after) for start, end, after, _o, _q, _k in _heads(data, h.record_count, h.base_offset)]
+    body = _with_new_base_timestamp(data, spans, h.base_timestamp - horizon_ms)
+    return _rebuild(h, body, h.record_count, h.attributes | DELETE_HORIZON_MASK, horizon_ms)
