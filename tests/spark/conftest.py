@@ -112,8 +112,9 @@ def produce(
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 20.0) -> list[Any]:
-    """Every record of a topic (up to its current end), as confluent-kafka messages."""
-    from confluent_kafka import Consumer, TopicPartition
+    """Every record of a topic (up to its current end), as confluent-kafka messages. The end may be a
+    transaction's control record, which is never delivered: end of partition counts as reaching it."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     c = Consumer(
         {
@@ -121,6 +122,7 @@ def consume_all(bootstrap: str, topic: str, partitions: int = 1, timeout: float 
             "group.id": f"check-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "isolation.level": "read_uncommitted",
+            "enable.partition.eof": True,
         }
     )
     try:
@@ -132,6 +134,8 @@ def consume_all(bootstrap: str, topic: str, partitions: int = 1, timeout: float 
         while any(pos[p] < ends[p] for p in ends) and time.monotonic() < deadline:
             for m in c.consume(1000, 0.5):
                 if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        pos[m.partition()] = max(pos[m.partition()], m.offset())
                     continue
                 out.append(m)
                 pos[m.partition()] = m.offset() + 1
