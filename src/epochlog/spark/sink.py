@@ -235,7 +235,7 @@ def fault_point(step: str, batch_id: int, partition: int) -> None:
 def _admin_conf(opts: SinkOptions) -> dict[str, Any]:
     return {
         "bootstrap.servers": opts.bootstrap,
-        **{k: v for k, v in opts.kafka.items() if k.startswith(("security", "sasl", "ssl"))},
+        **{k: v for k, v in opts.kafka.items() if k.startswith(("security", "sasl", "ssl", "log_level"))},
     }
 
 
