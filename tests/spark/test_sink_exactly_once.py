@@ -221,3 +221,83 @@ def test_task_failure_retried_by_spark(
     assert _duplicates(got) == duplicates, (_duplicates(got), len(got), len(values))
     if step == "before_task_commit":
         assert len(_read(bootstrap, args[2], "read_uncommitted")) > len(values)  # the aborted attempt's rows
+
+
+def test_worker_process_dies_then_retried(bootstrap: str, tmp_path: Path) -> None:
+    """The Python worker running partition 0 of batch 1 exits mid-transaction (os._exit, like a kill of that
+    process): Spark retries the task, whose init_transactions aborts the dead attempt's transaction."""
+    args, values = _setup(bootstrap, tmp_path)
+    fault_file = tmp_path / "fault.json"
+    res = _run_to_end(args, _env("before_task_commit:exit:1:0", fault_file), tmp_path / "run.log", "local[2,4]")
+    assert fault_file.exists() and res["error"] is None, res
+    got = _read(bootstrap, args[2], "read_committed")
+    assert _duplicates(got) == 0 and sorted(got) == sorted(values), (len(got), len(values))
+    assert len(_read(bootstrap, args[2], "read_uncommitted")) > len(values)
+
+
+@pytest.mark.parametrize(
+    ("zombie_pauses_at", "zombie_fenced"),
+    [("after_init", False), ("before_marker", True), ("before_task_commit", True)],
+    ids=["after_init", "before_marker", "before_task_commit"],
+)
+def test_zombie_attempt_is_fenced(
+    bootstrap: str, zombie_pauses_at: str, zombie_fenced: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two attempts of one partition of one batch at once (a speculative copy, or an attempt Spark gave up
+    on): the zombie stops at a step, the second attempt runs whole, then the zombie goes on. Stopped before
+    its marker read, the zombie finds the second attempt's marker and writes nothing; stopped inside its
+    transaction, it was fenced by the second attempt's init_transactions (its transaction aborted, its
+    commit refused). Either way the rows are in once."""
+    import threading
+
+    import pyarrow as pa
+
+    from epochlog.spark import sink
+    from epochlog.spark.options import parse_sink_options
+
+    dst = make_topic(bootstrap, prefix="eos-zombie")
+    opts = parse_sink_options({"kafka.bootstrap.servers": bootstrap, "topic": dst})
+    sink._ensure_commit_topic(opts)
+    query = f"zombie-{uuid.uuid4().hex[:8]}"
+    values = [b"z-%02d" % i for i in range(10)]
+
+    def batches() -> Any:
+        yield pa.RecordBatch.from_pydict({"value": pa.array(values, pa.binary())})
+
+    reached, resume = threading.Event(), threading.Event()
+    zombie = threading.current_thread().name + "-zombie"
+
+    def hook(step: str, batch_id: int, partition: int) -> None:
+        if threading.current_thread().name == zombie and step == zombie_pauses_at:
+            reached.set()
+            assert resume.wait(60)
+
+    monkeypatch.setattr(sink, "fault_point", hook)
+    outcome: list[Any] = []
+
+    def run_zombie() -> None:
+        try:
+            outcome.append(sink.write_task_transactional(opts, batches(), query, 3, 0))
+        except Exception as e:
+            outcome.append(e)
+
+    t = threading.Thread(target=run_zombie, name=zombie)
+    t.start()
+    assert reached.wait(60)
+    second = sink.write_task_transactional(opts, batches(), query, 3, 0)
+    assert second.rows == len(values) and not second.skipped
+    resume.set()
+    t.join(120)
+    assert not t.is_alive()
+    assert len(outcome) == 1, outcome
+    if zombie_fenced:
+        assert isinstance(outcome[0], Exception), outcome
+        assert "fenced" in str(outcome[0]).lower() or "epoch" in str(outcome[0]).lower(), outcome[0]
+    else:
+        assert outcome[0] == sink.TaskResult(0, True), outcome
+    got = _read(bootstrap, dst, "read_committed")
+    assert sorted(got) == sorted(values)
+    # A third attempt (a retry after both) finds the marker and writes nothing.
+    third = sink.write_task_transactional(opts, batches(), query, 3, 0)
+    assert third.skipped and third.rows == 0
+    assert sorted(_read(bootstrap, dst, "read_committed")) == sorted(values)
