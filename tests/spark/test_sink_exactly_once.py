@@ -5,8 +5,9 @@ with two micro-batches of two tasks each. The sink's test hook (EPOCHLOG_SINK_FA
 batch 1 (or the driver's commit of batch 1) at a named step; the test then kill -9s the driver's whole
 process tree (the Python driver, Spark's JVM and its Python workers: every process in the session the test
 started), restarts the query on the same checkpoint, and reads the sink topic with a read_committed consumer:
-every input row must be there exactly once. The negative control runs the same crash with the marker check
-switched off (EPOCHLOG_SINK_TEST_NO_MARKER_CHECK) and must see duplicates, so the check is what passes them.
+every input row must be there exactly once. The negative controls run the same crashes with the marker check
+switched off (EPOCHLOG_SINK_TEST_NO_MARKER_CHECK), or without transactions (EPOCHLOG_SINK_TEST_NO_TRANSACTIONS),
+and must see duplicates: the check and the transactions are what pass the tests.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 
 import epochlog
-from epochlog.spark.sink import FAULT_ENV, FAULT_FILE_ENV, NO_MARKER_CHECK_ENV
+from epochlog.spark.sink import FAULT_ENV, FAULT_FILE_ENV, NO_MARKER_CHECK_ENV, NO_TRANSACTIONS_ENV
 from tests.spark.conftest import make_topic, produce
 
 pytestmark = pytest.mark.timeout(420)
@@ -34,8 +35,14 @@ SRC_DIR = str(Path(epochlog.__file__).resolve().parents[1])  # the code under te
 ROWS_PER_PARTITION = 40
 
 
-def _env(fault: str | None = None, fault_file: Path | None = None, no_marker_check: bool = False) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in (FAULT_ENV, FAULT_FILE_ENV, NO_MARKER_CHECK_ENV)}
+def _env(
+    fault: str | None = None,
+    fault_file: Path | None = None,
+    no_marker_check: bool = False,
+    no_transactions: bool = False,
+) -> dict[str, str]:
+    hooks = (FAULT_ENV, FAULT_FILE_ENV, NO_MARKER_CHECK_ENV, NO_TRANSACTIONS_ENV)
+    env = {k: v for k, v in os.environ.items() if k not in hooks}
     env["PYTHONPATH"] = SRC_DIR
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     env["PYSPARK_PYTHON"] = sys.executable
@@ -46,6 +53,8 @@ def _env(fault: str | None = None, fault_file: Path | None = None, no_marker_che
         env[FAULT_FILE_ENV] = str(fault_file)
     if no_marker_check:
         env[NO_MARKER_CHECK_ENV] = "1"
+    if no_transactions:
+        env[NO_TRANSACTIONS_ENV] = "1"
     return env
 
 
@@ -88,9 +97,9 @@ def _run_to_end(args: list[str], env: dict[str, str], log: Path, master: str = "
     return dict(json.loads(line))
 
 
-def _crash_at(args: list[str], fault: str, fault_file: Path, log: Path) -> dict[str, Any]:
+def _crash_at(args: list[str], fault: str, fault_file: Path, log: Path, **hooks: bool) -> dict[str, Any]:
     """Run until the hook pauses at `fault`, then kill -9 the driver's process tree."""
-    proc = _start(args, _env(fault, fault_file), log)
+    proc = _start(args, _env(fault, fault_file, **hooks), log)
     try:
         deadline = time.monotonic() + 240
         while not fault_file.exists():
@@ -191,6 +200,20 @@ def test_without_marker_check_replay_duplicates(bootstrap: str, tmp_path: Path) 
     batch1_p0 = {b"p0-%03d" % i for i in range(ROWS_PER_PARTITION // 2, ROWS_PER_PARTITION)}
     assert batch1_p0 <= twice, sorted(twice)
     assert _duplicates(got) in (ROWS_PER_PARTITION // 2, ROWS_PER_PARTITION), _duplicates(got)
+
+
+def test_without_transactions_killed_before_marker_duplicates(bootstrap: str, tmp_path: Path) -> None:
+    """Negative control for the transactions: the sink as it was before them (test hook: idempotent writes,
+    then the marker) killed between its flushed rows and its marker. The replay finds no marker for
+    partition 0 and writes its rows again; the same crash with transactions (test_driver_killed_at_step_then_
+    restarted[before_marker]) leaves them in an aborted transaction instead."""
+    args, values = _setup(bootstrap, tmp_path)
+    _crash_at(args, "before_marker:pause:1:0", tmp_path / "fault.json", tmp_path / "run1.log", no_transactions=True)
+    _run_to_end(args, _env(no_transactions=True), tmp_path / "run2.log")
+    got = _read(bootstrap, args[2], "read_committed")
+    assert set(got) == set(values)
+    twice = {v for v in got if got.count(v) == 2}
+    assert twice == {b"p0-%03d" % i for i in range(ROWS_PER_PARTITION // 2, ROWS_PER_PARTITION)}, sorted(twice)
 
 
 TASK_FAILURES = [

@@ -184,6 +184,7 @@ class EpochlogBatchWriter(DataSourceArrowWriter):
 FAULT_ENV = "EPOCHLOG_SINK_FAULT"
 FAULT_FILE_ENV = "EPOCHLOG_SINK_FAULT_FILE"
 NO_MARKER_CHECK_ENV = "EPOCHLOG_SINK_TEST_NO_MARKER_CHECK"
+NO_TRANSACTIONS_ENV = "EPOCHLOG_SINK_TEST_NO_TRANSACTIONS"
 FAULT_STEPS = (
     "after_init",  # task: init_transactions done (earlier attempts fenced), markers not read yet
     "before_marker",  # task: rows produced in the open transaction, the marker not yet
@@ -416,6 +417,27 @@ def write_task_transactional(
     return TaskResult(rows, False)
 
 
+def write_task_without_transactions(
+    opts: SinkOptions, batches: Iterator[pa.RecordBatch], query_id: str, batch_id: int, part: int
+) -> TaskResult:
+    """TEST HOOK (EPOCHLOG_SINK_TEST_NO_TRANSACTIONS=1): the sink as it was before transactions, for the
+    negative controls: check the markers, write the rows with an idempotent producer, flush, then write the
+    marker. A task that dies between its flushed rows and its marker leaves rows with no marker."""
+    state = read_commit_state(opts, query_id)
+    if state.done(batch_id, part):
+        for _ in batches:
+            pass
+        return TaskResult(0, True)
+    producer = _Producer(producer_conf(opts))
+    rows = write_batches(opts, batches, producer)
+    fault_point("before_marker", batch_id, part)
+    key, value = _marker_record(query_id, batch_id, part, rows)
+    producer.produce(opts.commit_topic, value, key, 0)
+    producer.flush()
+    fault_point("after_task_commit", batch_id, part)
+    return TaskResult(rows, False)
+
+
 class EpochlogStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.opts = parse_sink_options(options)
@@ -433,7 +455,8 @@ class EpochlogStreamWriter(DataSourceStreamArrowWriter):
         if batch_prop is None or not query_id:
             # Not inside a micro-batch we can identify: plain at-least-once.
             return SinkCommit(write_batches(self.opts, iterator, _Producer(producer_conf(self.opts))), partition=part)
-        r = write_task_transactional(self.opts, iterator, query_id, int(batch_prop), part)
+        write = write_task_without_transactions if os.environ.get(NO_TRANSACTIONS_ENV) else write_task_transactional
+        r = write(self.opts, iterator, query_id, int(batch_prop), part)
         return SinkCommit(r.rows, skipped=r.skipped, partition=part, query_id=query_id)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
