@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -111,6 +112,7 @@ def main() -> None:
         spark.stop()
     finally:
         broker.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(res))
     write_results("spark-sink", res)
 
