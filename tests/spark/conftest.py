@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -60,10 +62,22 @@ def bootstrap(broker: Broker) -> str:
     return broker.bootstrap
 
 
+def code_under_test_path() -> str:
+    """The directory this process imports `epochlog` from (a worktree's src/ or the editable install's)."""
+    import epochlog
+
+    return str(Path(epochlog.__file__).resolve().parents[1])
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     from epochlog.spark.pipeline import local_session
 
+    # Spark's Python workers inherit PYTHONPATH from the JVM, and their working directory need not be ours:
+    # put the code this process imports first, as an absolute path, so the workers run the same code (the
+    # venv's editable install may point at another checkout).
+    rest = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([code_under_test_path(), *rest]))
     s = local_session("epochlog-tests")
     s.sparkContext.setLogLevel("ERROR")
     yield s
@@ -112,8 +126,9 @@ def produce(
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 20.0) -> list[Any]:
-    """Every record of a topic (up to its current end), as confluent-kafka messages."""
-    from confluent_kafka import Consumer, TopicPartition
+    """Every record of a topic (up to its current end), as confluent-kafka messages. The end may be a
+    transaction's control record, which is never delivered: end of partition counts as reaching it."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     c = Consumer(
         {
@@ -121,6 +136,7 @@ def consume_all(bootstrap: str, topic: str, partitions: int = 1, timeout: float 
             "group.id": f"check-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "isolation.level": "read_uncommitted",
+            "enable.partition.eof": True,
         }
     )
     try:
@@ -132,6 +148,8 @@ def consume_all(bootstrap: str, topic: str, partitions: int = 1, timeout: float 
         while any(pos[p] < ends[p] for p in ends) and time.monotonic() < deadline:
             for m in c.consume(1000, 0.5):
                 if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        pos[m.partition()] = max(pos[m.partition()], m.offset())
                     continue
                 out.append(m)
                 pos[m.partition()] = m.offset() + 1

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.spark.conftest import make_topic, produce
+from tests.spark.conftest import code_under_test_path, make_topic, produce
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -147,3 +148,16 @@ def test_plain_fetch_matches_confluent_and_hands_over(spark: Any, bootstrap: str
         while True:
             n += next(gen).num_rows
     assert (n, stop.value.value) == (3000, 3000)
+
+
+def test_workers_import_the_code_under_test(spark: Any) -> None:
+    """Spark's Python workers import epochlog from the same place as this process (not the editable
+    install's checkout when a worktree's src/ is on PYTHONPATH)."""
+
+    def where(_: Any) -> Any:
+        import epochlog
+
+        yield epochlog.__file__
+
+    paths = set(spark.sparkContext.parallelize(range(2), 2).mapPartitions(where).collect())
+    assert paths == {str(Path(code_under_test_path()) / "epochlog" / "__init__.py")}, paths

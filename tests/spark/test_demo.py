@@ -3,6 +3,7 @@ Spark into Parquet, nothing lost."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -45,10 +46,15 @@ def test_demo_short_run(tmp_path: Path) -> None:
     assert "-> broker-" in out, out  # a leader change was seen, with epochs
     assert "the active controller" in out and "controller failover: controller" in out, out
     assert "PROBLEM" not in out, out
+    # The exactly-once copy through the sink, read with read_committed, and the brokers' transaction count.
+    assert "into page-views-eos, read with read_committed: " in out and "(lost: 0, duplicated: 0;" in out, out
+    committed = re.search(r"transactions committed: ([0-9,]+), aborted: ([0-9,]+)", out)
+    assert committed and int(committed.group(1).replace(",", "")) > 0, out
 
     page = report.read_text()
     assert "<svg" in page and "kill -9 broker-" in page and "lost: 0" in page
     assert "controller failover" in page
+    assert "transactions committed / aborted" in page and "read_committed" in page
 
     # The output is real Parquet, readable without Spark.
     assert list((data / "spark" / "raw").glob("batch=*/*.parquet"))

@@ -106,10 +106,26 @@ class DemoResult:
     batches: list[BatchInfo] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     caught_up: bool = False
+    # The second query's copy through the exactly-once sink, read back with read_committed.
+    eos_topic: str = ""
+    eos_rows: int = -1
+    eos_lost: int = -1
+    eos_duplicated: int = -1
+    eos_examples: list[str] = field(default_factory=list)
+    eos_uncommitted_rows: int = -1  # what a read_uncommitted consumer sees (aborted attempts' rows too)
+    txn_committed: int = -1  # the brokers' epochlog_transaction_coordinator_completed_total
+    txn_aborted: int = -1
 
     @property
     def ok(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0 and self.mismatched == 0 and not self.problems
+        return (
+            self.lost == 0
+            and self.duplicated == 0
+            and self.mismatched == 0
+            and self.eos_lost == 0
+            and self.eos_duplicated == 0
+            and not self.problems
+        )
 
 
 class DemoError(Exception):

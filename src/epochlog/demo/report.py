@@ -77,6 +77,18 @@ def summary_lines(res: DemoResult) -> list[str]:
     out.append(f"duplicated: {res.duplicated}")
     if res.duplicate_examples:
         out.append("  e.g. " + "; ".join(res.duplicate_examples))
+    if res.eos_topic:
+        out.append(
+            f"exactly-once copy through the epochlog sink into {res.eos_topic}, read with read_committed: "
+            f"{_n(max(res.eos_rows, 0))} records (lost: {res.eos_lost}, duplicated: {res.eos_duplicated}; "
+            f"a read_uncommitted consumer sees {_n(max(res.eos_uncommitted_rows, 0))}, aborted attempts included)"
+        )
+        if res.eos_examples:
+            out.append("  e.g. " + "; ".join(res.eos_examples))
+        out.append(
+            f"transactions committed: {_n(max(res.txn_committed, 0))}, aborted: {_n(max(res.txn_aborted, 0))} "
+            "(the brokers' epochlog_transaction_coordinator_completed_total)"
+        )
     for p in res.problems:
         out.append(f"PROBLEM: {p}")
     return out
@@ -217,6 +229,12 @@ def render_html(res: DemoResult) -> str:
         ("lost (acknowledged, not in the output)", str(res.lost)),
         ("duplicated (extra copies in the output)", str(res.duplicated)),
         ("acknowledged offsets holding another event", str(res.mismatched)),
+        (
+            f"exactly-once copy in {res.eos_topic} (sink, read_committed)",
+            f"{_n(max(res.eos_rows, 0))} records, lost {res.eos_lost}, duplicated {res.eos_duplicated}",
+        ),
+        ("the same topic read with read_uncommitted", _n(max(res.eos_uncommitted_rows, 0))),
+        ("transactions committed / aborted (brokers' counters)", f"{res.txn_committed:,} / {res.txn_aborted:,}"),
         ("leader changes", str(len(res.leader_changes))),
         (
             "controller failover (active controller killed)",
@@ -267,7 +285,10 @@ def render_html(res: DemoResult) -> str:
 partitions, replication factor 3, <code>min.insync.replicas=2</code>. A producer sent page views at
 {res.rate:,}/s for {res.duration:g} s with <code>acks=all</code> and idempotence; a Spark Structured Streaming
 query read them with the <code>epochlog</code> source and wrote raw events and per-country counts per 10-second
-window to Parquet. The leader of partition 0 was killed with <code>kill -9</code> and restarted later.</p>
+window to Parquet; a second query copied every record through the exactly-once <code>epochlog</code> sink (one
+Kafka transaction per task and micro-batch) into <code>{html.escape(res.eos_topic)}</code>. Both read with
+<code>isolation.level=read_committed</code>. The leader of partition 0 was killed with <code>kill -9</code> and
+restarted later.</p>
 <p>Result: {verdict}</p>
 <h2>Throughput</h2>
 {throughput_svg(res)}

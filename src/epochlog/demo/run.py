@@ -23,6 +23,7 @@ from epochlog.demo.events import PageViewGenerator
 from epochlog.demo.load import EventProducer, FaultSchedule, LeaderWatcher
 from epochlog.demo.model import BROKER_SETTINGS, CONTROLLER_SETTINGS, DemoError, DemoOptions, DemoResult, TimelineEvent
 from epochlog.demo.spark_job import SparkJob, quiet_log4j, read_aggregates, read_output, stop_spark
+from epochlog.demo.txns import TxnCounter, add_metrics_ports, metrics_ports
 from epochlog.demo.verify import compare, end_offsets, read_log
 
 log = logging.getLogger("epochlog.demo")
@@ -129,6 +130,7 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
     producer: EventProducer | None = None
     watcher: LeaderWatcher | None = None
     faults: FaultSchedule | None = None
+    txns: TxnCounter | None = None
     t_start = [0.0]
 
     def clock() -> float:
@@ -149,11 +151,18 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
             controller_settings=dict(CONTROLLER_SETTINGS),
             controllers=3,
         )
+        brokers = {n.node_id: n.config for n in cluster.nodes.values() if n.role == "broker"}
+        ports = metrics_ports(cluster.base_port, sorted(brokers))
+        add_metrics_ports(brokers, ports)
+        txns = TxnCounter(ports)
         cluster.start(timeout=60)
         bootstrap = cluster.bootstrap
         admin = admin_client({"bootstrap.servers": bootstrap, "logger": logging.getLogger("epochlog.demo.librdkafka")})
         create_topic(admin, opts.topic, opts.partitions, 3, {"min.insync.replicas": "2"})
         wait_for_partitions(admin, opts.topic, opts.partitions, timeout=30)
+        res.eos_topic = f"{opts.topic}-eos"
+        create_topic(admin, res.eos_topic, opts.partitions, 3, {"min.insync.replicas": "2"})
+        wait_for_partitions(admin, res.eos_topic, opts.partitions, timeout=30)
         watcher = LeaderWatcher(bootstrap, opts.topic, clock)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -171,8 +180,9 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
         )
 
         prog.phase(
-            "starting Spark (local[2]) and the streaming query: epochlog -> JSON -> Parquet every "
-            f"{opts.trigger_seconds:g} s"
+            "starting Spark (local[2], 4 attempts per task) and two streaming queries reading with read_committed: "
+            f"epochlog -> JSON -> Parquet, and epochlog -> the exactly-once sink -> {res.eos_topic} (one Kafka "
+            f"transaction per task and micro-batch), every {opts.trigger_seconds:g} s"
         )
         from pyspark import SparkContext
 
@@ -183,6 +193,7 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
         sigint = signal.getsignal(signal.SIGINT)
         spark = local_session(
             "epochlog-demo",
+            master="local[2,4]",
             jvm_options=f"{JVM_FAST_START} -Dlog4j2.configurationFile=file:{log4j}",
             extra={"spark.ui.showConsoleProgress": "false"},
         )
@@ -193,13 +204,15 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
         spark.sparkContext.setLogLevel("ERROR")
         job = SparkJob(spark, bootstrap, opts.topic, data_dir / "spark", clock)
         job.start(opts.trigger_seconds)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and job.query.isActive:
-            if str(job.query.status.get("message", "")).startswith("Waiting"):
-                break
-            time.sleep(0.2)
-        if not job.query.isActive:
-            raise DemoError(f"the streaming query failed to start: {job.query.exception()}")
+        job.start_copy(opts.trigger_seconds, res.eos_topic)
+        for q in (job.query, job.eos_query):
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and q.isActive:
+                if str(q.status.get("message", "")).startswith("Waiting"):
+                    break
+                time.sleep(0.2)
+            if not q.isActive:
+                raise DemoError(f"the streaming query failed to start: {q.exception()}")
 
         gen = PageViewGenerator(run_id=uuid.uuid4().hex[:6], seed=opts.seed)
         producer = EventProducer(bootstrap, opts.topic, gen, opts.rate)
@@ -222,12 +235,15 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
             while clock() < opts.duration:
                 time.sleep(0.25)
                 now = clock()
-                killed = faults.killed_names
-                if job.query is not None and not job.query.isActive:
-                    exc = job.query.exception()
+                stopped = [q for q in (job.query, job.eos_query) if q is not None and not q.isActive]
+                if stopped:
+                    exc = stopped[0].exception()
                     res.problems.append(f"the streaming query stopped: {exc}")
                     event("problem", f"the streaming query stopped: {str(exc)[:300]}")
                     break
+                txns.poll()
+                # Read after everything slow in this loop: the fault schedule names its victims before it kills.
+                killed = faults.killed_names
                 dead = [n.name for n in cluster.nodes.values() if not n.alive and n.name not in killed]
                 if dead:
                     res.problems.append(f"{', '.join(dead)} exited on its own; see {logs}")
@@ -245,6 +261,11 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
                     [
                         ("producer", f"sent {producer.produced:,}  acked {producer.acked_count:,}"),
                         ("spark", f"{job.rows_written():,} rows in Parquet, {len(job.batches)} micro-batches"),
+                        (
+                            "txns",
+                            f"{txns.total('commit'):,} committed, {txns.total('abort'):,} aborted "
+                            f"(sink into {res.eos_topic})",
+                        ),
                         ("leaders", leaders),
                     ],
                 )
@@ -262,17 +283,21 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
                 target[p] = o + 1
         prog.phase(f"letting the query catch up to the end of the log {target}")
         deadline = time.monotonic() + opts.catch_up_timeout
-        while time.monotonic() < deadline and job.query.isActive:
-            done = job.committed_offsets()
-            if all(done.get(p, 0) >= off for p, off in target.items()):
+        while time.monotonic() < deadline and job.query.isActive and job.eos_query.isActive:
+            txns.poll()
+            if all(
+                all(done.get(p, 0) >= off for p, off in target.items())
+                for done in (job.committed_offsets(), job.committed_offsets(job.eos_query))
+            ):
                 res.caught_up = True
                 break
             time.sleep(0.5)
         if not res.caught_up:
-            if job.query.isActive:
-                res.problems.append(f"the query did not reach {target} within {opts.catch_up_timeout:g} s")
+            if job.query.isActive and job.eos_query.isActive:
+                res.problems.append(f"the queries did not reach {target} within {opts.catch_up_timeout:g} s")
             elif not any("query stopped" in p for p in res.problems):
-                res.problems.append(f"the streaming query stopped: {job.query.exception()}")
+                q = job.query if not job.query.isActive else job.eos_query
+                res.problems.append(f"the streaming query stopped: {q.exception()}")
         event("phase", "query caught up" if res.caught_up else "query did not catch up")
         job.stop()
 
@@ -303,6 +328,23 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
             )
         if lc.mismatched:
             res.problems.append(f"{lc.mismatched} acknowledged offsets in the log hold a different event")
+
+        # The exactly-once copy, as a read_committed consumer sees it; read_uncommitted also sees the rows of
+        # transactions that were aborted (task attempts that failed, e.g. while a leader was down).
+        eos_rows = read_log(bootstrap, res.eos_topic, opts.partitions, isolation="read_committed")
+        ec = compare(acked, eos_rows)
+        res.eos_rows, res.eos_lost, res.eos_duplicated = ec.rows, ec.lost, ec.duplicated
+        res.eos_examples = ec.lost_examples + ec.duplicate_examples
+        res.eos_uncommitted_rows = len(read_log(bootstrap, res.eos_topic, opts.partitions))
+        txns.poll()
+        res.txn_committed, res.txn_aborted = txns.total("commit"), txns.total("abort")
+        if ec.lost or ec.duplicated:
+            res.problems.append(
+                f"the exactly-once copy in {res.eos_topic} misses {ec.lost} acknowledged records and has "
+                f"{ec.duplicated} duplicates (read_committed)"
+            )
+        if res.txn_committed <= 0:
+            res.problems.append("the brokers counted no committed transaction")
 
         out_rows = read_output(job.raw)
         oc = compare(acked, out_rows)

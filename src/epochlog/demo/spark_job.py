@@ -18,11 +18,14 @@ log = logging.getLogger("epochlog.demo")
 
 
 class SparkJob:
-    """The streaming query: epochlog source -> parse JSON -> raw events and per-window counts in Parquet.
+    """Two streaming queries over the topic, both reading with isolation.level=read_committed:
 
-    foreachBatch writes each micro-batch into directories named by its batch id with mode overwrite, so
-    a micro-batch that Spark replays (after a failure between the write and the commit) replaces its own
-    output instead of adding to it.
+    - epochlog source -> parse JSON -> raw events and per-window counts in Parquet. foreachBatch writes each
+      micro-batch into directories named by its batch id with mode overwrite, so a micro-batch that Spark
+      replays (after a failure between the write and the commit) replaces its own output instead of adding
+      to it;
+    - epochlog source -> the `epochlog` sink into a second topic (same partition for each record): the
+      sink's exactly-once path, one Kafka transaction per write task and micro-batch.
     """
 
     def __init__(self, spark: Any, bootstrap: str, topic: str, out_dir: Path, clock: Callable[[], float]):
@@ -30,6 +33,8 @@ class SparkJob:
         self.raw = out_dir / "raw"
         self.aggregates = out_dir / "country_counts_10s"
         self.checkpoint = out_dir / "checkpoint"
+        self.eos_checkpoint = out_dir / "checkpoint-eos"
+        self.eos_query: Any = None
         self.batches: dict[int, BatchInfo] = {}
         self.query: Any = None
         self._lock = threading.Lock()
@@ -67,18 +72,7 @@ class SparkJob:
     def start(self, trigger_seconds: float) -> Any:
         from pyspark.sql import functions as F
 
-        from epochlog.spark.pipeline import read_stream
-
-        src = read_stream(
-            self.spark,
-            self.bootstrap,
-            self.topic,
-            startingOffsets="earliest",
-            failOnDataLoss="true",
-            # librdkafka in the Spark workers prints every refused connection to the killed broker on stderr;
-            # those are expected here, and a real failure fails the query, which the demo reports.
-            **{"kafka.log_level": "2"},
-        )
+        src = self._source()
         events = src.select(
             "partition",
             "offset",
@@ -94,6 +88,34 @@ class SparkJob:
         )
         return self.query
 
+    def _source(self) -> Any:
+        from epochlog.spark.pipeline import read_stream
+
+        return read_stream(
+            self.spark,
+            self.bootstrap,
+            self.topic,
+            startingOffsets="earliest",
+            failOnDataLoss="true",
+            # librdkafka in the Spark workers prints every refused connection to the killed broker on stderr;
+            # those are expected here, and a real failure fails the query, which the demo reports.
+            **{"kafka.log_level": "2", "kafka.isolation.level": "read_committed"},
+        )
+
+    def start_copy(self, trigger_seconds: float, out_topic: str) -> Any:
+        """The second query: every record into `out_topic`, same key, value and partition, exactly once."""
+        from epochlog.spark.pipeline import stream_to_topic
+
+        self.eos_query = stream_to_topic(
+            self._source().selectExpr("key", "value", "partition"),
+            self.bootstrap,
+            out_topic,
+            str(self.eos_checkpoint),
+            processing_time=f"{trigger_seconds:g} seconds",
+            **{"kafka.log_level": "2"},
+        )
+        return self.eos_query
+
     def rows_written(self) -> int:
         with self._lock:
             return sum(b.rows for b in self.batches.values())
@@ -102,9 +124,10 @@ class SparkJob:
         with self._lock:
             return sorted(self.batches.values(), key=lambda b: b.batch_id)
 
-    def committed_offsets(self) -> dict[int, int]:
+    def committed_offsets(self, query: Any = None) -> dict[int, int]:
         """Next offset per partition of the last completed micro-batch, from the query's progress."""
-        prog = self.query.lastProgress if self.query is not None else None
+        query = query if query is not None else self.query
+        prog = query.lastProgress if query is not None else None
         if not prog:
             return {}
         out: dict[int, int] = {}
@@ -120,6 +143,18 @@ class SparkJob:
         return out
 
     def stop(self, timeout: float = 60.0) -> None:
+        if self.eos_query is not None:
+            try:
+                deadline = time.monotonic() + min(timeout, 30.0)
+                while self.eos_query.isActive and self.eos_query.status.get("isTriggerActive"):
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)
+                if self.eos_query.isActive:
+                    self.eos_query.stop()
+                self.eos_query.awaitTermination(timeout)
+            except Exception as e:
+                log.debug("copy query stop: %s", e)
         if self.query is None:
             return
         try:

@@ -15,7 +15,7 @@ from epochlog.demo.model import DemoError
 log = logging.getLogger("epochlog.demo")
 
 
-def _consumer(bootstrap: str) -> Any:
+def _consumer(bootstrap: str, isolation: str = "read_uncommitted") -> Any:
     from confluent_kafka import Consumer
 
     return Consumer(
@@ -23,7 +23,9 @@ def _consumer(bootstrap: str) -> Any:
             "bootstrap.servers": bootstrap,
             "group.id": f"epochlog-demo-check-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
-            "isolation.level": "read_uncommitted",
+            "isolation.level": isolation,
+            # A log may end with a transaction's control record, which is never delivered.
+            "enable.partition.eof": True,
             "logger": logging.getLogger("epochlog.demo.librdkafka"),
         }
     )
@@ -58,11 +60,14 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
         c.close()
 
 
-def read_log(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> list[tuple[int, int, str]]:
-    """(partition, offset, id) of every record in the topic, read straight from the brokers."""
-    from confluent_kafka import TopicPartition
+def read_log(
+    bootstrap: str, topic: str, partitions: int, timeout: float = 60.0, isolation: str = "read_uncommitted"
+) -> list[tuple[int, int, str]]:
+    """(partition, offset, id) of every record in the topic, read straight from the brokers (read_committed:
+    only committed transactions' records, up to the last stable offset)."""
+    from confluent_kafka import KafkaError, TopicPartition
 
-    c = _consumer(bootstrap)
+    c = _consumer(bootstrap, isolation)
     out: list[tuple[int, int, str]] = []
     try:
         ends = _watermarks(c, topic, partitions)
@@ -72,6 +77,8 @@ def read_log(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0)
         while any(pos[p] < ends[p] for p in ends) and time.monotonic() < deadline:
             for m in c.consume(5000, 0.5):
                 if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        pos[m.partition()] = max(pos[m.partition()], m.offset())
                     continue
                 try:
                     eid = json.loads(m.value())["id"]

@@ -58,6 +58,13 @@ class BrokerMetrics:
         self.isr_expands = Counter(
             "kafka_server_replicamanager_isrexpands", "ISR expansions of partitions this broker leads", registry=r
         )
+        # No Kafka JMX metric counts finished transactions; this one is epochlog's own.
+        self.txn_completed = Counter(
+            "epochlog_transaction_coordinator_completed",
+            "Transactions this broker's coordinator completed (the CompleteCommit/CompleteAbort record is durable)",
+            ["result"],
+            registry=r,
+        )
         self.log_flush = Histogram(
             "kafka_log_logflushstats_logflushrateandtimems",
             "Milliseconds each log flush (fsync) took",
@@ -84,6 +91,9 @@ class BrokerMetrics:
 
     def observe_request(self, request: str, started: float) -> None:
         self.request_time.labels(request).observe((time.monotonic() - started) * 1000)
+
+    def txn_completed_one(self, committed: bool) -> None:
+        self.txn_completed.labels("commit" if committed else "abort").inc()
 
     def observe_flush(self, seconds: float) -> None:
         self.log_flush.observe(seconds * 1000)

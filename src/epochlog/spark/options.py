@@ -35,6 +35,7 @@ _UNSUPPORTED_SINK = {
 DEFAULT_MAX_TRIGGER_DELAY = "15m"
 DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark uses spark.network.timeout, 120 s by default
 DEFAULT_COMMIT_TOPIC = "__epochlog_spark_sink"
+DEFAULT_TRANSACTIONAL_ID_PREFIX = "epochlog-spark"
 
 
 class OptionError(ValueError):
@@ -86,6 +87,7 @@ class SinkOptions:
     commit_topic: str
     commit_topic_replication_factor: int
     extra: dict[str, Any] = field(default_factory=dict)
+    transactional_id_prefix: str = DEFAULT_TRANSACTIONAL_ID_PREFIX
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -305,6 +307,11 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     for k, instead in _UNSUPPORTED_SINK.items():
         if k in kafka:
             raise OptionError(f"Kafka option '{k}' is not supported as keys and values are bytes; use {instead}.")
+    if "transactional.id" in kafka:
+        raise OptionError(
+            "Kafka option 'transactional.id' is not supported: the streaming sink derives one per query and "
+            "Spark partition; use the option 'transactionalIdPrefix' to change its prefix."
+        )
     rf = opts.get("committopicreplicationfactor", "-1")
     try:
         rf_n = int(rf)
@@ -317,4 +324,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         topic=topic.strip() if topic and topic.strip() else None,
         commit_topic=opts.get("committopic", DEFAULT_COMMIT_TOPIC),
         commit_topic_replication_factor=rf_n,
+        transactional_id_prefix=opts.get("transactionalidprefix", DEFAULT_TRANSACTIONAL_ID_PREFIX),
     )

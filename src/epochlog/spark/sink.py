@@ -1,23 +1,32 @@
-"""The `epochlog` sink: batch and streaming writes through an idempotent confluent-kafka producer.
+"""The `epochlog` sink: exactly-once streaming writes on Kafka transactions, batch writes idempotent.
 
-Streaming writes are exactly-once into the log by remembering what was committed, per query, in a small
-marker topic (one partition, compacted):
+Streaming (docs/spark.md has the protocol with a picture). Each write task of micro-batch N:
 
-  key "<queryId>/task/<sparkPartition>"  value {"q", "b": batchId, "p": sparkPartition, "n": rows}
-  key "<queryId>/batch"                   value {"q", "b": batchId, "p": -1}
+  1. opens a transactional producer with transactional.id "<prefix>-<queryId>-<sparkPartition>": the same id
+     for every attempt of that partition (task retries, speculative copies, replays after a driver restart),
+     so `init_transactions` fences every earlier attempt and aborts its open transaction;
+  2. reads, read_committed, the query's markers in the compacted marker topic (`commitTopic`), after waiting
+     until the marker topic's last stable offset has passed its end as it was after step 1;
+  3. if its partition's marker (or the driver's batch marker) already says batch >= N, writes nothing;
+  4. else begins a transaction, produces its rows and the marker
+       key "<queryId>/task/<sparkPartition>"  value {"q", "b": N, "p": sparkPartition, "n": rows}
+     into the same transaction, and commits: the rows and "partition p did batch N" become visible together.
 
-A write task flushes its records (idempotent producer: no duplicates from its own retries), then writes its
-task marker. The driver's commit writes the batch marker after every task succeeded. When Spark replays a
-micro-batch (restart after a crash between the write and Spark's commit log, or a re-run of the same batch
-id), each task first reads the markers and writes nothing if its batch, or its own part of it, is already
-marked. The remaining window is a task that crashes after some of its records were acknowledged but before
-its marker: the retry rewrites that task's rows (Kafka transactions would close it; see docs/spark.md).
+The driver's commit(N) appends the batch marker ("<queryId>/batch", "p": -1) once every task succeeded; it
+only lets later replays skip the marker read's per-partition answer, correctness rests on the task markers.
+Readers see each row once with isolation.level=read_committed (read_uncommitted readers also see the rows
+of aborted attempts). Batch writes (DataFrame.write) stay at-least-once through an idempotent producer, as
+Spark's Kafka connector: a retried task rewrites its rows.
+
+EPOCHLOG_SINK_FAULT is a test hook, never set in production: see `fault_point`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -170,7 +179,65 @@ class EpochlogBatchWriter(DataSourceArrowWriter):
         return SinkCommit(write_batches(self.opts, iterator, _Producer(producer_conf(self.opts))))
 
 
+# -- test hook ---------------------------------------------------------------------------------------
+
+FAULT_ENV = "EPOCHLOG_SINK_FAULT"
+FAULT_FILE_ENV = "EPOCHLOG_SINK_FAULT_FILE"
+NO_MARKER_CHECK_ENV = "EPOCHLOG_SINK_TEST_NO_MARKER_CHECK"
+NO_TRANSACTIONS_ENV = "EPOCHLOG_SINK_TEST_NO_TRANSACTIONS"
+FAULT_STEPS = (
+    "after_init",  # task: init_transactions done (earlier attempts fenced), markers not read yet
+    "before_marker",  # task: rows produced in the open transaction, the marker not yet
+    "before_task_commit",  # task: rows and marker produced, commit_transaction not called
+    "after_task_commit",  # task: transaction committed, the commit message not yet returned to Spark
+    "before_driver_commit",  # driver: every task reported, the batch marker not written
+    "after_driver_commit",  # driver: batch marker written, Spark's commit log not yet
+)
+
+
+def fault_point(step: str, batch_id: int, partition: int) -> None:
+    """TEST HOOK. With EPOCHLOG_SINK_FAULT="<step>[:<action>[:<batch>[:<partition>]]]" and
+    EPOCHLOG_SINK_FAULT_FILE=<path>, the first process to reach <step> (of that batch id and Spark partition,
+    when given) creates <path> (O_EXCL, so the fault fires once across every process and restart) and then:
+    "pause" (default) sleeps until killed (the test kill -9s the driver's process tree), "raise" raises
+    (Spark fails the task and retries it), "exit" ends the Python worker with os._exit(1). Unset: nothing."""
+    spec = os.environ.get(FAULT_ENV)
+    path = os.environ.get(FAULT_FILE_ENV)
+    if not spec or not path:
+        return
+    parts = spec.split(":")
+    if parts[0] != step:
+        return
+    action = parts[1] if len(parts) > 1 and parts[1] else "pause"
+    if len(parts) > 2 and parts[2] and int(parts[2]) != batch_id:
+        return
+    if len(parts) > 3 and parts[3] and int(parts[3]) != partition:
+        return
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps({"step": step, "batch": batch_id, "partition": partition, "pid": os.getpid()}))
+    log.warning("test fault %s at %s (batch %s, partition %s)", action, step, batch_id, partition)
+    if action == "raise":
+        raise RuntimeError(f"injected sink fault at {step} (batch {batch_id}, partition {partition})")
+    if action == "exit":
+        os._exit(1)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+    raise RuntimeError(f"injected pause at {step} was never killed")
+
+
 # -- exactly-once streaming --------------------------------------------------------------------------
+
+
+def _admin_conf(opts: SinkOptions) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": opts.bootstrap,
+        **{k: v for k, v in opts.kafka.items() if k.startswith(("security", "sasl", "ssl", "log_level"))},
+    }
 
 
 def _ensure_commit_topic(opts: SinkOptions) -> None:
@@ -178,12 +245,7 @@ def _ensure_commit_topic(opts: SinkOptions) -> None:
 
     from epochlog.client.admin import create_topic, wait_for_partitions
 
-    admin = AdminClient(
-        {
-            "bootstrap.servers": opts.bootstrap,
-            **{k: v for k, v in opts.kafka.items() if k.startswith(("security", "sasl", "ssl"))},
-        }
-    )
+    admin = AdminClient(_admin_conf(opts))
     md = admin.list_topics(opts.commit_topic, timeout=10)
     t = md.topics.get(opts.commit_topic)
     if t is not None and t.error is None and t.partitions:
@@ -210,28 +272,62 @@ class CommitState:
         return self.last_batch >= batch_id or self.tasks.get(partition, -1) >= batch_id
 
 
-def read_commit_state(opts: SinkOptions, query_id: str, timeout: float = 30.0) -> CommitState:
-    """Scan the marker topic for one query's markers (the topic is small and compacted)."""
-    import time
+def _end_offsets(admin: Any, tp: Any, timeout: float) -> tuple[int, int]:
+    """(high watermark, last stable offset) of one partition."""
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import OffsetSpec
 
+    out = []
+    for level in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED):
+        fut = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level, request_timeout=timeout)[tp]
+        out.append(int(fut.result().offset))
+    return out[0], out[1]
+
+
+def read_commit_state(
+    opts: SinkOptions, query_id: str, timeout: float = 30.0, stable_timeout: float = 120.0
+) -> CommitState:
+    """The query's markers, read_committed, up to the marker topic's end as it is now.
+
+    The read waits until the last stable offset reaches the high watermark seen first: a transaction that
+    wrote a marker before this call (an earlier attempt that was committing while it was fenced, another
+    task's) is then decided, so a committed marker is never missed because the read stopped at an open
+    transaction. A dead task's transaction stays open until its retry's init_transactions or the
+    transaction timeout, hence `stable_timeout` (above the producer's transaction.timeout.ms)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka.admin import AdminClient
 
+    tp = TopicPartition(opts.commit_topic, 0)
+    admin = AdminClient(_admin_conf(opts))
+    # Measured: list_offsets on a fresh AdminClient waited 3 s about one time in five (librdkafka 2.16)
+    # unless the client already had the topic's metadata; with it, never more than 0.06 s in 40 tries.
+    admin.list_topics(opts.commit_topic, timeout=10)
+    high, stable = _end_offsets(admin, tp, 10.0)
+    deadline = time.monotonic() + stable_timeout
+    while stable < high:
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"{opts.commit_topic}: the last stable offset stayed below {high} for {stable_timeout}s "
+                "(an open transaction that was neither committed nor aborted)"
+            )
+        time.sleep(0.1)
+        stable = _end_offsets(admin, tp, 10.0)[1]
     c = Consumer(
         {
-            "bootstrap.servers": opts.bootstrap,
+            **_admin_conf(opts),
             "group.id": "epochlog-sink-markers",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
-            "isolation.level": "read_uncommitted",
+            "isolation.level": "read_committed",
             "auto.offset.reset": "earliest",
-            **{k: v for k, v in opts.kafka.items() if k.startswith(("security", "sasl", "ssl"))},
+            # The scan ends at end-of-partition, which an empty fetch reports: do not let the broker hold it.
+            "fetch.wait.max.ms": 10,
         }
     )
     last, tasks = -1, {}
     prefix = f"{query_id}/".encode()
     try:
-        tp = TopicPartition(opts.commit_topic, 0)
-        low, high = c.get_watermark_offsets(tp, timeout=10.0)
+        low, _ = c.get_watermark_offsets(tp, timeout=10.0)
         if high <= low:
             return CommitState(-1, {})
         c.assign([TopicPartition(opts.commit_topic, 0, low)])
@@ -240,7 +336,7 @@ def read_commit_state(opts: SinkOptions, query_id: str, timeout: float = 30.0) -
         while pos < high:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading sink markers from {opts.commit_topic} took more than {timeout}s")
-            for m in c.consume(10_000, 0.5):
+            for m in c.consume(10_000, 0.1):
                 if m.error():
                     if m.error().code() == KafkaError._PARTITION_EOF:
                         pos = max(pos, m.offset())
@@ -258,11 +354,88 @@ def read_commit_state(opts: SinkOptions, query_id: str, timeout: float = 30.0) -
     return CommitState(last, tasks)
 
 
-def _marker(producer: _Producer, opts: SinkOptions, query_id: str, batch_id: int, partition: int, rows: int) -> None:
+def _marker_record(query_id: str, batch_id: int, partition: int, rows: int) -> tuple[bytes, bytes]:
     key = f"{query_id}/batch" if partition < 0 else f"{query_id}/task/{partition}"
     value = json.dumps({"q": query_id, "b": batch_id, "p": partition, "n": rows})
-    producer.produce(opts.commit_topic, value.encode(), key.encode(), 0)
+    return key.encode(), value.encode()
+
+
+def transactional_id(opts: SinkOptions, query_id: str, partition: int) -> str:
+    """Stable across attempts of one Spark partition of one query (its id survives restarts: the checkpoint
+    keeps it), distinct between partitions and queries."""
+    return f"{opts.transactional_id_prefix}-{query_id}-{partition}"
+
+
+def transactional_conf(opts: SinkOptions, txn_id: str) -> dict[str, Any]:
+    conf = producer_conf(opts)
+    conf["transactional.id"] = txn_id
+    conf.setdefault("transaction.timeout.ms", 60_000)
+    return conf
+
+
+@dataclass
+class TaskResult:
+    rows: int
+    skipped: bool
+
+
+def write_task_transactional(
+    opts: SinkOptions, batches: Iterator[pa.RecordBatch], query_id: str, batch_id: int, part: int
+) -> TaskResult:
+    """One Spark partition of micro-batch `batch_id`, exactly once (module docstring, steps 1-4)."""
+    from confluent_kafka import KafkaException
+
+    conf = transactional_conf(opts, transactional_id(opts, query_id, part))
+    txn_timeout_s = int(conf["transaction.timeout.ms"]) / 1000
+    producer = _Producer(conf)
+    producer.p.init_transactions(max(txn_timeout_s, 60.0))
+    fault_point("after_init", batch_id, part)
+    if not os.environ.get(NO_MARKER_CHECK_ENV):
+        state = read_commit_state(opts, query_id, stable_timeout=txn_timeout_s + 60)
+        if state.done(batch_id, part):
+            log.info("query %s batch %s partition %s already committed; writing nothing", query_id, batch_id, part)
+            for _ in batches:
+                pass
+            return TaskResult(0, True)
+    producer.p.begin_transaction()
+    try:
+        rows = write_batches(opts, batches, producer)
+        fault_point("before_marker", batch_id, part)
+        key, value = _marker_record(query_id, batch_id, part, rows)
+        producer.produce(opts.commit_topic, value, key, 0)
+        fault_point("before_task_commit", batch_id, part)
+        producer.p.commit_transaction(max(txn_timeout_s, 60.0))
+    except KafkaException as e:
+        err = e.args[0] if e.args else None
+        if err is not None and getattr(err, "txn_requires_abort", lambda: False)():
+            try:
+                producer.p.abort_transaction(30.0)
+            except KafkaException:
+                pass  # the retry's init_transactions aborts it, or the coordinator's timeout does
+        raise
+    fault_point("after_task_commit", batch_id, part)
+    return TaskResult(rows, False)
+
+
+def write_task_without_transactions(
+    opts: SinkOptions, batches: Iterator[pa.RecordBatch], query_id: str, batch_id: int, part: int
+) -> TaskResult:
+    """TEST HOOK (EPOCHLOG_SINK_TEST_NO_TRANSACTIONS=1): the sink as it was before transactions, for the
+    negative controls: check the markers, write the rows with an idempotent producer, flush, then write the
+    marker. A task that dies between its flushed rows and its marker leaves rows with no marker."""
+    state = read_commit_state(opts, query_id)
+    if state.done(batch_id, part):
+        for _ in batches:
+            pass
+        return TaskResult(0, True)
+    producer = _Producer(producer_conf(opts))
+    rows = write_batches(opts, batches, producer)
+    fault_point("before_marker", batch_id, part)
+    key, value = _marker_record(query_id, batch_id, part, rows)
+    producer.produce(opts.commit_topic, value, key, 0)
     producer.flush()
+    fault_point("after_task_commit", batch_id, part)
+    return TaskResult(rows, False)
 
 
 class EpochlogStreamWriter(DataSourceStreamArrowWriter):
@@ -270,6 +443,7 @@ class EpochlogStreamWriter(DataSourceStreamArrowWriter):
         self.opts = parse_sink_options(options)
         check_schema(schema, self.opts)
         _ensure_commit_topic(self.opts)
+        self.transactions = 0  # committed task transactions, counted on the driver from the commit messages
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         from pyspark import TaskContext
@@ -281,29 +455,39 @@ class EpochlogStreamWriter(DataSourceStreamArrowWriter):
         if batch_prop is None or not query_id:
             # Not inside a micro-batch we can identify: plain at-least-once.
             return SinkCommit(write_batches(self.opts, iterator, _Producer(producer_conf(self.opts))), partition=part)
-        batch_id = int(batch_prop)
-        state = read_commit_state(self.opts, query_id)
-        if state.done(batch_id, part):
-            log.info("query %s batch %s partition %s already in the log; writing nothing", query_id, batch_id, part)
-            for _ in iterator:
-                pass
-            return SinkCommit(0, skipped=True, partition=part, query_id=query_id)
-        producer = _Producer(producer_conf(self.opts))
-        rows = write_batches(self.opts, iterator, producer)
-        _marker(producer, self.opts, query_id, batch_id, part, rows)
-        return SinkCommit(rows, partition=part, query_id=query_id)
+        write = write_task_without_transactions if os.environ.get(NO_TRANSACTIONS_ENV) else write_task_transactional
+        r = write(self.opts, iterator, query_id, int(batch_prop), part)
+        return SinkCommit(r.rows, skipped=r.skipped, partition=part, query_id=query_id)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        qids = {m.query_id for m in messages if isinstance(m, SinkCommit) and m.query_id}
+        done = [m for m in messages if isinstance(m, SinkCommit)]
+        qids = {m.query_id for m in done if m.query_id}
+        fault_point("before_driver_commit", batchId, -1)
         if not qids:
             return
         producer = _Producer(
             {"bootstrap.servers": self.opts.bootstrap, "enable.idempotence": True, "acks": "all", **self.opts.kafka}
         )
-        rows = sum(m.rows for m in messages if isinstance(m, SinkCommit))
+        rows = sum(m.rows for m in done)
         for qid in qids:
-            _marker(producer, self.opts, qid, batchId, -1, rows)
-        log.info("sink batch %s committed: %s rows", batchId, rows)
+            key, value = _marker_record(qid, batchId, -1, rows)
+            producer.produce(self.opts.commit_topic, value, key, 0)
+        producer.flush()
+        committed = sum(1 for m in done if not m.skipped)
+        self.transactions += committed
+        log.info(
+            "sink batch %s committed: %s rows in %s task transactions (%s tasks skipped, already committed)",
+            batchId,
+            rows,
+            committed,
+            len(done) - committed,
+        )
+        fault_point("after_driver_commit", batchId, -1)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        log.warning("sink batch %s aborted; tasks that finished keep their markers, so a retry skips them", batchId)
+        log.warning(
+            "sink batch %s aborted; tasks that committed keep their transactions and markers, so the retry of "
+            "the batch skips them; an open transaction of a failed task is aborted by the next attempt's "
+            "init_transactions or by the transaction timeout",
+            batchId,
+        )

@@ -20,7 +20,7 @@ from epochlog.server.broker import TXN_TOPIC
 from epochlog.server.groups.hashing import partition_for
 from epochlog.transactions import log_format
 from epochlog.transactions.coordinator import Reply, SendMarkers, TxnCoordinator, Write
-from epochlog.transactions.state import TopicPartition, TxnMetadata
+from epochlog.transactions.state import TopicPartition, TxnMetadata, TxnState
 
 if TYPE_CHECKING:
     from epochlog.server.cluster.broker import ClusterBroker
@@ -290,6 +290,8 @@ class TxnCoordinators:
                 ok = self.current(p, core)  # leadership may have moved while the ISR replicated it
             except Exception as e:
                 log.info("%s-%d: writing the state of %r failed: %s", TXN_TOPIC, p, tid, e)
+        if ok and w.record.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            self.broker.metrics.txn_completed_one(w.record.state is TxnState.COMPLETE_COMMIT)
         for effect in core.written(tid, ok):
             if isinstance(effect, Reply):
                 fut = self.replies.pop(tid, None)
