@@ -1,0 +1,192 @@
+// epochlog console: renders each page from the JSON API; live pages follow /events/* (server-sent events).
+// Plain DOM building with textContent only, so no broker-supplied string is ever parsed as HTML.
+"use strict";
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") e.className = v; else e.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+const dash = (v) => (v === null || v === undefined ? "–" : v);
+const num = (v, attrs) => el("td", Object.assign({ class: "num" }, attrs || {}), dash(v));
+const app = () => document.getElementById("app");
+const live = (state) => { const s = document.getElementById("live"); s.className = "live " + state; s.textContent = state === "on" ? "live" : state === "off" ? "reconnecting" : state; };
+
+function table(headers, rows, attrs) {
+  return el("table", attrs || {},
+    el("thead", {}, el("tr", {}, headers.map((h) => el("th", { class: h.startsWith("#") ? "num" : null }, h.replace(/^#/, ""))))),
+    el("tbody", {}, rows));
+}
+
+function card(key, value, cls, id) {
+  return el("div", { class: "card", "data-card": id }, el("div", { class: "v " + (cls || "") }, dash(value)), el("div", { class: "k" }, key));
+}
+
+function errorBox(msg) { return el("p", { class: "error", role: "alert" }, msg); }
+
+async function getJSON(url) {
+  const r = await fetch(url, { headers: { Accept: "application/json" } });
+  const body = await r.json();
+  if (!r.ok || body.error) throw new Error(body.error || r.statusText);
+  return body;
+}
+
+// Follows an SSE stream and re-renders on each event; the browser reconnects by itself after errors.
+function follow(url, render) {
+  const es = new EventSource(url);
+  es.onopen = () => live("on");
+  es.onerror = () => live("off");
+  es.onmessage = (ev) => {
+    const data = JSON.parse(ev.data);
+    render(data);
+  };
+  window.addEventListener("pagehide", () => es.close());
+  return es;
+}
+
+function mount(...nodes) { app().replaceChildren(...nodes); }
+
+// ---- pages -------------------------------------------------------------------------------------------
+
+function renderOverview(d) {
+  if (d.error) return mount(el("h1", {}, "Cluster"), errorBox(d.error));
+  const brokers = d.brokers.map((b) => el("tr", { "data-broker": b.node_id },
+    el("td", { class: "num" }, b.node_id), el("td", { class: "mono" }, `${b.host}:${b.port}`), el("td", {}, dash(b.rack)),
+    el("td", {}, b.node_id === d.controller_id ? "controller" : ""),
+    num(b.leaders, { "data-leaders": b.node_id }), num(b.replicas)));
+  mount(
+    el("h1", {}, "Cluster ", el("span", { class: "muted mono" }, dash(d.cluster_id))),
+    el("div", { class: "cards" },
+      card("brokers", d.brokers.length, "", "brokers"),
+      card("controller", d.controller_id < 0 ? "none" : d.controller_id, d.controller_id < 0 ? "bad" : "", "controller"),
+      card("topics", d.topics, "", "topics"),
+      card("partitions", d.partitions, "", "partitions"),
+      card("under-replicated", d.under_replicated_partitions, d.under_replicated_partitions ? "warn" : "ok", "under-replicated"),
+      card("offline", d.offline_partitions, d.offline_partitions ? "bad" : "ok", "offline")),
+    el("h2", {}, "Brokers"),
+    table(["#id", "address", "rack", "role", "#leaders", "#replicas"], brokers, { id: "brokers" }),
+    d.unknown_leaders.length ? errorBox(`leaders not among live brokers: ${d.unknown_leaders.join(", ")}`) : "");
+}
+
+function renderTopics(d) {
+  const rows = d.topics.map((t) => el("tr", { "data-topic": t.name },
+    el("td", {}, el("a", { href: "/topics/" + encodeURIComponent(t.name) }, t.name), t.internal ? el("span", { class: "muted" }, " internal") : ""),
+    num(t.partitions), num(t.replication_factor),
+    num(t.under_replicated, { class: "num " + (t.under_replicated ? "warn" : "") }),
+    num(t.offline, { class: "num " + (t.offline ? "bad" : "") })));
+  mount(el("h1", {}, "Topics"), table(["topic", "#partitions", "#replication", "#under-replicated", "#offline"], rows, { id: "topics" }));
+}
+
+function replicaList(ids, leader, isr) {
+  return ids.map((r, i) => el("span", { class: (r === leader ? "ok " : "") + (isr && !isr.includes(r) ? "bad" : "") }, (i ? ", " : "") + r));
+}
+
+function renderTopic(name, d, configs) {
+  if (d.error && !d.partitions.length) return mount(el("h1", {}, "Topic ", name), errorBox(`error code ${d.error}`));
+  const rows = d.partitions.map((p) => el("tr", { "data-partition": p.partition },
+    num(p.partition),
+    el("td", { class: "num " + (p.offline ? "bad" : ""), "data-field": "leader" }, p.leader < 0 ? "none" : p.leader),
+    el("td", { class: "num", "data-field": "leader-epoch" }, p.leader_epoch),
+    el("td", { "data-field": "replicas" }, replicaList(p.replicas, p.leader, p.isr)),
+    el("td", { "data-field": "isr", class: p.under_replicated ? "warn" : "" }, p.isr.join(", ")),
+    num(p.log_start_offset, { "data-field": "log-start" }),
+    num(p.high_watermark, { "data-field": "high-watermark" }),
+    num(p.last_stable_offset, { "data-field": "last-stable" }),
+    el("td", {}, el("a", { href: `/messages?topic=${encodeURIComponent(name)}&partition=${p.partition}&offset=0` }, "browse"))));
+  const cfg = configs ? table(["config", "value", "source"], configs.map((c) => el("tr", { class: c.is_default ? "muted" : "" },
+    el("td", { class: "mono" }, c.name), el("td", { class: "mono" }, dash(c.value)), el("td", {}, c.source))), { id: "configs" }) : el("p", { class: "muted" }, "loading configs…");
+  mount(el("h1", {}, "Topic ", el("span", { class: "mono" }, name)),
+    table(["#partition", "#leader", "#leader epoch", "replicas", "ISR", "#log start", "#high watermark", "#last stable", ""], rows, { id: "partitions" }),
+    el("h2", {}, "Configs"), cfg);
+}
+
+function renderGroups(d) {
+  const rows = d.groups.map((g) => el("tr", { "data-group": g.group_id },
+    el("td", {}, el("a", { href: "/groups/" + encodeURIComponent(g.group_id) }, g.group_id)), el("td", {}, g.state), el("td", {}, g.simple ? "simple" : "consumer")));
+  mount(el("h1", {}, "Consumer groups"), rows.length ? table(["group", "state", "type"], rows, { id: "groups" }) : el("p", { class: "muted" }, "No groups."),
+    d.errors.length ? errorBox(d.errors.join("; ")) : "");
+}
+
+function renderGroup(id, d) {
+  if (d.error) return mount(el("h1", {}, "Group ", id), errorBox(d.error));
+  const members = d.members.map((m) => el("tr", {}, el("td", { class: "mono" }, m.member_id), el("td", {}, m.client_id), el("td", {}, m.host),
+    el("td", {}, m.assignment.map((a) => `${a.topic}-${a.partition}`).join(", "))));
+  const parts = d.partitions.map((p) => el("tr", { "data-tp": `${p.topic}-${p.partition}` },
+    el("td", {}, el("a", { href: "/topics/" + encodeURIComponent(p.topic) }, p.topic)), num(p.partition),
+    num(p.committed_offset, { "data-field": "committed" }), num(p.end_offset, { "data-field": "end" }),
+    num(p.lag, { "data-field": "lag" }), el("td", { class: "mono" }, dash(p.member_id))));
+  mount(el("h1", {}, "Group ", el("span", { class: "mono" }, id)),
+    el("div", { class: "cards" }, card("state", d.state, "", "state"), card("members", d.members.length, "", "members"),
+      card("coordinator", d.coordinator, "", "coordinator"), card("total lag", d.total_lag, "", "total-lag")),
+    el("h2", {}, "Partitions"), table(["topic", "#partition", "#committed", "#end offset", "#lag", "member"], parts, { id: "group-partitions" }),
+    el("h2", {}, "Members"), members.length ? table(["member", "client", "host", "assignment"], members, { id: "members" }) : el("p", { class: "muted" }, "No members."));
+}
+
+function showPayload(p) {
+  if (!p || p.as === "null") return el("span", { class: "muted" }, "null");
+  return el("span", { class: "mono " + (p.as === "hex" ? "hex" : "") }, p.data);
+}
+
+function renderMessages() {
+  const q = new URLSearchParams(location.search);
+  const field = (name, label, value, type) => el("label", {}, label, el("input", { name, value: value || "", type: type || "text", size: 12 }));
+  const format = el("select", { name: "format" }, ["text", "hex"].map((f) => el("option", { value: f, selected: q.get("format") === f }, f)));
+  const form = el("form", { class: "query", id: "browse" },
+    field("topic", "topic", q.get("topic")), field("partition", "partition", q.get("partition") || "0", "number"),
+    field("offset", "from offset", q.get("offset"), "number"), field("timestamp", "or from timestamp (ms)", q.get("timestamp"), "number"),
+    field("limit", "limit", q.get("limit") || "50", "number"), el("label", {}, "show as", format), el("button", { type: "submit" }, "Read"));
+  const out = el("div", { id: "results" });
+  mount(el("h1", {}, "Messages"), form, out);
+  live("idle");
+  const run = async () => {
+    const params = new URLSearchParams();
+    for (const [k, v] of new FormData(form)) if (v !== "") params.set(k, v);
+    history.replaceState(null, "", "/messages?" + params);
+    out.replaceChildren(el("p", { class: "muted" }, "Reading…"));
+    try {
+      const d = await getJSON("/api/messages?" + params);
+      const rows = d.messages.map((m) => el("tr", { "data-offset": m.offset },
+        num(m.offset), el("td", {}, m.timestamp === null ? "–" : new Date(m.timestamp).toISOString()), num(m.leader_epoch),
+        el("td", { "data-field": "key" }, showPayload(m.key)), el("td", { "data-field": "value" }, showPayload(m.value)),
+        el("td", {}, m.headers.map((h, i) => el("span", {}, (i ? "; " : "") + h.key + "=", showPayload(h.value))))));
+      out.replaceChildren(el("p", { class: "muted", id: "count" }, `${d.messages.length} messages from offset ${dash(d.start)}`),
+        table(["#offset", "timestamp", "#epoch", "key", "value", "headers"], rows, { id: "messages" }));
+    } catch (e) {
+      out.replaceChildren(errorBox(e.message));
+    }
+  };
+  form.addEventListener("submit", (ev) => { ev.preventDefault(); run(); });
+  if (q.get("topic")) run();
+}
+
+async function main() {
+  const page = document.body.dataset.page;
+  const args = JSON.parse(document.body.dataset.args || "{}");
+  const nav = { topic: "topics", group: "groups" }[page] || page;
+  document.querySelectorAll(`[data-nav="${nav}"]`).forEach((a) => a.classList.add("current"));
+  if (page === "overview") follow("/events/overview", renderOverview);
+  else if (page === "topics") {
+    live("idle");
+    try { renderTopics(await getJSON("/api/topics")); } catch (e) { mount(el("h1", {}, "Topics"), errorBox(e.message)); }
+  } else if (page === "topic") {
+    const enc = encodeURIComponent(args.topic);
+    let configs = null, last = null;
+    follow("/events/topics/" + enc, (d) => { last = d; renderTopic(args.topic, d, configs); });
+    try { configs = (await getJSON("/api/topics/" + enc)).configs; } catch (e) { configs = []; }
+    if (last) renderTopic(args.topic, last, configs);
+  } else if (page === "groups") {
+    live("idle");
+    try { renderGroups(await getJSON("/api/groups")); } catch (e) { mount(el("h1", {}, "Consumer groups"), errorBox(e.message)); }
+  } else if (page === "group") follow("/events/groups/" + encodeURIComponent(args.group), (d) => renderGroup(args.group, d));
+  else if (page === "messages") renderMessages();
+}
+
+main();

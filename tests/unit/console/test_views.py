@@ -1,0 +1,94 @@
+"""The console's pure parts: metadata from kio's real response type, the overview counts, lag, payloads."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32, i32Timedelta
+
+from epochlog.console.metadata import parse_metadata
+from epochlog.console.payload import show_bytes
+from epochlog.console.reader import lag, overview_of
+from epochlog.protocol.codec import response_class
+
+MD = response_class(3, 9)
+_mod = __import__(MD.__module__, fromlist=["x"])
+
+
+def _part(i: int, leader: int, epoch: int, replicas: list[int], isr: list[int]) -> object:
+    return _mod.MetadataResponsePartition(
+        error_code=ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
+        partition_index=i32(i),
+        leader_id=BrokerId(leader),
+        leader_epoch=i32(epoch),
+        replica_nodes=tuple(BrokerId(r) for r in replicas),
+        isr_nodes=tuple(BrokerId(r) for r in isr),
+        offline_replicas=(),
+    )
+
+
+def _response() -> object:
+    brokers = tuple(_mod.MetadataResponseBroker(node_id=BrokerId(n), host="127.0.0.1", port=i32(9090 + n), rack=None)
+                    for n in (1, 2))  # fmt: skip
+    topics = (
+        _mod.MetadataResponseTopic(
+            error_code=ErrorCode.none,
+            name=TopicName("orders"),
+            is_internal=False,
+            # Listed out of order on purpose: the console sorts partitions.
+            partitions=(
+                _part(2, -1, 4, [3, 1], []),  # broker 3 is down and led it: offline
+                _part(0, 1, 7, [1, 2], [1, 2]),
+                _part(1, 2, 3, [2, 1], [2]),  # under-replicated
+            ),
+            topic_authorized_operations=i32(-2147483648),
+        ),
+    )
+    return MD(
+        throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+        brokers=brokers,
+        cluster_id="c1",
+        controller_id=BrokerId(2),
+        topics=topics,
+        cluster_authorized_operations=i32(-2147483648),
+    )
+
+
+def test_metadata_keeps_epochs_and_sorts_partitions() -> None:
+    md = parse_metadata(_response())
+    t = md.topics["orders"]
+    assert [p.partition for p in t.partitions] == [0, 1, 2]
+    assert (t.partitions[0].leader, t.partitions[0].leader_epoch) == (1, 7)
+    assert t.partitions[1].under_replicated and not t.partitions[0].under_replicated
+    assert t.partitions[2].is_offline
+    assert md.controller_id == 2 and [b.node_id for b in md.brokers] == [1, 2]
+
+
+def test_overview_counts_leaders_per_broker_and_bad_partitions() -> None:
+    ov = overview_of(parse_metadata(_response()))
+    assert ov["partitions"] == 3
+    assert ov["under_replicated_partitions"] == 2  # partition 1, and partition 2 with an empty ISR
+    assert ov["offline_partitions"] == 1
+    assert {b["node_id"]: b["leaders"] for b in ov["brokers"]} == {1: 1, 2: 1}
+    assert {b["node_id"]: b["replicas"] for b in ov["brokers"]} == {1: 3, 2: 2}
+    assert ov["controller_id"] == 2
+
+
+@pytest.mark.parametrize(
+    ("committed", "end", "expected"),
+    [(5, 12, 7), (12, 12, 0), (None, 12, None), (-1, 12, None), (5, None, None), (13, 12, 0)],
+)
+def test_lag(committed: int | None, end: int | None, expected: int | None) -> None:
+    assert lag(committed, end) == expected
+
+
+def test_payload_text_hex_and_fallback() -> None:
+    assert show_bytes(b"caf\xc3\xa9", "text") == {"as": "text", "data": "café"}
+    assert show_bytes(b"\x00\xff", "text") == {"as": "hex", "data": "00 ff"}
+    assert show_bytes(b"ab", "hex") == {"as": "hex", "data": "61 62"}
+    assert show_bytes(None, "text") == {"as": "null", "data": None}
+    with pytest.raises(ValueError):
+        show_bytes(b"x", "yaml")
