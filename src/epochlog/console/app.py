@@ -22,7 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from epochlog.console.payload import FORMATS
-from epochlog.console.reader import ClusterReader
+from epochlog.console.reader import LIVE_OFFSETS_TIMEOUT, ClusterReader
 
 STATIC = files("epochlog.console") / "static"
 REFRESH_SECONDS = 1.0
@@ -135,7 +135,7 @@ def create_app(reader: ClusterReader, refresh: float = REFRESH_SECONDS) -> Starl
     async def sse_topic(request: Request) -> Response:
         name = request.path_params["name"]
         # Configs change rarely and cost a DescribeConfigs each: the page loads them once over /api.
-        return stream(request, lambda: reader.topic(name, with_configs=False))
+        return stream(request, lambda: reader.topic(name, with_configs=False, offsets_timeout=LIVE_OFFSETS_TIMEOUT))
 
     async def sse_group(request: Request) -> Response:
         group = request.path_params["group"]

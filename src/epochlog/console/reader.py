@@ -25,6 +25,8 @@ from epochlog.console.payload import show_bytes
 
 TP = tuple[str, int]
 MAX_MESSAGES = 500
+# How long a live refresh waits for offsets before showing what it has: a refresh is due every second.
+LIVE_OFFSETS_TIMEOUT = 1.0
 
 
 def lag(committed: int | None, end: int | None) -> int | None:
@@ -101,28 +103,40 @@ class ClusterReader:
 
     # -- offsets -----------------------------------------------------------------------------------------
 
-    def _list_offsets(self, tps: list[TP], spec: OffsetSpec, level: IsolationLevel) -> dict[TP, int | None]:
+    def _ask_offsets(self, tps: list[TP], spec: OffsetSpec, level: IsolationLevel, timeout: float) -> dict[Any, Any]:
         if not tps:
             return {}
-        futs = self.admin.list_offsets(
-            {TopicPartition(t, p): spec for t, p in tps}, isolation_level=level, request_timeout=self.timeout
-        )
+        req = {TopicPartition(t, p): spec for t, p in tps}
+        return dict(self.admin.list_offsets(req, isolation_level=level, request_timeout=timeout))
+
+    @staticmethod
+    def _collect(futs: dict[Any, Any], deadline: float) -> dict[TP, int | None]:
         out: dict[TP, int | None] = {}
         for ctp, fut in futs.items():
             try:
-                off = fut.result().offset
-            except KafkaException:
+                off = fut.result(timeout=max(deadline - time.monotonic(), 0.0)).offset
+            except Exception:  # KafkaException, or no answer by the deadline (a dead leader)
                 off = None
             # librdkafka answers -1001 with no error right after a leader moves: no answer, not an offset.
             out[(ctp.topic, ctp.partition)] = off if off is not None and off >= 0 else None
         return out
 
-    def offsets(self, tps: list[TP]) -> dict[TP, dict[str, int | None]]:
+    def _list_offsets(self, tps: list[TP], spec: OffsetSpec, level: IsolationLevel) -> dict[TP, int | None]:
+        futs = self._ask_offsets(tps, spec, level, self.timeout)
+        return self._collect(futs, time.monotonic() + self.timeout)
+
+    def offsets(self, tps: list[TP], timeout: float | None = None) -> dict[TP, dict[str, int | None]]:
         """Log start (earliest), high watermark (latest, read_uncommitted) and last stable offset (latest,
-        read_committed) per partition, as ListOffsets reports them to any client."""
-        start = self._list_offsets(tps, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED)
-        hw = self._list_offsets(tps, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
-        lso = self._list_offsets(tps, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
+        read_committed) per partition, as ListOffsets reports them to any client.
+
+        The three lists are asked at once and waited for up to `timeout` in all: while a dead leader is
+        still in the metadata its partitions get no answer, and the live pages must not stall on them."""
+        t = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + t
+        f_start = self._ask_offsets(tps, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED, t)
+        f_hw = self._ask_offsets(tps, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED, t)
+        f_lso = self._ask_offsets(tps, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED, t)
+        start, hw, lso = (self._collect(f, deadline) for f in (f_start, f_hw, f_lso))
         return {
             tp: {"log_start_offset": start.get(tp), "high_watermark": hw.get(tp), "last_stable_offset": lso.get(tp)}
             for tp in tps
@@ -150,12 +164,12 @@ class ClusterReader:
             )
         return {"topics": rows}
 
-    def topic(self, name: str, with_configs: bool = True) -> dict[str, Any]:
+    def topic(self, name: str, with_configs: bool = True, offsets_timeout: float | None = None) -> dict[str, Any]:
         md = self.metadata.fetch([name])
         t = md.topics.get(name)
         if t is None or (t.error != 0 and not t.partitions):
             return {"name": name, "error": t.error if t else 3, "partitions": [], "configs": []}
-        offs = self.offsets([(name, p.partition) for p in t.partitions])
+        offs = self.offsets([(name, p.partition) for p in t.partitions], offsets_timeout)
         parts = [{**_partition_row(p), **offs[(name, p.partition)]} for p in t.partitions]
         return {
             "name": name,

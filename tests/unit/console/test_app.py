@@ -14,7 +14,7 @@ class FakeReader:
     def overview(self) -> dict[str, Any]:
         return {"controller_id": 1, "brokers": []}
 
-    def topic(self, name: str, with_configs: bool = True) -> dict[str, Any]:
+    def topic(self, name: str, with_configs: bool = True, offsets_timeout: float | None = None) -> dict[str, Any]:
         return {"name": name, "partitions": [{"partition": 0, "leader": 2, "leader_epoch": 5}], "configs": None}
 
     def messages(self, *args: Any) -> dict[str, Any]:
