@@ -194,6 +194,7 @@ PAGES = [
     ("/", "#brokers tbody tr"),
     ("/topics", f'#topics tr[data-topic="{TOPIC}"]'),
     (f"/topics/{TOPIC}", "#configs"),
+    (f"/topics/{TOPIC}/1", "#lineage tbody tr"),
     ("/groups", f'#groups tr[data-group="{GROUP}"]'),
     (f"/groups/{GROUP}", "#group-partitions tbody tr"),
     (f"/messages?topic={TOPIC}&partition=0&offset=0", "#messages tbody tr"),
@@ -294,7 +295,7 @@ def _wait_for_new_leader(page: Any, leader0: int, epoch0: int) -> None:
 
 
 def test_topic_page_follows_a_leader_kill9_within_5s(cluster: LocalCluster, console: str, page: Page) -> None:
-    """Runs last in this module: it takes a broker down for good."""
+    """Runs after the tests that need all three brokers: it takes one down for good."""
     page.page.goto(f"{console}/topics/{TOPIC}")
     page.page.wait_for_selector("#partitions tbody tr")
     leader0, epoch0 = _partition_rows(page.page)[0]
@@ -317,4 +318,44 @@ def test_topic_page_follows_a_leader_kill9_within_5s(cluster: LocalCluster, cons
     # What the page shows is what the cluster says.
     assert wait_until(lambda: leader_epoch(cluster.bootstrap, TOPIC, 0) == (leader1, epoch1), 5, "metadata")
     print(f"page showed leader {leader1} epoch {epoch1} {took:.2f}s after the kill -9 of broker {leader0}")
+    assert page.errors == []
+
+
+def _lineage_shown(page: Any) -> dict[int, dict[int, int]]:
+    """{broker: {epoch: start offset}} as the partition page's lineage table shows it."""
+    cells = page.eval_on_selector_all(
+        "#lineage tbody tr td.epoch",
+        "cells => cells.map(c => [c.dataset.replica, c.closest('tr').dataset.epoch, c.textContent])",
+    )
+    out: dict[int, dict[int, int]] = {}
+    for b, e, s in cells:
+        out.setdefault(int(b), {})[int(e)] = int(s)
+    return out
+
+
+def test_partition_page_after_the_kill_shows_each_replicas_lineage(
+    cluster: LocalCluster, console: str, page: Page
+) -> None:
+    """After the failover above: the new leader's lineage (walked over OffsetsForLeaderEpoch) and the live
+    follower's (its checkpoint file) both start the new epoch at the old high watermark; the dead broker's
+    column says why it is empty."""
+    leader, epoch = leader_epoch(cluster.bootstrap, TOPIC, 0)
+    dead = [b for b in cluster.broker_ids() if not cluster.broker(b).alive]
+    assert len(dead) == 1 and epoch >= 1
+    # A follower records an epoch in its checkpoint only with the first batch it copies from that epoch.
+    prod = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    prod.produce(TOPIC, value=b"after the failover", partition=0)
+    assert prod.flush(30) == 0
+    page.page.goto(f"{console}/topics/{TOPIC}/0")
+    page.page.wait_for_selector("#lineage tbody tr")
+    expected = {0: 0, epoch: PER_PARTITION}
+    live = [b for b in (1, 2, 3) if b not in dead]
+    shown = wait_until(
+        lambda: (s := _lineage_shown(page.page)) and set(s) == set(live) and s, 10, "lineage of live replicas"
+    )
+    assert shown == {b: expected for b in live}, shown
+    notes = page.page.inner_text("#lineage-notes")
+    assert f"broker {leader}: the leader's lineage, from OffsetsForLeaderEpoch" in notes
+    assert f"broker {dead[0]}: broker not in the metadata" in notes
+    assert page.page.query_selector("td.diverged") is None
     assert page.errors == []

@@ -26,13 +26,13 @@ from epochlog.console.reader import LIVE_OFFSETS_TIMEOUT, ClusterReader
 
 STATIC = files("epochlog.console") / "static"
 REFRESH_SECONDS = 1.0
-PAGES = {"overview": "Cluster", "topics": "Topics", "topic": "Topic", "groups": "Consumer groups",
-         "group": "Consumer group", "messages": "Messages"}  # fmt: skip
+PAGES = {"overview": "Cluster", "topics": "Topics", "topic": "Topic", "partition": "Partition",
+         "groups": "Consumer groups", "group": "Consumer group", "messages": "Messages"}  # fmt: skip
 
 
 def _shell(page: str, **args: str) -> HTMLResponse:
     tpl = Template((STATIC / "page.html").read_text(encoding="utf-8"))
-    title = PAGES[page] + (f" {next(iter(args.values()))}" if args else "")
+    title = PAGES[page] + (" " + "-".join(args.values()) if args else "")
     # The page's arguments travel as JSON in a data attribute; Template does no escaping, so escape here.
     data = json.dumps(args).replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
     return HTMLResponse(tpl.substitute(page=page, title=title.replace("<", "&lt;"), args=data))
@@ -83,6 +83,9 @@ def create_app(reader: ClusterReader, refresh: float = REFRESH_SECONDS) -> Starl
     async def topic_page(request: Request) -> Response:
         return _shell("topic", topic=request.path_params["name"])
 
+    async def partition_page(request: Request) -> Response:
+        return _shell("partition", topic=request.path_params["name"], partition=str(request.path_params["partition"]))
+
     async def groups_page(request: Request) -> Response:
         return _shell("groups")
 
@@ -105,6 +108,9 @@ def create_app(reader: ClusterReader, refresh: float = REFRESH_SECONDS) -> Starl
 
     async def api_topic(request: Request) -> Response:
         return await guarded(reader.topic, request.path_params["name"])
+
+    async def api_partition(request: Request) -> Response:
+        return await guarded(reader.partition, request.path_params["name"], request.path_params["partition"])
 
     async def api_groups(request: Request) -> Response:
         return await guarded(reader.groups)
@@ -137,6 +143,10 @@ def create_app(reader: ClusterReader, refresh: float = REFRESH_SECONDS) -> Starl
         # Configs change rarely and cost a DescribeConfigs each: the page loads them once over /api.
         return stream(request, lambda: reader.topic(name, with_configs=False, offsets_timeout=LIVE_OFFSETS_TIMEOUT))
 
+    async def sse_partition(request: Request) -> Response:
+        name, partition = request.path_params["name"], request.path_params["partition"]
+        return stream(request, lambda: reader.partition(name, partition, offsets_timeout=LIVE_OFFSETS_TIMEOUT))
+
     async def sse_group(request: Request) -> Response:
         group = request.path_params["group"]
         return stream(request, lambda: reader.group(group))
@@ -145,6 +155,7 @@ def create_app(reader: ClusterReader, refresh: float = REFRESH_SECONDS) -> Starl
         Route("/", overview_page),
         Route("/topics", topics_page),
         Route("/topics/{name:str}", topic_page),
+        Route("/topics/{name:str}/{partition:int}", partition_page),
         Route("/groups", groups_page),
         Route("/groups/{group:str}", group_page),
         Route("/messages", messages_page),
@@ -152,11 +163,13 @@ def create_app(reader: ClusterReader, refresh: float = REFRESH_SECONDS) -> Starl
         Route("/api/overview", api_overview),
         Route("/api/topics", api_topics),
         Route("/api/topics/{name:str}", api_topic),
+        Route("/api/topics/{name:str}/partitions/{partition:int}", api_partition),
         Route("/api/groups", api_groups),
         Route("/api/groups/{group:str}", api_group),
         Route("/api/messages", api_messages),
         Route("/events/overview", sse_overview),
         Route("/events/topics/{name:str}", sse_topic),
+        Route("/events/topics/{name:str}/partitions/{partition:int}", sse_partition),
         Route("/events/groups/{group:str}", sse_group),
         Mount("/static", app=StaticFiles(packages=[("epochlog.console", "static")]), name="static"),
     ]

@@ -20,6 +20,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
+from epochlog.console.lineage import LineageReader
 from epochlog.console.metadata import ClusterMetadata, MetadataClient, Partition
 from epochlog.console.payload import show_bytes
 
@@ -94,12 +95,14 @@ class ClusterReader:
         self.bootstrap = bootstrap
         self.timeout = timeout
         self.metadata = MetadataClient(bootstrap, timeout)
+        self.lineage = LineageReader(timeout)
         self.admin = AdminClient(
             {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000), "client.id": "epochlog-console"}
         )
 
     def close(self) -> None:
         self.metadata.close()
+        self.lineage.close()
 
     # -- offsets -----------------------------------------------------------------------------------------
 
@@ -178,6 +181,20 @@ class ClusterReader:
             "partitions": parts,
             "configs": self.topic_configs(name) if with_configs else None,
         }
+
+    def partition(self, name: str, partition: int, offsets_timeout: float | None = None) -> dict[str, Any]:
+        """One partition in depth: its state, offsets, and every replica's leader-epoch lineage."""
+        md = self.metadata.fetch([name])
+        t = md.topics.get(name)
+        part = next((p for p in t.partitions if p.partition == partition), None) if t else None
+        if part is None:
+            return {"topic": name, "partition": partition, "error": f"no partition {name}-{partition} in the metadata"}
+        offs = self.offsets([(name, partition)], offsets_timeout)[(name, partition)]
+        brokers = {b.node_id: (b.host, b.port) for b in md.brokers}
+        lineage = self.lineage.lineages(
+            brokers, name, partition, part.leader, part.leader_epoch, list(part.replicas), offs["log_start_offset"] or 0
+        )
+        return {"topic": name, **_partition_row(part), **offs, "lineage": lineage["replicas"]}
 
     def topic_configs(self, name: str) -> list[dict[str, Any]]:
         res = ConfigResource(ResourceType.TOPIC, name)

@@ -92,7 +92,7 @@ function replicaList(ids, leader, isr) {
 function renderTopic(name, d, configs) {
   if (d.error && !d.partitions.length) return mount(el("h1", {}, "Topic ", name), errorBox(`error code ${d.error}`));
   const rows = d.partitions.map((p) => el("tr", { "data-partition": p.partition },
-    num(p.partition),
+    el("td", { class: "num" }, el("a", { href: `/topics/${encodeURIComponent(name)}/${p.partition}` }, p.partition)),
     el("td", { class: "num " + (p.offline ? "bad" : ""), "data-field": "leader" }, p.leader < 0 ? "none" : p.leader),
     el("td", { class: "num", "data-field": "leader-epoch" }, p.leader_epoch),
     el("td", { "data-field": "replicas" }, replicaList(p.replicas, p.leader, p.isr)),
@@ -106,6 +106,42 @@ function renderTopic(name, d, configs) {
   mount(el("h1", {}, "Topic ", el("span", { class: "mono" }, name)),
     table(["#partition", "#leader", "#leader epoch", "replicas", "ISR", "#log start", "#high watermark", "#last stable", ""], rows, { id: "partitions" }),
     el("h2", {}, "Configs"), cfg);
+}
+
+// One colour per epoch, the same on every page and every replica's column.
+const epochColour = (e) => `hsl(${(e * 137.5) % 360}, 55%, 40%)`;
+
+function renderPartition(topic, partition, d) {
+  const title = el("h1", {}, "Partition ", el("span", { class: "mono" }, `${topic}-${partition}`));
+  if (d.error) return mount(title, errorBox(d.error));
+  const reps = d.lineage;
+  const epochs = [...new Set(reps.flatMap((r) => r.entries.map((e) => e.epoch)))].sort((a, b) => a - b);
+  const head = el("tr", {}, el("th", { class: "num" }, "epoch"), reps.map((r) => el("th", { "data-replica": r.broker },
+    `broker ${r.broker}`, r.leader ? " (leader)" : "", d.isr.includes(r.broker) ? "" : " (not in ISR)")));
+  const body = epochs.map((e) => el("tr", { "data-epoch": e }, num(e), reps.map((r) => {
+    const entry = r.entries.find((x) => x.epoch === e);
+    if (!entry) return el("td", { class: "missing", "data-replica": r.broker }, r.error ? "?" : "–");
+    const diverged = r.diverges && e >= r.diverges.epoch;
+    return el("td", { class: "epoch" + (diverged ? " diverged" : ""), style: `background:${epochColour(e)}`, "data-replica": r.broker,
+      title: `epoch ${e} starts at offset ${entry.start_offset}` }, entry.start_offset);
+  })));
+  const notes = reps.map((r) => el("li", { "data-replica": r.broker }, `broker ${r.broker}: `,
+    r.error ? el("span", { class: "warn" }, r.error)
+      : r.leader ? `the leader's lineage, from ${r.source}`
+      : r.diverges ? el("span", { class: "bad" }, `diverges from the leader at offset ${r.diverges.offset} (epoch ${r.diverges.epoch}): it must truncate there`)
+      : `follows the leader's lineage (from ${r.source})`));
+  mount(title,
+    el("div", { class: "cards" },
+      card("leader", d.leader < 0 ? "none" : d.leader, d.leader < 0 ? "bad" : "", "leader"),
+      card("leader epoch", d.leader_epoch, "", "leader-epoch"),
+      card("ISR", d.isr.join(", "), d.under_replicated ? "warn" : "", "isr"),
+      card("log start", d.log_start_offset, "", "log-start"), card("high watermark", d.high_watermark, "", "high-watermark")),
+    el("h2", {}, "Leader-epoch lineage per replica"),
+    el("p", { class: "note" }, "Each cell is the offset at which that epoch starts in that replica's log (epoch → start offset). A red outline marks epochs past the point where a replica parts from the leader."),
+    epochs.length ? table([], [], { id: "lineage", class: "lineage" }) : el("p", { class: "muted" }, "No epochs known."),
+    el("ul", { id: "lineage-notes" }, notes));
+  const t = document.getElementById("lineage");
+  if (t) t.replaceChildren(el("thead", {}, head), el("tbody", {}, body));
 }
 
 function renderGroups(d) {
@@ -170,7 +206,7 @@ function renderMessages() {
 async function main() {
   const page = document.body.dataset.page;
   const args = JSON.parse(document.body.dataset.args || "{}");
-  const nav = { topic: "topics", group: "groups" }[page] || page;
+  const nav = { topic: "topics", partition: "topics", group: "groups" }[page] || page;
   document.querySelectorAll(`[data-nav="${nav}"]`).forEach((a) => a.classList.add("current"));
   if (page === "overview") follow("/events/overview", renderOverview);
   else if (page === "topics") {
@@ -182,6 +218,8 @@ async function main() {
     follow("/events/topics/" + enc, (d) => { last = d; renderTopic(args.topic, d, configs); });
     try { configs = (await getJSON("/api/topics/" + enc)).configs; } catch (e) { configs = []; }
     if (last) renderTopic(args.topic, last, configs);
+  } else if (page === "partition") {
+    follow(`/events/topics/${encodeURIComponent(args.topic)}/partitions/${args.partition}`, (d) => renderPartition(args.topic, args.partition, d));
   } else if (page === "groups") {
     live("idle");
     try { renderGroups(await getJSON("/api/groups")); } catch (e) { mount(el("h1", {}, "Consumer groups"), errorBox(e.message)); }
