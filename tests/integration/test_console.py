@@ -122,7 +122,12 @@ def test_api_topic_matches_the_cluster(cluster: LocalCluster, console: str) -> N
         assert sorted(p["isr"]) == [1, 2, 3] and len(p["replicas"]) == 3
         assert p["log_start_offset"] == 0
         assert p["high_watermark"] == PER_PARTITION + (1 if p["partition"] == 2 else 0)
-    assert {c["name"]: c["value"] for c in d["configs"]}["min.insync.replicas"] == "2"
+    configs = {c["name"]: c for c in d["configs"]}
+    assert (configs["min.insync.replicas"]["value"], configs["min.insync.replicas"]["source"]) == (
+        "2",
+        "DYNAMIC_TOPIC_CONFIG",
+    )
+    assert configs["cleanup.policy"]["source"] == "DEFAULT_CONFIG"
     ov = _get(f"{console}/api/overview")
     assert [b["node_id"] for b in ov["brokers"]] == [1, 2, 3]
     assert ov["under_replicated_partitions"] == 0 and ov["offline_partitions"] == 0

@@ -18,7 +18,7 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, OffsetSpec, ResourceType
 
 from epochlog.console.lineage import LineageReader
 from epochlog.console.metadata import ClusterMetadata, MetadataClient, Partition
@@ -36,6 +36,14 @@ def lag(committed: int | None, end: int | None) -> int | None:
     if committed is None or end is None or committed < 0 or end < 0:
         return None
     return max(end - committed, 0)
+
+
+def _config_source(source: object) -> str:
+    # librdkafka hands the source over as a bare int; its enum's names are what kafka-configs.sh prints.
+    try:
+        return str(ConfigSource(int(source)).name)
+    except (TypeError, ValueError):
+        return str(getattr(source, "name", source))
 
 
 def _partition_row(p: Partition) -> dict[str, Any]:
@@ -206,7 +214,7 @@ class ClusterReader:
             {
                 "name": e.name,
                 "value": None if e.is_sensitive else e.value,
-                "source": getattr(e.source, "name", str(e.source)),
+                "source": _config_source(e.source),
                 "is_default": bool(e.is_default),
             }
             for e in sorted(entries.values(), key=lambda e: e.name)

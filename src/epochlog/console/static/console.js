@@ -60,13 +60,15 @@ function renderOverview(d) {
   if (d.error) return mount(el("h1", {}, "Cluster"), errorBox(d.error));
   const brokers = d.brokers.map((b) => el("tr", { "data-broker": b.node_id },
     el("td", { class: "num" }, b.node_id), el("td", { class: "mono" }, `${b.host}:${b.port}`), el("td", {}, dash(b.rack)),
-    el("td", {}, b.node_id === d.controller_id ? "controller" : ""),
+    el("td", {}, b.node_id === d.controller_id ? "Metadata's controller id" : ""),
     num(b.leaders, { "data-leaders": b.node_id }), num(b.replicas)));
   mount(
     el("h1", {}, "Cluster ", el("span", { class: "muted mono" }, dash(d.cluster_id))),
     el("div", { class: "cards" },
       card("brokers", d.brokers.length, "", "brokers"),
-      card("controller", d.controller_id < 0 ? "none" : d.controller_id, d.controller_id < 0 ? "bad" : "", "controller"),
+      // In a KRaft-style cluster (epochlog's too) Metadata's controller id names a live broker that takes
+      // admin requests, not the quorum's active controller: labelled for what it is.
+      card("controller id (Metadata)", d.controller_id < 0 ? "none" : d.controller_id, d.controller_id < 0 ? "bad" : "", "controller"),
       card("topics", d.topics, "", "topics"),
       card("partitions", d.partitions, "", "partitions"),
       card("under-replicated", d.under_replicated_partitions, d.under_replicated_partitions ? "warn" : "ok", "under-replicated"),
@@ -109,7 +111,8 @@ function renderTopic(name, d, configs) {
 }
 
 // One colour per epoch, the same on every page and every replica's column.
-const epochColour = (e) => `hsl(${(e * 137.5) % 360}, 55%, 40%)`;
+// Hues start at blue so epoch 0 is not read as an alarm.
+const epochColour = (e) => `hsl(${(210 + e * 137.5) % 360}, 55%, 40%)`;
 
 function renderPartition(topic, partition, d) {
   const title = el("h1", {}, "Partition ", el("span", { class: "mono" }, `${topic}-${partition}`));
