@@ -138,6 +138,12 @@ def test_api_messages_and_group(console: str) -> None:
     d = _get(f"{console}/api/messages?topic={TOPIC}&partition=1&offset=3&limit=4")
     got = [(m["key"]["data"], m["value"]["data"]) for m in d["messages"]]
     assert got == [(k.decode(), v.decode()) for k, v in _produced()[1][3:7]]
+    # From a timestamp: the first record at or after it; none after the last record's time.
+    d = _get(f"{console}/api/messages?topic={TOPIC}&partition=1&timestamp=0&limit=2")
+    assert (d["start"], [m["offset"] for m in d["messages"]]) == (0, [0, 1])
+    future = int(time.time() * 1000) + 3_600_000
+    d = _get(f"{console}/api/messages?topic={TOPIC}&partition=1&timestamp={future}")
+    assert (d["start"], d["messages"]) == (None, [])
     g = _get(f"{console}/api/groups/{GROUP}")
     lags = {p["partition"]: p["lag"] for p in g["partitions"]}
     assert lags == {p: PER_PARTITION - o for p, o in COMMITTED.items()}
