@@ -116,7 +116,9 @@ const epochColour = (e) => `hsl(${(210 + e * 137.5) % 360}, 55%, 40%)`;
 
 function renderPartition(topic, partition, d) {
   const title = el("h1", {}, "Partition ", el("span", { class: "mono" }, `${topic}-${partition}`));
-  if (d.error) return mount(title, errorBox(d.error));
+  // A string is the console's own error; a number is the partition's Kafka error code (5, no leader),
+  // and the page still has everything else to show.
+  if (typeof d.error === "string") return mount(title, errorBox(d.error));
   const reps = d.lineage;
   const epochs = [...new Set(reps.flatMap((r) => r.entries.map((e) => e.epoch)))].sort((a, b) => a - b);
   const head = el("tr", {}, el("th", { class: "num" }, "epoch"), reps.map((r) => el("th", { "data-replica": r.broker },
