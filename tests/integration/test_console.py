@@ -89,7 +89,7 @@ def console(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> 
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "epochlog.cli.main", "console", "--bootstrap-server", cluster.bootstrap,
-             "--port", str(port)],
+             "--bootstrap-controller", cluster.bootstrap_controllers, "--port", str(port)],
             stdout=out, stderr=subprocess.STDOUT, env={**os.environ},
         )  # fmt: skip
     try:
@@ -132,6 +132,11 @@ def test_api_topic_matches_the_cluster(cluster: LocalCluster, console: str) -> N
     assert [b["node_id"] for b in ov["brokers"]] == [1, 2, 3]
     assert ov["under_replicated_partitions"] == 0 and ov["offline_partitions"] == 0
     assert ov["controller_id"] >= 0
+    # The quorum's active controller comes from the controllers (DescribeQuorum), not from Metadata.
+    q = ov["quorum"]
+    assert q["leader_id"] == cluster.active_controller().node_id
+    assert [v["node_id"] for v in q["voters"]] == [n.node_id for n in cluster.controller_nodes()]
+    assert sorted(o["node_id"] for o in q["observers"]) == [1, 2, 3]  # the brokers follow the metadata log
 
 
 def test_api_messages_and_group(console: str) -> None:
@@ -222,7 +227,7 @@ def test_every_page_loads_without_console_errors(console: str, page: Page) -> No
         assert page.errors == [], f"{path}: {page.errors}"
 
 
-def test_overview_page_shows_brokers_and_leader_counts(console: str, page: Page) -> None:
+def test_overview_page_shows_brokers_leader_counts_and_quorum(cluster: LocalCluster, console: str, page: Page) -> None:
     page.page.goto(console + "/")
     page.page.wait_for_selector("#brokers tbody tr")
     ov = _get(f"{console}/api/overview")
@@ -232,6 +237,9 @@ def test_overview_page_shows_brokers_and_leader_counts(console: str, page: Page)
     assert shown == {b["node_id"]: b["leaders"] for b in ov["brokers"]}
     assert sum(shown.values()) == ov["partitions"]
     assert page.page.inner_text('[data-card="under-replicated"] .v') == "0"
+    active = str(cluster.active_controller().node_id)
+    assert page.page.inner_text('[data-card="active-controller"] .v') == active
+    assert page.page.get_attribute("#quorum-replicas tbody tr:first-child", "data-node") == active
 
 
 def test_topic_page_shows_leaders_and_epochs(cluster: LocalCluster, console: str, page: Page) -> None:

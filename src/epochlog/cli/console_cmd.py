@@ -18,9 +18,13 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--host", help="address to listen on; loopback by default, the console has no login")
         ] = "127.0.0.1",
         refresh: Annotated[float, typer.Option("--refresh", help="seconds between live updates")] = 1.0,
+        bootstrap_controller: Annotated[
+            str | None,
+            typer.Option("--bootstrap-controller", help="host:port[,...] of the controllers, for the quorum's status"),
+        ] = None,
     ) -> None:
         """Serve a web console (cluster, topics, consumer groups, messages) for any Kafka-protocol cluster."""
         from epochlog.console.app import serve
 
         typer.echo(f"epochlog console for {bootstrap} on http://{host}:{port}/")
-        serve(bootstrap, host=host, port=port, refresh=refresh)
+        serve(bootstrap, host=host, port=port, refresh=refresh, bootstrap_controllers=bootstrap_controller)

@@ -176,10 +176,16 @@ def create_app(reader: ClusterReader, refresh: float = REFRESH_SECONDS) -> Starl
     return Starlette(routes=routes)
 
 
-def serve(bootstrap: str, host: str = "127.0.0.1", port: int = 8080, refresh: float = REFRESH_SECONDS) -> None:
+def serve(
+    bootstrap: str,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    refresh: float = REFRESH_SECONDS,
+    bootstrap_controllers: str | None = None,
+) -> None:
     import uvicorn
 
-    reader = ClusterReader(bootstrap)
+    reader = ClusterReader(bootstrap, bootstrap_controllers=bootstrap_controllers)
     try:
         # Open event streams never end by themselves; a short graceful timeout lets Ctrl-C stop promptly.
         uvicorn.run(create_app(reader, refresh), host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)

@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, Off
 from epochlog.console.lineage import LineageReader
 from epochlog.console.metadata import ClusterMetadata, MetadataClient, Partition
 from epochlog.console.payload import show_bytes
+from epochlog.console.quorum import QuorumClient
 
 TP = tuple[str, int]
 MAX_MESSAGES = 500
@@ -99,8 +100,9 @@ def overview_of(md: ClusterMetadata) -> dict[str, Any]:
 
 
 class ClusterReader:
-    def __init__(self, bootstrap: str, timeout: float = 5.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 5.0, bootstrap_controllers: str | None = None) -> None:
         self.bootstrap = bootstrap
+        self.quorum = QuorumClient(bootstrap_controllers) if bootstrap_controllers else None
         self.timeout = timeout
         self.metadata = MetadataClient(bootstrap, timeout)
         self.lineage = LineageReader(timeout)
@@ -111,6 +113,8 @@ class ClusterReader:
     def close(self) -> None:
         self.metadata.close()
         self.lineage.close()
+        if self.quorum is not None:
+            self.quorum.close()
 
     # -- offsets -----------------------------------------------------------------------------------------
 
@@ -156,7 +160,15 @@ class ClusterReader:
     # -- pages -------------------------------------------------------------------------------------------
 
     def overview(self) -> dict[str, Any]:
-        return overview_of(self.metadata.fetch())
+        out = overview_of(self.metadata.fetch())
+        if self.quorum is not None:
+            # The quorum is asked only when the controllers' addresses were given; its failure is shown
+            # on the page without hiding what the brokers said.
+            try:
+                out["quorum"] = self.quorum.describe(int(time.time() * 1000))
+            except Exception as e:
+                out["quorum"] = {"error": f"{type(e).__name__}: {e}"}
+        return out
 
     def topics(self) -> dict[str, Any]:
         md = self.metadata.fetch()

@@ -92,3 +92,28 @@ def test_payload_text_hex_and_fallback() -> None:
     assert show_bytes(None, "text") == {"as": "null", "data": None}
     with pytest.raises(ValueError):
         show_bytes(b"x", "yaml")
+
+
+def test_quorum_view_puts_the_leader_first_with_lags() -> None:
+    from types import SimpleNamespace as NS
+
+    from epochlog.console.quorum import quorum_view
+
+    def rep(i: int, leo: int, caught: int) -> NS:
+        return NS(replica_id=i, log_end_offset=leo, last_fetch_timestamp=caught, last_caught_up_timestamp=caught)
+
+    row = NS(
+        leader_id=3002, leader_epoch=4, high_watermark=120,
+        current_voters=[rep(3001, 118, 900), rep(3002, 121, 1000), rep(3003, 121, -1)],
+        observers=[rep(2, 100, 950), rep(1, 121, 990)],
+    )  # fmt: skip
+    q = quorum_view(row, now_ms=1000)
+    assert (q["leader_id"], q["leader_epoch"], q["high_watermark"]) == (3002, 4, 120)
+    assert [(v["node_id"], v["role"], v["lag"]) for v in q["voters"]] == [
+        (3002, "leader", 0),
+        (3001, "follower", 3),
+        (3003, "follower", 0),
+    ]
+    assert [o["node_id"] for o in q["observers"]] == [1, 2]
+    assert q["observers"][1]["lag"] == 21 and q["voters"][1]["caught_up_ms_ago"] == 100
+    assert q["voters"][2]["caught_up_ms_ago"] is None

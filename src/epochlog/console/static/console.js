@@ -75,7 +75,20 @@ function renderOverview(d) {
       card("offline", d.offline_partitions, d.offline_partitions ? "bad" : "ok", "offline")),
     el("h2", {}, "Brokers"),
     table(["#id", "address", "rack", "role", "#leaders", "#replicas"], brokers, { id: "brokers" }),
-    d.unknown_leaders.length ? errorBox(`leaders not among live brokers: ${d.unknown_leaders.join(", ")}`) : "");
+    d.unknown_leaders.length ? errorBox(`leaders not among live brokers: ${d.unknown_leaders.join(", ")}`) : "",
+    d.quorum ? renderQuorum(d.quorum) : el("p", { class: "note" }, "Start the console with --bootstrap-controller to see the metadata quorum."));
+}
+
+function renderQuorum(q) {
+  if (q.error) return el("section", { id: "quorum" }, el("h2", {}, "Metadata quorum"), errorBox(q.error));
+  const rows = [...q.voters, ...q.observers].map((r) => el("tr", { "data-node": r.node_id, "data-role": r.role },
+    num(r.node_id), el("td", {}, r.role), num(r.log_end_offset), num(r.lag, { class: "num " + (r.lag ? "warn" : "") }),
+    num(r.caught_up_ms_ago === null ? null : `${r.caught_up_ms_ago} ms ago`)));
+  return el("section", { id: "quorum" }, el("h2", {}, "Metadata quorum"),
+    el("div", { class: "cards" },
+      card("active controller", q.leader_id, "", "active-controller"), card("quorum epoch", q.leader_epoch, "", "quorum-epoch"),
+      card("metadata high watermark", q.high_watermark, "", "quorum-hw")),
+    table(["#node", "role", "#log end", "#lag", "#caught up"], rows, { id: "quorum-replicas" }));
 }
 
 function renderTopics(d) {
