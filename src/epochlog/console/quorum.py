@@ -31,7 +31,8 @@ def quorum_view(row: Any, now_ms: int) -> dict[str, Any]:
             "role": role,
             "log_end_offset": int(r.log_end_offset),
             "lag": max(leader_end - int(r.log_end_offset), 0) if leader_end >= 0 else None,
-            "caught_up_ms_ago": now_ms - caught_up if caught_up >= 0 else None,
+            # The controller's clock may run a little ahead of ours: never "-1 ms ago".
+            "caught_up_ms_ago": max(now_ms - caught_up, 0) if caught_up >= 0 else None,
         }
 
     voters = sorted(row.current_voters, key=lambda v: (int(v.replica_id) != leader, int(v.replica_id)))

@@ -104,7 +104,7 @@ def test_quorum_view_puts_the_leader_first_with_lags() -> None:
 
     row = NS(
         leader_id=3002, leader_epoch=4, high_watermark=120,
-        current_voters=[rep(3001, 118, 900), rep(3002, 121, 1000), rep(3003, 121, -1)],
+        current_voters=[rep(3001, 118, 900), rep(3002, 121, 1003), rep(3003, 121, -1)],
         observers=[rep(2, 100, 950), rep(1, 121, 990)],
     )  # fmt: skip
     q = quorum_view(row, now_ms=1000)
@@ -117,3 +117,4 @@ def test_quorum_view_puts_the_leader_first_with_lags() -> None:
     assert [o["node_id"] for o in q["observers"]] == [1, 2]
     assert q["observers"][1]["lag"] == 21 and q["voters"][1]["caught_up_ms_ago"] == 100
     assert q["voters"][2]["caught_up_ms_ago"] is None
+    assert q["voters"][0]["caught_up_ms_ago"] == 0  # the controller's clock 3 ms ahead of ours
