@@ -121,6 +121,7 @@ def test_api_topic_matches_the_cluster(cluster: LocalCluster, console: str) -> N
         assert (p["leader"], p["leader_epoch"]) == leader_epoch(cluster.bootstrap, TOPIC, p["partition"])
         assert sorted(p["isr"]) == [1, 2, 3] and len(p["replicas"]) == 3
         assert p["log_start_offset"] == 0
+        assert p["size"] > 0  # the leader's replica, from DescribeLogDirs
         assert p["high_watermark"] == PER_PARTITION + (1 if p["partition"] == 2 else 0)
     configs = {c["name"]: c for c in d["configs"]}
     assert (configs["min.insync.replicas"]["value"], configs["min.insync.replicas"]["source"]) == (
@@ -373,8 +374,9 @@ def test_partition_page_after_the_kill_shows_each_replicas_lineage(
         lambda: (s := _lineage_shown(page.page)) and set(s) == set(live) and s, 10, "lineage of live replicas"
     )
     assert shown == {b: expected for b in live}, shown
-    notes = page.page.inner_text("#lineage-notes")
-    assert f"broker {leader}: the leader's lineage, from OffsetsForLeaderEpoch" in notes
-    assert f"broker {dead[0]}: broker not in the metadata" in notes
+    note = {b: page.page.inner_text(f'#lineage-notes li[data-replica="{b}"]') for b in (1, 2, 3)}
+    assert note[leader].endswith("the leader's lineage, from OffsetsForLeaderEpoch"), note
+    assert note[dead[0]].startswith(f"broker {dead[0]}: broker not in the metadata"), note
+    assert all(" on disk)" in note[b] for b in live), note  # sizes from DescribeLogDirs
     assert page.page.query_selector("td.diverged") is None
     assert page.errors == []

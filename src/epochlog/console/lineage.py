@@ -15,14 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from epochlog.client.wire import Connection, WireError
+from epochlog.console.log_dirs import describe_replicas
 from epochlog.protocol.codec import request_class
 
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
-DESCRIBE_LOG_DIRS_VERSION = 2
 MAX_WALK = 10_000  # epochs; a bound on a walk against a broker that answers nonsense
 
 
@@ -95,7 +94,8 @@ class LineageReader:
         self.timeout = timeout
         self._conns: dict[tuple[str, int], Connection] = {}
 
-    def _conn(self, addr: tuple[str, int]) -> Connection:
+    def conn(self, addr: tuple[str, int]) -> Connection:
+        """One connection per broker, shared by the lineage walk and DescribeLogDirs."""
         c = self._conns.get(addr)
         if c is None:
             c = self._conns[addr] = Connection(addr[0], addr[1], self.timeout, client_id="epochlog-console")
@@ -122,23 +122,11 @@ class LineageReader:
                 ),
             ),
         )
-        resp = self._conn(addr).request(req)
+        resp = self.conn(addr).request(req)
         p = resp.topics[0].partitions[0]
         if p.error_code.value != 0:
             raise WireError(f"OffsetsForLeaderEpoch {topic}-{partition} epoch {epoch}: error {p.error_code.value}")
         return int(p.leader_epoch), int(p.end_offset)
-
-    def checkpoint_path(self, addr: tuple[str, int], topic: str, partition: int) -> Path | None:
-        """The replica's checkpoint file, found through DescribeLogDirs; None when the broker has no replica."""
-        req_cls = request_class(35, DESCRIBE_LOG_DIRS_VERSION)
-        mod = __import__(req_cls.__module__, fromlist=["DescribableLogDirTopic"])
-        req = req_cls(topics=(mod.DescribableLogDirTopic(topic=topic, partitions=(partition,)),))
-        resp = self._conn(addr).request(req)
-        for r in resp.results:
-            for t in r.topics:
-                if t.name == topic and any(p.partition_index == partition for p in t.partitions):
-                    return Path(r.log_dir) / f"{topic}-{partition}" / "leader-epoch-checkpoint"
-        return None
 
     def lineages(
         self, brokers: dict[int, tuple[str, int]], topic: str, partition: int, leader: int, leader_epoch: int,
@@ -154,6 +142,10 @@ class LineageReader:
                 out.append(row)
                 continue
             try:
+                # Size on disk for every replica; a broker that holds none is named, not guessed at.
+                mine = describe_replicas(self.conn(addr), topic, [partition]).get(partition)
+                if mine is not None:
+                    row.update(size=mine.size, offset_lag=mine.offset_lag)
                 if r == leader:
                     entries = walk_lineage(
                         lambda e, a=addr: self.ask_epoch(a, topic, partition, leader_epoch, e),
@@ -163,9 +155,9 @@ class LineageReader:
                     row["source"] = "OffsetsForLeaderEpoch"
                     leader_entries = entries
                 else:
-                    path = self.checkpoint_path(addr, topic, partition)
-                    if path is None:
+                    if mine is None:
                         raise WireError("the broker holds no replica of this partition")
+                    path = mine.partition_dir(topic, partition) / "leader-epoch-checkpoint"
                     try:
                         entries = parse_checkpoint(path.read_text())
                     except OSError:

@@ -20,7 +20,9 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, OffsetSpec, ResourceType
 
+from epochlog.client.wire import WireError
 from epochlog.console.lineage import LineageReader
+from epochlog.console.log_dirs import describe_replicas
 from epochlog.console.metadata import ClusterMetadata, MetadataClient, Partition
 from epochlog.console.payload import show_bytes
 from epochlog.console.quorum import QuorumClient
@@ -193,7 +195,11 @@ class ClusterReader:
         if t is None or (t.error != 0 and not t.partitions):
             return {"name": name, "error": t.error if t else 3, "partitions": [], "configs": []}
         offs = self.offsets([(name, p.partition) for p in t.partitions], offsets_timeout)
-        parts = [{**_partition_row(p), **offs[(name, p.partition)]} for p in t.partitions]
+        sizes = self.replica_sizes(md, name)
+        parts = [
+            {**_partition_row(p), **offs[(name, p.partition)], "size": sizes.get((p.partition, p.leader))}
+            for p in t.partitions
+        ]
         return {
             "name": name,
             "error": t.error,
@@ -201,6 +207,22 @@ class ClusterReader:
             "partitions": parts,
             "configs": self.topic_configs(name) if with_configs else None,
         }
+
+    def replica_sizes(self, md: ClusterMetadata, topic: str) -> dict[tuple[int, int], int]:
+        """{(partition, broker): bytes on disk} from DescribeLogDirs to every broker; brokers that do not
+        answer (down) are left out."""
+        t = md.topics[topic]
+        out: dict[tuple[int, int], int] = {}
+        for b in md.brokers:
+            try:
+                held = describe_replicas(
+                    self.lineage.conn((b.host, b.port)), topic, [p.partition for p in t.partitions]
+                )
+            except WireError:
+                continue
+            for p, rd in held.items():
+                out[(p, b.node_id)] = rd.size
+        return out
 
     def partition(self, name: str, partition: int, offsets_timeout: float | None = None) -> dict[str, Any]:
         """One partition in depth: its state, offsets, and every replica's leader-epoch lineage."""

@@ -16,6 +16,8 @@ function el(tag, attrs, ...children) {
 }
 
 const dash = (v) => (v === null || v === undefined ? "–" : v);
+const bytes = (n) => (n === null || n === undefined ? null
+  : n < 1024 ? `${n} B` : n < 1048576 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / 1048576).toFixed(1)} MiB`);
 const num = (v, attrs) => el("td", Object.assign({ class: "num" }, attrs || {}), dash(v));
 const app = () => document.getElementById("app");
 const live = (state) => { const s = document.getElementById("live"); s.className = "live " + state; s.textContent = state === "on" ? "live" : state === "off" ? "reconnecting" : state; };
@@ -115,11 +117,12 @@ function renderTopic(name, d, configs) {
     num(p.log_start_offset, { "data-field": "log-start" }),
     num(p.high_watermark, { "data-field": "high-watermark" }),
     num(p.last_stable_offset, { "data-field": "last-stable" }),
+    num(bytes(p.size), { "data-field": "size", "data-bytes": p.size }),
     el("td", {}, el("a", { href: `/messages?topic=${encodeURIComponent(name)}&partition=${p.partition}&offset=0` }, "browse"))));
   const cfg = configs ? table(["config", "value", "source"], configs.map((c) => el("tr", { class: c.is_default ? "muted" : "" },
     el("td", { class: "mono" }, c.name), el("td", { class: "mono" }, dash(c.value)), el("td", {}, c.source))), { id: "configs" }) : el("p", { class: "muted" }, "loading configs…");
   mount(el("h1", {}, "Topic ", el("span", { class: "mono" }, name)),
-    table(["#partition", "#leader", "#leader epoch", "replicas", "ISR", "#log start", "#high watermark", "#last stable", ""], rows, { id: "partitions" }),
+    table(["#partition", "#leader", "#leader epoch", "replicas", "ISR", "#log start", "#high watermark", "#last stable", "#size (leader)", ""], rows, { id: "partitions" }),
     el("h2", {}, "Configs"), cfg);
 }
 
@@ -143,7 +146,8 @@ function renderPartition(topic, partition, d) {
     return el("td", { class: "epoch" + (diverged ? " diverged" : ""), style: `background:${epochColour(e)}`, "data-replica": r.broker,
       title: `epoch ${e} starts at offset ${entry.start_offset}` }, entry.start_offset);
   })));
-  const notes = reps.map((r) => el("li", { "data-replica": r.broker }, `broker ${r.broker}: `,
+  const notes = reps.map((r) => el("li", { "data-replica": r.broker }, `broker ${r.broker}`,
+    r.size === undefined ? ": " : ` (${bytes(r.size)} on disk): `,
     r.error ? el("span", { class: "warn" }, r.error)
       : r.leader ? `the leader's lineage, from ${r.source}`
       : r.diverges ? el("span", { class: "bad" }, `diverges from the leader at offset ${r.diverges.offset} (epoch ${r.diverges.epoch}): it must truncate there`)
