@@ -144,6 +144,9 @@ def test_api_messages_and_group(console: str) -> None:
     d = _get(f"{console}/api/messages?topic={TOPIC}&partition=1&offset=3&limit=4")
     got = [(m["key"]["data"], m["value"]["data"]) for m in d["messages"]]
     assert got == [(k.decode(), v.decode()) for k, v in _produced()[1][3:7]]
+    # As JSON: the produced values are not JSON, so they come back as text, saying so.
+    d = _get(f"{console}/api/messages?topic={TOPIC}&partition=1&offset=0&limit=1&format=json")
+    assert d["messages"][0]["value"] == {"as": "text", "data": "value-1-0"}
     # From a timestamp: the first record at or after it; none after the last record's time.
     d = _get(f"{console}/api/messages?topic={TOPIC}&partition=1&timestamp=0&limit=2")
     assert (d["start"], [m["offset"] for m in d["messages"]]) == (0, [0, 1])

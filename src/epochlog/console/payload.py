@@ -1,20 +1,30 @@
-"""How a record's key, value and headers are shown: as text, or as hex when asked or when not UTF-8."""
+"""How a record's key, value and headers are shown: as text, JSON, or hex (when asked, or when the bytes
+are not what was asked for)."""
 
 from __future__ import annotations
 
-FORMATS = ("text", "hex")
+import json
+
+FORMATS = ("text", "json", "hex")
 
 
 def show_bytes(data: bytes | None, fmt: str) -> dict[str, str | None]:
-    """{"as": "text"|"hex"|"null", "data": ...}. A text request for bytes that are not UTF-8 falls back to
-    hex, and says so, rather than showing replacement characters that hide what is really stored."""
+    """{"as": "text"|"json"|"hex"|"null", "data": ...}. Bytes that are not UTF-8 fall back to hex, and UTF-8
+    that is not JSON falls back to text, each saying so, rather than showing replacement characters or a
+    parse error that hide what is really stored."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
     if data is None:
         return {"as": "null", "data": None}
-    if fmt == "text":
+    if fmt != "hex":
         try:
-            return {"as": "text", "data": data.decode("utf-8")}
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
-            pass
-    elif fmt != "hex":
-        raise ValueError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
+            return {"as": "hex", "data": data.hex(" ")}
+        if fmt == "json":
+            try:
+                return {"as": "json", "data": json.dumps(json.loads(text), indent=2, ensure_ascii=False)}
+            except ValueError:
+                pass
+        return {"as": "text", "data": text}
     return {"as": "hex", "data": data.hex(" ")}

@@ -90,6 +90,9 @@ def test_payload_text_hex_and_fallback() -> None:
     assert show_bytes(b"\x00\xff", "text") == {"as": "hex", "data": "00 ff"}
     assert show_bytes(b"ab", "hex") == {"as": "hex", "data": "61 62"}
     assert show_bytes(None, "text") == {"as": "null", "data": None}
+    assert show_bytes(b'{"a":[1,"\xc3\xa9"]}', "json") == {"as": "json", "data": '{\n  "a": [\n    1,\n    "é"\n  ]\n}'}
+    assert show_bytes(b"not json", "json") == {"as": "text", "data": "not json"}
+    assert show_bytes(b"\xff", "json") == {"as": "hex", "data": "ff"}
     with pytest.raises(ValueError):
         show_bytes(b"x", "yaml")
 

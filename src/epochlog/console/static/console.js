@@ -190,13 +190,14 @@ function renderGroup(id, d) {
 
 function showPayload(p) {
   if (!p || p.as === "null") return el("span", { class: "muted" }, "null");
+  if (p.as === "json") return el("pre", { class: "mono json" }, p.data);
   return el("span", { class: "mono " + (p.as === "hex" ? "hex" : "") }, p.data);
 }
 
 function renderMessages() {
   const q = new URLSearchParams(location.search);
   const field = (name, label, value, type) => el("label", {}, label, el("input", { name, value: value || "", type: type || "text", size: 12 }));
-  const format = el("select", { name: "format" }, ["text", "hex"].map((f) => el("option", { value: f, selected: q.get("format") === f }, f)));
+  const format = el("select", { name: "format" }, ["text", "json", "hex"].map((f) => el("option", { value: f, selected: q.get("format") === f }, f)));
   const form = el("form", { class: "query", id: "browse" },
     field("topic", "topic", q.get("topic")), field("partition", "partition", q.get("partition") || "0", "number"),
     field("offset", "from offset", q.get("offset"), "number"), field("timestamp", "or from timestamp (ms)", q.get("timestamp"), "number"),
