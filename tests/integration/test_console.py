@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -274,6 +275,58 @@ def test_group_page_lag_matches_committed_offsets(cluster: LocalCluster, console
     assert shown == {f"{TOPIC}-{p}": (str(o), str(PER_PARTITION), str(PER_PARTITION - o)) for p, o in committed.items()}
     assert page.page.inner_text('[data-card="total-lag"] .v') == str(sum(PER_PARTITION - o for o in committed.values()))
     assert page.errors == []
+
+
+def _committed(bootstrap: str, group: str) -> dict[int, int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(15)
+    return {tp.partition: tp.offset for tp in res.topic_partitions if tp.offset >= 0}
+
+
+def test_group_offsets_reset_from_the_group_page(cluster: LocalCluster, console: str, page: Page) -> None:
+    p = page.page
+    p.goto(f"{console}/groups/{GROUP}")
+    p.wait_for_selector("#group-partitions tbody tr")
+    p.fill("#reset input[name=partition]", "0")
+    p.fill("#reset input[name=to]", "earliest")
+    p.wait_for_timeout(1500)  # a few live refreshes: what was typed must survive them
+    assert p.input_value("#reset input[name=topic]") == TOPIC
+    assert p.input_value("#reset input[name=partition]") == "0"
+    p.click("#reset button[type=submit]")
+    p.wait_for_function("() => document.querySelector('#reset-result').textContent.startsWith('Reset ')")
+    assert p.inner_text("#reset-result") == f"Reset {TOPIC}-0 to 0"
+    assert _committed(cluster.bootstrap, GROUP) == {**COMMITTED, 0: 0}
+    # The live group view follows: partition 0 now lags by all it holds.
+    p.wait_for_function(
+        f"""() => {{ const c = document.querySelector('tr[data-tp="{TOPIC}-0"] [data-field=lag]');
+                    return c && c.textContent === '{PER_PARTITION}'; }}"""
+    )
+    # Back to the fixture's offset, by number this time, so the other tests see what they expect.
+    p.fill("#reset input[name=to]", str(COMMITTED[0]))
+    p.click("#reset button[type=submit]")
+    p.wait_for_function(f"() => document.querySelector('#reset-result').textContent.endsWith('to {COMMITTED[0]}')")
+    assert _committed(cluster.bootstrap, GROUP) == COMMITTED
+    assert page.errors == []
+
+
+def test_api_refuses_a_reset_while_the_group_has_members(cluster: LocalCluster, console: str) -> None:
+    url = f"{console}/api/groups/console-active/offsets"
+    body = json.dumps({"topic": TOPIC, "to": "earliest"}).encode()
+    # Not JSON: refused before anything is asked (a cross-origin form post cannot send JSON without a preflight).
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(urllib.request.Request(url, data=body, method="POST"), timeout=30)
+    assert e.value.code == 415
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "console-active", "enable.auto.commit": False})
+    try:
+        c.subscribe([TOPIC])
+        wait_until(lambda: c.poll(0.2) is not None or c.assignment(), 30, "a group member with an assignment")
+        req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=30)
+        assert e.value.code == 409
+        assert "has 1 members" in json.loads(e.value.read())["error"]
+    finally:
+        c.close()
 
 
 def test_message_browser_returns_what_was_produced(console: str, page: Page) -> None:

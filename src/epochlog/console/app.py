@@ -22,7 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from epochlog.console.payload import FORMATS
-from epochlog.console.reader import LIVE_OFFSETS_TIMEOUT, ClusterReader
+from epochlog.console.reader import LIVE_OFFSETS_TIMEOUT, ClusterReader, GroupActiveError
 
 STATIC = files("epochlog.console") / "static"
 REFRESH_SECONDS = 1.0
@@ -133,6 +133,30 @@ def create_app(reader: ClusterReader, refresh: float = REFRESH_SECONDS) -> Starl
             return JSONResponse({"error": f"bad query: {e}"}, 400)
         return await guarded(reader.messages, topic, partition, offset, ts, limit, fmt)
 
+    async def api_reset_offsets(request: Request) -> Response:
+        # The one request that changes the cluster. It must be a JSON POST: a page on another origin cannot
+        # send one without a CORS preflight, which this app never answers, so it cannot reset offsets
+        # through a user's browser.
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return JSONResponse({"error": "send the reset as application/json"}, 415)
+        try:
+            body = await request.json()
+            topic = str(body["topic"])
+            partition = None if body.get("partition") in (None, "", "all") else int(body["partition"])
+            to = str(body["to"])
+            if to not in ("earliest", "latest"):
+                int(to)
+        except (KeyError, ValueError, TypeError) as e:
+            return JSONResponse({"error": f"bad reset request: {e}"}, 400)
+        try:
+            return _json(await call(reader.reset_offsets, request.path_params["group"], topic, partition, to))
+        except GroupActiveError as e:
+            return _json({"error": str(e)}, 409)
+        except ValueError as e:
+            return _json({"error": str(e)}, 400)
+        except Exception as e:
+            return _json({"error": f"{type(e).__name__}: {e}"}, 502)
+
     # -- live ---------------------------------------------------------------------------------------------
 
     async def sse_overview(request: Request) -> Response:
@@ -166,6 +190,7 @@ def create_app(reader: ClusterReader, refresh: float = REFRESH_SECONDS) -> Starl
         Route("/api/topics/{name:str}/partitions/{partition:int}", api_partition),
         Route("/api/groups", api_groups),
         Route("/api/groups/{group:str}", api_group),
+        Route("/api/groups/{group:str}/offsets", api_reset_offsets, methods=["POST"]),
         Route("/api/messages", api_messages),
         Route("/events/overview", sse_overview),
         Route("/events/topics/{name:str}", sse_topic),

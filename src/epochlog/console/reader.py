@@ -101,6 +101,10 @@ def overview_of(md: ClusterMetadata) -> dict[str, Any]:
     }
 
 
+class GroupActiveError(Exception):
+    """An offset reset was asked for a group that has members."""
+
+
 class ClusterReader:
     def __init__(self, bootstrap: str, timeout: float = 5.0, bootstrap_controllers: str | None = None) -> None:
         self.bootstrap = bootstrap
@@ -265,6 +269,48 @@ class ClusterReader:
             for g in res.valid
         ]
         return {"groups": sorted(rows, key=lambda r: r["group_id"]), "errors": [str(e) for e in res.errors]}
+
+    def reset_offsets(self, group_id: str, topic: str, partition: int | None, to: str) -> dict[str, Any]:
+        """Set a group's committed offsets on one topic (one partition, or all) to earliest, latest or an
+        offset, as `kafka-consumer-groups.sh --reset-offsets --execute` does: only while the group has no
+        members, since an active member's next commit would overwrite the reset."""
+        desc = self.admin.describe_consumer_groups([group_id], request_timeout=self.timeout)[group_id].result()
+        state = getattr(desc.state, "name", str(desc.state))
+        if desc.members:
+            raise GroupActiveError(f"group {group_id} has {len(desc.members)} members (state {state}): stop them first")
+        md = self.metadata.fetch([topic])
+        t = md.topics.get(topic)
+        if t is None or not t.partitions:
+            raise ValueError(f"no topic {topic}")
+        parts = [p.partition for p in t.partitions]
+        if partition is not None:
+            if partition not in parts:
+                raise ValueError(f"no partition {topic}-{partition}")
+            parts = [partition]
+        tps = [(topic, p) for p in parts]
+        if to in ("earliest", "latest"):
+            spec = OffsetSpec.earliest() if to == "earliest" else OffsetSpec.latest()
+            found = self._list_offsets(tps, spec, IsolationLevel.READ_UNCOMMITTED)
+            missing = [f"{t}-{p}" for (t, p), o in found.items() if o is None]
+            if missing:
+                raise ValueError(f"no {to} offset for {', '.join(missing)} right now")
+            targets = {tp: int(o) for tp, o in found.items() if o is not None}
+        else:
+            offset = int(to)
+            if offset < 0:
+                raise ValueError("an offset is >= 0")
+            targets = {tp: offset for tp in tps}
+        req = [
+            ConsumerGroupTopicPartitions(group_id, [TopicPartition(t, p, o) for (t, p), o in sorted(targets.items())])
+        ]
+        res = self.admin.alter_consumer_group_offsets(req, request_timeout=self.timeout)[group_id].result()
+        failed = [f"{tp.topic}-{tp.partition}: {tp.error}" for tp in res.topic_partitions if tp.error is not None]
+        if failed:
+            raise ValueError("the coordinator refused: " + "; ".join(failed))
+        return {
+            "group_id": group_id,
+            "reset": [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(targets.items())],
+        }
 
     def group(self, group_id: str) -> dict[str, Any]:
         desc = self.admin.describe_consumer_groups([group_id], request_timeout=self.timeout)[group_id].result()

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from epochlog.console.app import create_app
+from epochlog.console.reader import GroupActiveError
 
 
 class FakeReader:
@@ -23,38 +24,55 @@ class FakeReader:
     def groups(self) -> dict[str, Any]:
         raise ConnectionError("no broker answered")
 
+    def reset_offsets(self, group: str, topic: str, partition: int | None, to: str) -> dict[str, Any]:
+        if group == "busy":
+            raise GroupActiveError("group busy has 2 members")
+        return {"args": [group, topic, partition, to]}
 
-async def _call(app: Any, path: str, query: str = "", max_body: int | None = None) -> tuple[int, dict[str, str], bytes]:
+
+async def _call(
+    app: Any,
+    path: str,
+    query: str = "",
+    max_body: int | None = None,
+    method: str = "GET",
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], bytes]:
     scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-        "path": path, "raw_path": path.encode(), "query_string": query.encode(), "headers": [],
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+        "path": path, "raw_path": path.encode(), "query_string": query.encode(),
+        "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()],
         "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80), "root_path": "",
     }  # fmt: skip
-    status, headers, body = 0, {}, bytearray()
+    status, got_headers, got = 0, {}, bytearray()
     done = asyncio.Event()
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
 
     async def receive() -> dict[str, Any]:
+        if pending:
+            return pending.pop()
         await done.wait()  # the client "disconnects" once we have read what we wanted
         return {"type": "http.disconnect"}
 
     async def send(msg: dict[str, Any]) -> None:
-        nonlocal status, headers
+        nonlocal status, got_headers
         if msg["type"] == "http.response.start":
             status = msg["status"]
-            headers = {k.decode(): v.decode() for k, v in msg["headers"]}
+            got_headers = {k.decode(): v.decode() for k, v in msg["headers"]}
         elif msg["type"] == "http.response.body":
-            body.extend(msg.get("body", b""))
-            if not msg.get("more_body") or (max_body is not None and len(body) >= max_body):
+            got.extend(msg.get("body", b""))
+            if not msg.get("more_body") or (max_body is not None and len(got) >= max_body):
                 done.set()
 
     task = asyncio.ensure_future(app(scope, receive, send))
     await asyncio.wait_for(done.wait(), 10)
     await asyncio.wait_for(task, 10)
-    return status, headers, bytes(body)
+    return status, got_headers, bytes(got)
 
 
-def call(path: str, query: str = "", max_body: int | None = None) -> tuple[int, dict[str, str], bytes]:
-    return asyncio.run(_call(create_app(FakeReader(), refresh=0.05), path, query, max_body))  # type: ignore[arg-type]
+def call(path: str, query: str = "", max_body: int | None = None, **kw: Any) -> tuple[int, dict[str, str], bytes]:
+    return asyncio.run(_call(create_app(FakeReader(), refresh=0.05), path, query, max_body, **kw))  # type: ignore[arg-type]
 
 
 def test_pages_are_shells_with_escaped_arguments() -> None:
@@ -90,3 +108,24 @@ def test_topic_events_stream_json() -> None:
     assert status == 200 and headers["content-type"].startswith("text/event-stream")
     events = [line[len("data: ") :] for line in body.decode().splitlines() if line.startswith("data: ")]
     assert json.loads(events[0])["partitions"][0]["leader"] == 2
+
+
+def test_offset_reset_takes_only_json_and_refuses_active_groups() -> None:
+    def post(group: str, body: object, ctype: str = "application/json") -> tuple[int, dict[str, Any]]:
+        status, _, got = call(
+            f"/api/groups/{group}/offsets",
+            method="POST",
+            body=json.dumps(body).encode(),
+            headers={"Content-Type": ctype},
+        )
+        return status, json.loads(got)
+
+    assert post("g", {"topic": "t", "to": "earliest"}, "application/x-www-form-urlencoded")[0] == 415
+    assert post("g", {"topic": "t", "to": "earliest"}) == (200, {"args": ["g", "t", None, "earliest"]})
+    assert post("g", {"topic": "t", "partition": "2", "to": "17"}) == (200, {"args": ["g", "t", 2, "17"]})
+    assert post("g", {"topic": "t", "partition": "all", "to": "latest"})[1]["args"][2] is None
+    assert post("g", {"topic": "t", "to": "yesterday"})[0] == 400
+    assert post("g", {"to": "earliest"})[0] == 400
+    assert post("busy", {"topic": "t", "to": "earliest"}) == (409, {"error": "group busy has 2 members"})
+    # GET is not a way to reset.
+    assert call("/api/groups/g/offsets")[0] == 405

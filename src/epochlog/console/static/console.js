@@ -173,19 +173,46 @@ function renderGroups(d) {
     d.errors.length ? errorBox(d.errors.join("; ")) : "");
 }
 
-function renderGroup(id, d) {
-  if (d.error) return mount(el("h1", {}, "Group ", id), errorBox(d.error));
+function renderGroup(id, d, target) {
+  const put = (...nodes) => target.replaceChildren(...nodes);
+  if (d.error) return put(el("h1", {}, "Group ", id), errorBox(d.error));
   const members = d.members.map((m) => el("tr", {}, el("td", { class: "mono" }, m.member_id), el("td", {}, m.client_id), el("td", {}, m.host),
     el("td", {}, m.assignment.map((a) => `${a.topic}-${a.partition}`).join(", "))));
   const parts = d.partitions.map((p) => el("tr", { "data-tp": `${p.topic}-${p.partition}` },
     el("td", {}, el("a", { href: "/topics/" + encodeURIComponent(p.topic) }, p.topic)), num(p.partition),
     num(p.committed_offset, { "data-field": "committed" }), num(p.end_offset, { "data-field": "end" }),
     num(p.lag, { "data-field": "lag" }), el("td", { class: "mono" }, dash(p.member_id))));
-  mount(el("h1", {}, "Group ", el("span", { class: "mono" }, id)),
+  put(el("h1", {}, "Group ", el("span", { class: "mono" }, id)),
     el("div", { class: "cards" }, card("state", d.state, "", "state"), card("members", d.members.length, "", "members"),
       card("coordinator", d.coordinator, "", "coordinator"), card("total lag", d.total_lag, "", "total-lag")),
     el("h2", {}, "Partitions"), table(["topic", "#partition", "#committed", "#end offset", "#lag", "member"], parts, { id: "group-partitions" }),
     el("h2", {}, "Members"), members.length ? table(["member", "client", "host", "assignment"], members, { id: "members" }) : el("p", { class: "muted" }, "No members."));
+}
+
+function resetForm(group) {
+  const out = el("p", { id: "reset-result", class: "note" });
+  const form = el("form", { class: "query", id: "reset" },
+    el("label", {}, "topic", el("input", { name: "topic", size: 14 })),
+    el("label", {}, "partition", el("input", { name: "partition", value: "all", size: 5 })),
+    el("label", {}, "to", el("input", { name: "to", value: "earliest", size: 10, title: "earliest, latest or an offset" })),
+    el("button", { type: "submit" }, "Reset offsets"));
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const f = Object.fromEntries(new FormData(form));
+    out.textContent = "Resetting…";
+    try {
+      const r = await fetch(`/api/groups/${encodeURIComponent(group)}/offsets`, {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(f) });
+      const body = await r.json();
+      out.textContent = r.ok ? "Reset " + body.reset.map((x) => `${x.topic}-${x.partition} to ${x.offset}`).join(", ") : body.error;
+      out.className = r.ok ? "note ok" : "note bad";
+    } catch (e) {
+      out.textContent = e.message;
+      out.className = "note bad";
+    }
+  });
+  return el("section", {}, el("h2", {}, "Reset committed offsets"),
+    el("p", { class: "note" }, "Only while the group has no members, as kafka-consumer-groups.sh --reset-offsets."), form, out);
 }
 
 function showPayload(p) {
@@ -246,7 +273,17 @@ async function main() {
   } else if (page === "groups") {
     live("idle");
     try { renderGroups(await getJSON("/api/groups")); } catch (e) { mount(el("h1", {}, "Consumer groups"), errorBox(e.message)); }
-  } else if (page === "group") follow("/events/groups/" + encodeURIComponent(args.group), (d) => renderGroup(args.group, d));
+  } else if (page === "group") {
+    // The reset form lives outside the part each event redraws, so typing in it survives the refreshes.
+    const liveBox = el("div", { id: "group-live" });
+    const form = resetForm(args.group);
+    mount(liveBox, form);
+    follow("/events/groups/" + encodeURIComponent(args.group), (d) => {
+      renderGroup(args.group, d, liveBox);
+      const topic = form.querySelector("input[name=topic]");
+      if (!topic.value && d.partitions && d.partitions.length) topic.value = d.partitions[0].topic;
+    });
+  }
   else if (page === "messages") renderMessages();
 }
 
