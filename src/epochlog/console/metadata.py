@@ -97,6 +97,7 @@ class MetadataClient:
         self.timeout = timeout
         self._conns: dict[tuple[str, int], Connection] = {}
         self._known: list[tuple[str, int]] = []
+        self._first: list[tuple[str, int]] = []
 
     def _conn(self, addr: tuple[str, int]) -> Connection:
         c = self._conns.get(addr)
@@ -115,8 +116,9 @@ class MetadataClient:
             include_topic_authorized_operations=False,
         )
         last: Exception | None = None
-        # A killed broker refuses at once on loopback, so walking the list stays quick.
-        for addr in dict.fromkeys(self._known + self.bootstrap):
+        # The broker that answered last is asked first: a killed broker refuses at once, but a stopped one
+        # (SIGSTOP, a partition) costs a whole timeout each time it is tried, and once is enough.
+        for addr in dict.fromkeys(self._first + self._known + self.bootstrap):
             try:
                 resp = self._conn(addr).request(req)
             except WireError as e:
@@ -124,6 +126,7 @@ class MetadataClient:
                 continue
             md = parse_metadata(resp)
             self._known = [(b.host, b.port) for b in md.brokers]
+            self._first = [addr]
             return md
         raise WireError(f"no broker answered Metadata: {last}")
 

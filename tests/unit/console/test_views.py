@@ -121,3 +121,32 @@ def test_quorum_view_puts_the_leader_first_with_lags() -> None:
     assert q["observers"][1]["lag"] == 21 and q["voters"][1]["caught_up_ms_ago"] == 100
     assert q["voters"][2]["caught_up_ms_ago"] is None
     assert q["voters"][0]["caught_up_ms_ago"] == 0  # the controller's clock 3 ms ahead of ours
+
+
+def test_metadata_client_asks_the_broker_that_answered_last_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    from epochlog.client.wire import WireError
+    from epochlog.console import metadata as md_mod
+
+    asked: list[tuple[str, int]] = []
+    down = {("127.0.0.1", 9001)}
+
+    class FakeConn:
+        def __init__(self, host: str, port: int, *a: object, **kw: object) -> None:
+            self.addr = (host, port)
+
+        def request(self, req: object) -> object:
+            asked.append(self.addr)
+            if self.addr in down:
+                raise WireError("timed out")  # a stopped broker: each try costs a timeout
+            return _response()
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(md_mod, "Connection", FakeConn)
+    c = md_mod.MetadataClient("127.0.0.1:9001,127.0.0.1:9002")
+    c.fetch()
+    asked.clear()
+    c.fetch()
+    # The crafted answer names brokers 9091 and 9092; the one that answered (9002) is asked first.
+    assert asked == [("127.0.0.1", 9002)]
