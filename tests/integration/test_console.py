@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -353,6 +354,41 @@ def test_message_browser_returns_what_was_produced(console: str, page: Page) -> 
         "() => { const r = document.querySelector('#messages tbody tr'); return r && r.dataset.offset === '1'; }"
     )
     assert page.page.inner_text('#messages tbody tr [data-field="value"]') == b"value-2-1".hex(" ")
+    assert page.errors == []
+
+
+def test_topic_page_shows_throughput_while_records_arrive(cluster: LocalCluster, console: str, page: Page) -> None:
+    create_topic(cluster.bootstrap, "rates", 1, 3, {})
+    wait_until(lambda: leader_epoch(cluster.bootstrap, "rates")[0] >= 0, 20, "a leader for rates")
+    p = page.page
+    p.goto(f"{console}/topics/rates")
+    p.wait_for_selector("#partitions tbody tr")
+    rate = "() => Number(document.querySelector('[data-card=rate] .v').textContent)"
+    p.wait_for_function(f"() => ({rate})() === 0")  # two events seen, nothing produced yet
+    stop = threading.Event()
+
+    def produce() -> None:
+        prod = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5})
+        deadline = time.monotonic() + 30  # bounded even if the test fails before setting stop
+        while not stop.is_set() and time.monotonic() < deadline:
+            for _ in range(20):
+                prod.produce("rates", value=b"r")
+            prod.poll(0)
+            time.sleep(0.05)
+        prod.flush(15)
+
+    t = threading.Thread(target=produce, daemon=True)
+    t.start()
+    try:
+        p.wait_for_function(f"() => ({rate})() > 50", timeout=10_000)
+        shown = float(p.inner_text('tr[data-partition="0"] [data-field=rate]'))
+        assert shown > 50
+    finally:
+        stop.set()
+        t.join(30)
+    # Once nothing arrives the rate falls back to zero.
+    p.wait_for_function(f"() => ({rate})() === 0", timeout=10_000)
+    assert p.query_selector("[data-card=rate] svg polyline") is not None
     assert page.errors == []
 
 

@@ -106,7 +106,50 @@ function replicaList(ids, leader, isr) {
   return ids.map((r, i) => el("span", { class: (r === leader ? "ok " : "") + (isr && !isr.includes(r) ? "bad" : "") }, (i ? ", " : "") + r));
 }
 
-function renderTopic(name, d, configs) {
+// Throughput from the high watermark's growth between two events (records per second). Only the browser
+// keeps the history: the console's server holds no state between requests.
+function rateTracker(keep) {
+  let last = null;
+  const samples = [];
+  return (d) => {
+    const now = performance.now() / 1000;
+    const hws = Object.fromEntries(d.partitions.map((p) => [p.partition, p.high_watermark]));
+    const rates = {};
+    if (last) {
+      const dt = now - last.t;
+      for (const [p, hw] of Object.entries(hws)) {
+        const before = last.hws[p];
+        if (hw !== null && before !== null && before !== undefined && dt > 0) rates[p] = Math.max(hw - before, 0) / dt;
+      }
+    }
+    last = { t: now, hws };
+    const known = Object.values(rates);
+    const total = known.length ? known.reduce((a, b) => a + b, 0) : null;
+    if (total !== null) { samples.push(total); if (samples.length > keep) samples.shift(); }
+    return { rates, total, samples: samples.slice() };
+  };
+}
+
+function sparkline(values, width, height) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("width", width); svg.setAttribute("height", height); svg.setAttribute("class", "spark");
+  if (values.length > 1) {
+    const max = Math.max(...values, 1);
+    const pts = values.map((v, i) => `${(i / (values.length - 1)) * width},${height - 2 - (v / max) * (height - 4)}`);
+    const line = document.createElementNS(ns, "polyline");
+    line.setAttribute("points", pts.join(" "));
+    svg.append(line);
+  }
+  return svg;
+}
+
+const perSecond = (r) => (r === null || r === undefined ? null : r.toFixed(1));
+
+function renderTopic(name, d, configs, tp) {
+  tp = tp || { rates: {}, total: null, samples: [] };
+  // A string is the console's own error (no broker answered); a number the topic's Kafka error code.
+  if (typeof d.error === "string") return mount(el("h1", {}, "Topic ", name), errorBox(d.error));
   if (d.error && !d.partitions.length) return mount(el("h1", {}, "Topic ", name), errorBox(`error code ${d.error}`));
   const rows = d.partitions.map((p) => el("tr", { "data-partition": p.partition },
     el("td", { class: "num" }, el("a", { href: `/topics/${encodeURIComponent(name)}/${p.partition}` }, p.partition)),
@@ -118,11 +161,15 @@ function renderTopic(name, d, configs) {
     num(p.high_watermark, { "data-field": "high-watermark" }),
     num(p.last_stable_offset, { "data-field": "last-stable" }),
     num(bytes(p.size), { "data-field": "size", "data-bytes": p.size }),
+    num(perSecond(tp.rates[p.partition]), { "data-field": "rate" }),
     el("td", {}, el("a", { href: `/messages?topic=${encodeURIComponent(name)}&partition=${p.partition}&offset=0` }, "browse"))));
   const cfg = configs ? table(["config", "value", "source"], configs.map((c) => el("tr", { class: c.is_default ? "muted" : "" },
     el("td", { class: "mono" }, c.name), el("td", { class: "mono" }, dash(c.value)), el("td", {}, c.source))), { id: "configs" }) : el("p", { class: "muted" }, "loading configs…");
   mount(el("h1", {}, "Topic ", el("span", { class: "mono" }, name)),
-    table(["#partition", "#leader", "#leader epoch", "replicas", "ISR", "#log start", "#high watermark", "#last stable", "#size (leader)", ""], rows, { id: "partitions" }),
+    el("div", { class: "cards" },
+      el("div", { class: "card", "data-card": "rate" }, el("div", { class: "v" }, dash(perSecond(tp.total))),
+        el("div", { class: "k" }, "records/s (last minute)"), sparkline(tp.samples, 160, 28))),
+    table(["#partition", "#leader", "#leader epoch", "replicas", "ISR", "#log start", "#high watermark", "#last stable", "#size (leader)", "#records/s", ""], rows, { id: "partitions" }),
     el("h2", {}, "Configs"), cfg);
 }
 
@@ -264,10 +311,15 @@ async function main() {
     try { renderTopics(await getJSON("/api/topics")); } catch (e) { mount(el("h1", {}, "Topics"), errorBox(e.message)); }
   } else if (page === "topic") {
     const enc = encodeURIComponent(args.topic);
-    let configs = null, last = null;
-    follow("/events/topics/" + enc, (d) => { last = d; renderTopic(args.topic, d, configs); });
+    let configs = null, last = null, tp = null;
+    const track = rateTracker(60);
+    follow("/events/topics/" + enc, (d) => {
+      last = d;
+      if (!d.error) tp = track(d);
+      renderTopic(args.topic, d, configs, tp);
+    });
     try { configs = (await getJSON("/api/topics/" + enc)).configs; } catch (e) { configs = []; }
-    if (last) renderTopic(args.topic, last, configs);
+    if (last) renderTopic(args.topic, last, configs, tp);
   } else if (page === "partition") {
     follow(`/events/topics/${encodeURIComponent(args.topic)}/partitions/${args.partition}`, (d) => renderPartition(args.topic, args.partition, d));
   } else if (page === "groups") {
