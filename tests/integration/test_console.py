@@ -354,6 +354,15 @@ def test_message_browser_returns_what_was_produced(console: str, page: Page) -> 
         "() => { const r = document.querySelector('#messages tbody tr'); return r && r.dataset.offset === '1'; }"
     )
     assert page.page.inner_text('#messages tbody tr [data-field="value"]') == b"value-2-1".hex(" ")
+    # From a time picked in the form: one before anything was produced starts at the first record.
+    page.page.select_option("select[name=format]", "text")
+    page.page.fill("input[name=offset]", "5")
+    page.page.fill("input[name=from_time]", "2001-02-03T04:05:06")
+    page.page.click("#browse button[type=submit]")
+    page.page.wait_for_function(
+        "() => (document.querySelector('#count') || {}).textContent === '1 messages from offset 0'"
+    )
+    assert "timestamp=" in page.page.url and "offset=" not in page.page.url
     assert page.errors == []
 
 

@@ -275,13 +275,17 @@ function renderMessages() {
   const form = el("form", { class: "query", id: "browse" },
     field("topic", "topic", q.get("topic")), field("partition", "partition", q.get("partition") || "0", "number"),
     field("offset", "from offset", q.get("offset"), "number"), field("timestamp", "or from timestamp (ms)", q.get("timestamp"), "number"),
+    el("label", {}, "or from time (local)", el("input", { name: "from_time", type: "datetime-local", step: 1 })),
     field("limit", "limit", q.get("limit") || "50", "number"), el("label", {}, "show as", format), el("button", { type: "submit" }, "Read"));
   const out = el("div", { id: "results" });
   mount(el("h1", {}, "Messages"), form, out);
   live("idle");
   const run = async () => {
     const params = new URLSearchParams();
-    for (const [k, v] of new FormData(form)) if (v !== "") params.set(k, v);
+    for (const [k, v] of new FormData(form)) if (v !== "" && k !== "from_time") params.set(k, v);
+    // A time picked in the browser's own time zone becomes the epoch milliseconds ListOffsets takes.
+    const picked = form.elements.from_time.value;
+    if (picked) { params.set("timestamp", String(new Date(picked).getTime())); params.delete("offset"); }
     history.replaceState(null, "", "/messages?" + params);
     out.replaceChildren(el("p", { class: "muted" }, "Reading…"));
     try {
