@@ -27,6 +27,7 @@ def _register_subcommands() -> None:
         "configs_cmd",
         "transactions_cmd",
         "reassign_partitions_cmd",
+        "console_cmd",
     ):
         try:
             mod = importlib.import_module(f"epochlog.cli.{name}")

@@ -1,0 +1,420 @@
+"""What each console page shows, read from the cluster as plain dicts ready for JSON.
+
+Everything here blocks (librdkafka futures, the wire client's sockets); the web app calls it from worker
+threads. A partition whose offsets cannot be read right now (its leader just died) is shown with None
+rather than failing the whole page: a console is most needed while the cluster is failing over.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, OffsetSpec, ResourceType
+
+from epochlog.client.wire import WireError
+from epochlog.console.lineage import LineageReader
+from epochlog.console.log_dirs import describe_replicas
+from epochlog.console.metadata import ClusterMetadata, MetadataClient, Partition
+from epochlog.console.payload import show_bytes
+from epochlog.console.quorum import QuorumClient
+
+TP = tuple[str, int]
+MAX_MESSAGES = 500
+# How long a live refresh waits for offsets before showing what it has: a refresh is due every second.
+LIVE_OFFSETS_TIMEOUT = 1.0
+
+
+def lag(committed: int | None, end: int | None) -> int | None:
+    """Kafka's consumer lag: end offset minus committed offset; unknown when either is (no commit yet
+    counts as unknown, as kafka-consumer-groups.sh prints '-')."""
+    if committed is None or end is None or committed < 0 or end < 0:
+        return None
+    return max(end - committed, 0)
+
+
+def _config_source(source: object) -> str:
+    # librdkafka hands the source over as a bare int; its enum's names are what kafka-configs.sh prints.
+    try:
+        return str(ConfigSource(int(source)).name)
+    except (TypeError, ValueError):
+        return str(getattr(source, "name", source))
+
+
+def _partition_row(p: Partition) -> dict[str, Any]:
+    return {
+        "partition": p.partition,
+        "leader": p.leader,
+        "leader_epoch": p.leader_epoch,
+        "replicas": list(p.replicas),
+        "isr": list(p.isr),
+        "offline_replicas": list(p.offline),
+        "under_replicated": p.under_replicated,
+        "offline": p.is_offline,
+        "error": p.error,
+    }
+
+
+def overview_of(md: ClusterMetadata) -> dict[str, Any]:
+    """The overview page from one metadata answer (pure, so tests can feed it crafted metadata)."""
+    leaders: dict[int, int] = {b.node_id: 0 for b in md.brokers}
+    replicas: dict[int, int] = {b.node_id: 0 for b in md.brokers}
+    partitions = under = offline = 0
+    for t in md.topics.values():
+        for p in t.partitions:
+            partitions += 1
+            under += p.under_replicated
+            offline += p.is_offline
+            if p.leader >= 0:
+                leaders[p.leader] = leaders.get(p.leader, 0) + 1
+            for r in p.replicas:
+                replicas[r] = replicas.get(r, 0) + 1
+    return {
+        "cluster_id": md.cluster_id,
+        "controller_id": md.controller_id,
+        "brokers": [
+            {
+                "node_id": b.node_id,
+                "host": b.host,
+                "port": b.port,
+                "rack": b.rack,
+                "leaders": leaders.get(b.node_id, 0),
+                "replicas": replicas.get(b.node_id, 0),
+            }
+            for b in md.brokers
+        ],
+        "topics": len(md.topics),
+        "partitions": partitions,
+        "under_replicated_partitions": under,
+        "offline_partitions": offline,
+        # A broker that leads partitions but is missing from the broker list is down (or fenced) and the
+        # controller has not moved leadership yet: shown so the page does not hide it.
+        "unknown_leaders": sorted(n for n in leaders if n not in {b.node_id for b in md.brokers}),
+    }
+
+
+class GroupActiveError(Exception):
+    """An offset reset was asked for a group that has members."""
+
+
+class ClusterReader:
+    def __init__(self, bootstrap: str, timeout: float = 5.0, bootstrap_controllers: str | None = None) -> None:
+        self.bootstrap = bootstrap
+        self.quorum = QuorumClient(bootstrap_controllers) if bootstrap_controllers else None
+        self.timeout = timeout
+        self.metadata = MetadataClient(bootstrap, timeout)
+        self.lineage = LineageReader(timeout)
+        self.admin = AdminClient(
+            {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000), "client.id": "epochlog-console"}
+        )
+
+    def close(self) -> None:
+        self.metadata.close()
+        self.lineage.close()
+        if self.quorum is not None:
+            self.quorum.close()
+
+    # -- offsets -----------------------------------------------------------------------------------------
+
+    def _ask_offsets(self, tps: list[TP], spec: OffsetSpec, level: IsolationLevel, timeout: float) -> dict[Any, Any]:
+        if not tps:
+            return {}
+        req = {TopicPartition(t, p): spec for t, p in tps}
+        return dict(self.admin.list_offsets(req, isolation_level=level, request_timeout=timeout))
+
+    @staticmethod
+    def _collect(futs: dict[Any, Any], deadline: float) -> dict[TP, int | None]:
+        out: dict[TP, int | None] = {}
+        for ctp, fut in futs.items():
+            try:
+                off = fut.result(timeout=max(deadline - time.monotonic(), 0.0)).offset
+            except Exception:  # KafkaException, or no answer by the deadline (a dead leader)
+                off = None
+            # librdkafka answers -1001 with no error right after a leader moves: no answer, not an offset.
+            out[(ctp.topic, ctp.partition)] = off if off is not None and off >= 0 else None
+        return out
+
+    def _list_offsets(self, tps: list[TP], spec: OffsetSpec, level: IsolationLevel) -> dict[TP, int | None]:
+        futs = self._ask_offsets(tps, spec, level, self.timeout)
+        return self._collect(futs, time.monotonic() + self.timeout)
+
+    def offsets(self, tps: list[TP], timeout: float | None = None) -> dict[TP, dict[str, int | None]]:
+        """Log start (earliest), high watermark (latest, read_uncommitted) and last stable offset (latest,
+        read_committed) per partition, as ListOffsets reports them to any client.
+
+        The three lists are asked at once and waited for up to `timeout` in all: while a dead leader is
+        still in the metadata its partitions get no answer, and the live pages must not stall on them."""
+        t = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + t
+        f_start = self._ask_offsets(tps, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED, t)
+        f_hw = self._ask_offsets(tps, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED, t)
+        f_lso = self._ask_offsets(tps, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED, t)
+        start, hw, lso = (self._collect(f, deadline) for f in (f_start, f_hw, f_lso))
+        return {
+            tp: {"log_start_offset": start.get(tp), "high_watermark": hw.get(tp), "last_stable_offset": lso.get(tp)}
+            for tp in tps
+        }
+
+    # -- pages -------------------------------------------------------------------------------------------
+
+    def overview(self) -> dict[str, Any]:
+        out = overview_of(self.metadata.fetch())
+        if self.quorum is not None:
+            # The quorum is asked only when the controllers' addresses were given; its failure is shown
+            # on the page without hiding what the brokers said.
+            try:
+                out["quorum"] = self.quorum.describe(int(time.time() * 1000))
+            except Exception as e:
+                out["quorum"] = {"error": f"{type(e).__name__}: {e}"}
+        return out
+
+    def topics(self) -> dict[str, Any]:
+        md = self.metadata.fetch()
+        rows = []
+        for t in sorted(md.topics.values(), key=lambda t: t.name):
+            rows.append(
+                {
+                    "name": t.name,
+                    "internal": t.internal,
+                    "partitions": len(t.partitions),
+                    "replication_factor": max((len(p.replicas) for p in t.partitions), default=0),
+                    "under_replicated": sum(p.under_replicated for p in t.partitions),
+                    "offline": sum(p.is_offline for p in t.partitions),
+                    "error": t.error,
+                }
+            )
+        return {"topics": rows}
+
+    def topic(self, name: str, with_configs: bool = True, offsets_timeout: float | None = None) -> dict[str, Any]:
+        md = self.metadata.fetch([name])
+        t = md.topics.get(name)
+        if t is None or (t.error != 0 and not t.partitions):
+            return {"name": name, "error": t.error if t else 3, "partitions": [], "configs": []}
+        offs = self.offsets([(name, p.partition) for p in t.partitions], offsets_timeout)
+        sizes = self.replica_sizes(md, name)
+        parts = [
+            {**_partition_row(p), **offs[(name, p.partition)], "size": sizes.get((p.partition, p.leader))}
+            for p in t.partitions
+        ]
+        return {
+            "name": name,
+            "error": t.error,
+            "internal": t.internal,
+            "partitions": parts,
+            "configs": self.topic_configs(name) if with_configs else None,
+        }
+
+    def replica_sizes(self, md: ClusterMetadata, topic: str) -> dict[tuple[int, int], int]:
+        """{(partition, broker): bytes on disk} from DescribeLogDirs to every broker; brokers that do not
+        answer (down) are left out."""
+        t = md.topics[topic]
+        out: dict[tuple[int, int], int] = {}
+        for b in md.brokers:
+            try:
+                held = describe_replicas(
+                    self.lineage.conn((b.host, b.port)), topic, [p.partition for p in t.partitions]
+                )
+            except WireError:
+                continue
+            for p, rd in held.items():
+                out[(p, b.node_id)] = rd.size
+        return out
+
+    def partition(self, name: str, partition: int, offsets_timeout: float | None = None) -> dict[str, Any]:
+        """One partition in depth: its state, offsets, and every replica's leader-epoch lineage."""
+        md = self.metadata.fetch([name])
+        t = md.topics.get(name)
+        part = next((p for p in t.partitions if p.partition == partition), None) if t else None
+        if part is None:
+            return {"topic": name, "partition": partition, "error": f"no partition {name}-{partition} in the metadata"}
+        offs = self.offsets([(name, partition)], offsets_timeout)[(name, partition)]
+        brokers = {b.node_id: (b.host, b.port) for b in md.brokers}
+        lineage = self.lineage.lineages(
+            brokers, name, partition, part.leader, part.leader_epoch, list(part.replicas), offs["log_start_offset"] or 0
+        )
+        return {"topic": name, **_partition_row(part), **offs, "lineage": lineage["replicas"]}
+
+    def topic_configs(self, name: str) -> list[dict[str, Any]]:
+        res = ConfigResource(ResourceType.TOPIC, name)
+        try:
+            entries = self.admin.describe_configs([res], request_timeout=self.timeout)[res].result()
+        except KafkaException:
+            return []
+        return [
+            {
+                "name": e.name,
+                "value": None if e.is_sensitive else e.value,
+                "source": _config_source(e.source),
+                "is_default": bool(e.is_default),
+            }
+            for e in sorted(entries.values(), key=lambda e: e.name)
+        ]
+
+    def groups(self) -> dict[str, Any]:
+        res = self.admin.list_consumer_groups(request_timeout=self.timeout).result()
+        rows = [
+            {
+                "group_id": g.group_id,
+                "state": getattr(g.state, "name", str(g.state)),
+                "simple": g.is_simple_consumer_group,
+            }
+            for g in res.valid
+        ]
+        return {"groups": sorted(rows, key=lambda r: r["group_id"]), "errors": [str(e) for e in res.errors]}
+
+    def reset_offsets(self, group_id: str, topic: str, partition: int | None, to: str) -> dict[str, Any]:
+        """Set a group's committed offsets on one topic (one partition, or all) to earliest, latest or an
+        offset, as `kafka-consumer-groups.sh --reset-offsets --execute` does: only while the group has no
+        members, since an active member's next commit would overwrite the reset."""
+        desc = self.admin.describe_consumer_groups([group_id], request_timeout=self.timeout)[group_id].result()
+        state = getattr(desc.state, "name", str(desc.state))
+        if desc.members:
+            raise GroupActiveError(f"group {group_id} has {len(desc.members)} members (state {state}): stop them first")
+        md = self.metadata.fetch([topic])
+        t = md.topics.get(topic)
+        if t is None or not t.partitions:
+            raise ValueError(f"no topic {topic}")
+        parts = [p.partition for p in t.partitions]
+        if partition is not None:
+            if partition not in parts:
+                raise ValueError(f"no partition {topic}-{partition}")
+            parts = [partition]
+        tps = [(topic, p) for p in parts]
+        if to in ("earliest", "latest"):
+            spec = OffsetSpec.earliest() if to == "earliest" else OffsetSpec.latest()
+            found = self._list_offsets(tps, spec, IsolationLevel.READ_UNCOMMITTED)
+            missing = [f"{t}-{p}" for (t, p), o in found.items() if o is None]
+            if missing:
+                raise ValueError(f"no {to} offset for {', '.join(missing)} right now")
+            targets = {tp: int(o) for tp, o in found.items() if o is not None}
+        else:
+            offset = int(to)
+            if offset < 0:
+                raise ValueError("an offset is >= 0")
+            targets = {tp: offset for tp in tps}
+        req = [
+            ConsumerGroupTopicPartitions(group_id, [TopicPartition(t, p, o) for (t, p), o in sorted(targets.items())])
+        ]
+        res = self.admin.alter_consumer_group_offsets(req, request_timeout=self.timeout)[group_id].result()
+        failed = [f"{tp.topic}-{tp.partition}: {tp.error}" for tp in res.topic_partitions if tp.error is not None]
+        if failed:
+            raise ValueError("the coordinator refused: " + "; ".join(failed))
+        return {
+            "group_id": group_id,
+            "reset": [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(targets.items())],
+        }
+
+    def group(self, group_id: str) -> dict[str, Any]:
+        desc = self.admin.describe_consumer_groups([group_id], request_timeout=self.timeout)[group_id].result()
+        req = [ConsumerGroupTopicPartitions(group_id)]
+        committed_res = self.admin.list_consumer_group_offsets(req, request_timeout=self.timeout)[group_id].result()
+        committed: dict[TP, int] = {
+            (tp.topic, tp.partition): tp.offset for tp in committed_res.topic_partitions if tp.error is None
+        }
+        assigned: dict[TP, str] = {}
+        members = []
+        for m in desc.members:
+            parts = [(tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else [])]
+            for tp in parts:
+                assigned[tp] = m.member_id
+            members.append(
+                {
+                    "member_id": m.member_id,
+                    "client_id": m.client_id,
+                    "host": m.host,
+                    "group_instance_id": m.group_instance_id,
+                    "assignment": [{"topic": t, "partition": p} for t, p in sorted(parts)],
+                }
+            )
+        tps = sorted(set(committed) | set(assigned))
+        ends = self._list_offsets(tps, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
+        rows = [
+            {
+                "topic": t,
+                "partition": p,
+                "committed_offset": committed.get((t, p)),
+                "end_offset": ends.get((t, p)),
+                "lag": lag(committed.get((t, p)), ends.get((t, p))),
+                "member_id": assigned.get((t, p)),
+            }
+            for t, p in tps
+        ]
+        known = [x["lag"] for x in rows if x["lag"] is not None]
+        coord = desc.coordinator
+        return {
+            "group_id": group_id,
+            "state": getattr(desc.state, "name", str(desc.state)),
+            "protocol": desc.partition_assignor,
+            "coordinator": None if coord is None else coord.id,
+            "members": members,
+            "partitions": rows,
+            "total_lag": sum(known) if known else None,
+        }
+
+    def messages(
+        self,
+        topic: str,
+        partition: int,
+        offset: int | None = None,
+        timestamp_ms: int | None = None,
+        limit: int = 50,
+        fmt: str = "text",
+        wait: float = 3.0,
+    ) -> dict[str, Any]:
+        """Up to `limit` records from an offset, or from the first record at or after a timestamp. The
+        console reads with an assigned partition and never joins or commits for a group."""
+        limit = max(1, min(limit, MAX_MESSAGES))
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "epochlog-console",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+                "client.id": "epochlog-console",
+            }
+        )
+        try:
+            start = offset if offset is not None else -2  # OFFSET_BEGINNING
+            if timestamp_ms is not None:
+                (found,) = consumer.offsets_for_times([TopicPartition(topic, partition, timestamp_ms)], self.timeout)
+                if found.offset < 0:  # no record at or after that time
+                    return {"topic": topic, "partition": partition, "start": None, "messages": []}
+                start = found.offset
+            consumer.assign([TopicPartition(topic, partition, start)])
+            out: list[dict[str, Any]] = []
+            deadline = time.monotonic() + wait
+            while len(out) < limit and time.monotonic() < deadline:
+                batch = consumer.consume(min(limit - len(out), 100), timeout=0.2)
+                eof = False
+                for m in batch:
+                    err = m.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            eof = True
+                            continue
+                        raise KafkaException(err)
+                    ts_type, ts = m.timestamp()
+                    out.append(
+                        {
+                            "offset": m.offset(),
+                            "timestamp": ts if ts_type else None,
+                            "leader_epoch": m.leader_epoch(),
+                            "key": show_bytes(m.key(), fmt),
+                            "value": show_bytes(m.value(), fmt),
+                            "headers": [{"key": k, "value": show_bytes(v, fmt)} for k, v in (m.headers() or [])],
+                        }
+                    )
+                if eof:
+                    break
+            return {"topic": topic, "partition": partition, "start": start, "messages": out[:limit]}
+        finally:
+            consumer.close()
