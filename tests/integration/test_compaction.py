@@ -71,6 +71,28 @@ def produce_many(
     assert p.flush(60) == 0
 
 
+async def read_aiokafka(
+    bootstrap: str, topic: str, high: int, isolation: str = "read_uncommitted"
+) -> list[tuple[int, bytes, bytes | None]]:
+    """(offset, key, value) of partition 0 below ``high`` as aiokafka reads it from the start."""
+    import aiokafka
+
+    ac = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level=isolation)
+    await ac.start()
+    try:
+        atp = aiokafka.TopicPartition(topic, 0)
+        ac.assign([atp])
+        await ac.seek_to_beginning(atp)
+        out: list[tuple[int, bytes, bytes | None]] = []
+        deadline = time.monotonic() + 30
+        while await ac.position(atp) < high and time.monotonic() < deadline:
+            for msgs in (await ac.getmany(timeout_ms=500)).values():
+                out += [(m.offset, m.key, m.value) for m in msgs if m.offset < high]
+        return out
+    finally:
+        await ac.stop()
+
+
 def read_all(bootstrap: str, topic: str) -> tuple[list[tuple[int, bytes, bytes | None]], int]:
     """Every record from the beginning up to the high watermark, and the high watermark."""
     c = Consumer(
@@ -330,7 +352,6 @@ def test_every_client_reads_a_compacted_log_with_gaps_and_header_only_batches(br
     import subprocess
     import sys
 
-    import aiokafka
     import kafka
 
     b = broker_factory(CLEANER)
@@ -385,23 +406,7 @@ def test_every_client_reads_a_compacted_log_with_gaps_and_header_only_batches(br
     c.close()
     assert got == want, "kafka-python"
 
-    async def read_aiokafka() -> list[tuple[int, bytes, bytes | None]]:
-        ac = aiokafka.AIOKafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False)
-        await ac.start()
-        try:
-            atp = aiokafka.TopicPartition(topic, 0)
-            ac.assign([atp])
-            await ac.seek_to_beginning(atp)
-            out: list[tuple[int, bytes, bytes | None]] = []
-            deadline = time.monotonic() + 30
-            while await ac.position(atp) < high and time.monotonic() < deadline:
-                for msgs in (await ac.getmany(timeout_ms=500)).values():
-                    out += [(m.offset, m.key, m.value) for m in msgs]
-            return out
-        finally:
-            await ac.stop()
-
-    assert asyncio.run(read_aiokafka()) == want, "aiokafka"
+    assert asyncio.run(read_aiokafka(b.bootstrap, topic, high)) == want, "aiokafka"
 
     if shutil.which("kcat"):
         r = subprocess.run(
@@ -524,7 +529,6 @@ def test_every_client_reads_a_cleaned_transactional_log_read_committed(broker_fa
     client, read_committed, reads the same records: each key's latest committed value."""
     import asyncio
 
-    import aiokafka
     import kafka
 
     from tests.integration.cluster_helpers import dump_batches
@@ -591,22 +595,4 @@ def test_every_client_reads_a_cleaned_transactional_log_read_committed(broker_fa
     c.close()
     assert got == want, "kafka-python"
 
-    async def read_aiokafka() -> list[tuple[int, bytes, bytes | None]]:
-        ac = aiokafka.AIOKafkaConsumer(
-            bootstrap_servers=b.bootstrap, enable_auto_commit=False, isolation_level="read_committed"
-        )
-        await ac.start()
-        try:
-            atp = aiokafka.TopicPartition(topic, 0)
-            ac.assign([atp])
-            await ac.seek_to_beginning(atp)
-            out: list[tuple[int, bytes, bytes | None]] = []
-            deadline = time.monotonic() + 30
-            while await ac.position(atp) < high and time.monotonic() < deadline:
-                for msgs in (await ac.getmany(timeout_ms=500)).values():
-                    out += [(m.offset, m.key, m.value) for m in msgs if m.offset < high]
-            return out
-        finally:
-            await ac.stop()
-
-    assert asyncio.run(read_aiokafka()) == want, "aiokafka"
+    assert asyncio.run(read_aiokafka(b.bootstrap, topic, high, "read_committed")) == want, "aiokafka"

@@ -14,24 +14,17 @@ import socket
 import urllib.request
 from pathlib import Path
 
+from epochlog.server.cluster.local import port_is_free
+
 METRIC = "epochlog_transaction_coordinator_completed_total"
 _LINE = re.compile(rf'^{METRIC}\{{result="(commit|abort)"\}} ([0-9.e+]+)$', re.M)
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def metrics_ports(base_port: int, broker_ids: list[int]) -> dict[int, int]:
     """A metrics port per broker: base_port+200+i when free (the cluster uses base_port.. and base_port+100..),
     else any free ports the kernel hands out."""
     wanted = {b: base_port + 200 + i for i, b in enumerate(broker_ids)}
-    if all(_free(p) for p in wanted.values()):
+    if all(port_is_free(p) for p in wanted.values()):
         return wanted
     out: dict[int, int] = {}
     for b in broker_ids:

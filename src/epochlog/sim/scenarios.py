@@ -7,6 +7,7 @@ allows, e.g. after an unclean election).
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 
 from epochlog.replication.types import TruncationMode
@@ -238,6 +239,24 @@ SCENARIOS: dict[str, Callable[[TruncationMode], World]] = {
 }
 
 
+BOUNCES = ("crash", "clean", "pause")
+
+
+def _bounce(
+    actions: dict[int, Callable[[World], None]], rng: random.Random, t: int, bid: int, kind: str, tear: bool = False
+) -> None:
+    """Take broker ``bid`` down at ``t`` (a hard crash, torn or not, a clean stop, or a pause) and back later."""
+    if kind == "crash":
+        actions[t] = (lambda b, tr: lambda w: w.crash(b, hard=True, tear=tr))(bid, tear)
+        actions[t + rng.randint(100, 900)] = (lambda b: lambda w: w.restart(b))(bid)
+    elif kind == "clean":
+        actions[t] = (lambda b: lambda w: w.crash(b, hard=False))(bid)
+        actions[t + rng.randint(100, 900)] = (lambda b: lambda w: w.restart(b))(bid)
+    else:
+        actions[t] = (lambda b: lambda w: w.pause(b))(bid)
+        actions[t + rng.randint(100, 1500)] = (lambda b: lambda w: w.resume(b))(bid)
+
+
 def random_schedule(
     seed: int, mode: TruncationMode = TruncationMode.LEADER_EPOCH, transactions: bool = False
 ) -> World:
@@ -258,16 +277,9 @@ def random_schedule(
     while t < 3000:
         bid = rng.randint(1, 3)
         kind = rng.choice(["crash", "clean", "pause", "cut", "elect"])
-        if kind == "crash":
-            tear = rng.random() < 0.3
-            actions[t] = (lambda b, tr: lambda w: w.crash(b, hard=True, tear=tr))(bid, tear)
-            actions[t + rng.randint(100, 900)] = (lambda b: lambda w: w.restart(b))(bid)
-        elif kind == "clean":
-            actions[t] = (lambda b: lambda w: w.crash(b, hard=False))(bid)
-            actions[t + rng.randint(100, 900)] = (lambda b: lambda w: w.restart(b))(bid)
-        elif kind == "pause":
-            actions[t] = (lambda b: lambda w: w.pause(b))(bid)
-            actions[t + rng.randint(100, 1500)] = (lambda b: lambda w: w.resume(b))(bid)
+        if kind in BOUNCES:
+            tear = kind == "crash" and rng.random() < 0.3
+            _bounce(actions, rng, t, bid, kind, tear)
         elif kind == "cut":
             other = 1 + (bid % 3)
             actions[t] = (lambda a, b: lambda w: w.partition_network(a, b))(bid, other)
@@ -301,15 +313,8 @@ def reassignment_schedule(seed: int, mode: TruncationMode = TruncationMode.LEADE
     while t < 3000:
         bid = rng.randint(1, 4)
         kind = rng.choice(["crash", "clean", "pause", "elect"])
-        if kind == "crash":
-            actions[t] = (lambda b: lambda w: w.crash(b, hard=True))(bid)
-            actions[t + rng.randint(100, 900)] = (lambda b: lambda w: w.restart(b))(bid)
-        elif kind == "clean":
-            actions[t] = (lambda b: lambda w: w.crash(b, hard=False))(bid)
-            actions[t + rng.randint(100, 900)] = (lambda b: lambda w: w.restart(b))(bid)
-        elif kind == "pause":
-            actions[t] = (lambda b: lambda w: w.pause(b))(bid)
-            actions[t + rng.randint(100, 1500)] = (lambda b: lambda w: w.resume(b))(bid)
+        if kind in BOUNCES:
+            _bounce(actions, rng, t, bid, kind)
         else:
             # An election among the eligible replicas (naming one outside the ISR would leave the partition
             # leaderless until a broker re-registers, which no broker here needs to do).

@@ -764,12 +764,9 @@ class ControllerServer:
         """AlterPartitionReassignments (KIP-455): each partition is started, redirected or cancelled on
         its own; the core decides and records, and completes each once its target replicas are in sync."""
         allow_rf = bool(getattr(req, "allow_replication_factor_change", True))
-        responses = []
-        if sum(len(t.partitions) for t in req.topics) > MAX_RECORDS_PER_USER_OP:
-            # One record per partition at least: bounded like CreateTopics and CreatePartitions.
-            for t in req.topics:
-                rows = [_too_large({"partition_index": p.partition_index}) for p in t.partitions]
-                responses.append({"name": t.name, "partitions": rows})
+        responses: list[dict[str, Any]] = []
+
+        def answer() -> dict[str, Any]:
             return {
                 "throttle_time": 0,
                 "allow_replication_factor_change": allow_rf,
@@ -777,6 +774,13 @@ class ControllerServer:
                 "error_message": None,
                 "responses": responses,
             }
+
+        if sum(len(t.partitions) for t in req.topics) > MAX_RECORDS_PER_USER_OP:
+            # One record per partition at least: bounded like CreateTopics and CreatePartitions.
+            for t in req.topics:
+                rows = [_too_large({"partition_index": p.partition_index}) for p in t.partitions]
+                responses.append({"name": t.name, "partitions": rows})
+            return answer()
         for t in req.topics:
             rows = []
             for p in t.partitions:
@@ -792,13 +796,7 @@ class ControllerServer:
                 rows.append({"partition_index": p.partition_index, "error_code": code, "error_message": msg})
             responses.append({"name": t.name, "partitions": rows})
         self.persist()
-        return {
-            "throttle_time": 0,
-            "allow_replication_factor_change": allow_rf,
-            "error_code": Err.NONE,
-            "error_message": None,
-            "responses": responses,
-        }
+        return answer()
 
     def list_reassignments(self, req: Any) -> dict[str, Any]:
         wanted = None if req.topics is None else [(t.name, [int(p) for p in t.partition_indexes]) for t in req.topics]

@@ -34,7 +34,7 @@ def wait_for_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | Non
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
 
 
-def _port_free(port: int) -> bool:
+def port_is_free(port: int) -> bool:
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", port))
@@ -61,7 +61,7 @@ def free_base_port(brokers: int = 3, attempts: int = 200, controllers: int = 1) 
     for _ in range(attempts):
         base = random.randrange(lo, hi)
         cports = range(base + CONTROLLER_PORT_OFFSET, base + CONTROLLER_PORT_OFFSET + controllers)
-        if all(_port_free(p) for p in [*range(base, base + brokers), *cports]):
+        if all(port_is_free(p) for p in [*range(base, base + brokers), *cports]):
             return base
     raise RuntimeError("no free range of ports found on 127.0.0.1")
 
