@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from epochlog.client.wire import Connection, WireError
+from epochlog.transactions.state import TopicPartition, partitions_by_topic
 
-TopicPartition = tuple[str, int]
 _RETRIABLE = {14, 15}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE
 
 
@@ -213,9 +213,7 @@ def describe_producers(
         by_broker.setdefault(c.leader(tp) if broker_id is None else broker_id, []).append(tp)
     out: dict[TopicPartition, list[ProducerState]] = {}
     for target, tps in by_broker.items():
-        by_topic: dict[str, list[int]] = {}
-        for t, p in tps:
-            by_topic.setdefault(t, []).append(p)
+        by_topic = partitions_by_topic(tps)
         req = DescribeProducersRequest(
             topics=tuple(TopicRequest(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items())  # type: ignore[arg-type]
         )

@@ -13,9 +13,8 @@ a coordinator that loads such a record only loses the recognition of one lost In
 from __future__ import annotations
 
 import struct
-from collections import defaultdict
 
-from epochlog.transactions.state import TxnMetadata, TxnState
+from epochlog.transactions.state import TxnMetadata, TxnState, partitions_by_topic
 
 _KEY_HEAD = struct.Struct(">hh")
 _VALUE_HEAD = struct.Struct(">hqhib")
@@ -47,9 +46,7 @@ def encode_value(txn: TxnMetadata) -> bytes | None:
     if txn.state is TxnState.DEAD:
         return None
     out = bytearray(_VALUE_HEAD.pack(0, txn.producer_id, txn.producer_epoch, txn.timeout_ms, int(txn.state)))
-    by_topic: dict[str, list[int]] = defaultdict(list)
-    for topic, partition in sorted(txn.partitions):
-        by_topic[topic].append(partition)
+    by_topic = partitions_by_topic(sorted(txn.partitions))
     out += _I32.pack(len(by_topic))
     for topic, parts in by_topic.items():
         raw = topic.encode()

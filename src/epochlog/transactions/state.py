@@ -7,6 +7,7 @@ State ids are Kafka's (TransactionState): they are what the log stores and Descr
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 NO_PRODUCER_ID = -1
@@ -59,6 +60,14 @@ def may_follow(new: TxnState, old: TxnState) -> bool:
 
 
 TopicPartition = tuple[str, int]
+
+
+def partitions_by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """Partition numbers per topic, in the order met: the shape of every transaction API's topic list."""
+    out: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        out.setdefault(topic, []).append(partition)
+    return out
 
 
 @dataclass(frozen=True)

@@ -35,11 +35,10 @@ from epochlog.server.groups.model import (
 )
 from epochlog.server.groups.results import CommittedOffset, JoinResult, OffsetCommit, SyncResult
 from epochlog.server.groups.store import OffsetsStore
-from epochlog.server.groups.txn_offsets import PendingTxnOffsets
+from epochlog.server.groups.txn_offsets import PendingTxnOffsets, TopicPartition
 
 log = logging.getLogger("epochlog.groups")
 
-TopicPartition = tuple[str, int]
 # What an offset commit writes: the errors of the offsets refused, the records, and the offsets they hold.
 _Records = list[tuple[bytes, bytes | None]]
 _OffsetWrite = tuple[dict[TopicPartition, int], _Records, list[tuple[TopicPartition, "rec.OffsetValue"]]]

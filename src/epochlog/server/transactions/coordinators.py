@@ -20,7 +20,7 @@ from epochlog.server.broker import TXN_TOPIC
 from epochlog.server.groups.hashing import partition_for
 from epochlog.transactions import log_format
 from epochlog.transactions.coordinator import Reply, SendMarkers, TxnCoordinator, Write
-from epochlog.transactions.state import TopicPartition, TxnMetadata, TxnState
+from epochlog.transactions.state import TopicPartition, TxnMetadata, TxnState, partitions_by_topic
 
 if TYPE_CHECKING:
     from epochlog.server.cluster.broker import ClusterBroker
@@ -175,12 +175,15 @@ class TxnCoordinators:
 
     # -- requests ----------------------------------------------------------------------------------
     async def init_producer_id(self, tid: str, timeout_ms: int, expected: tuple[int, int] | None, now_ms: int) -> Reply:
+        core, err = self.core_for(tid)
+        if core is None:
+            return Reply(err)  # asked the wrong broker: no id is fetched from the controller for it
         try:
             await self._ensure_pid()
         except Exception as e:  # the controller is unreachable: the client retries
             log.info("no producer id for %r: %s", tid, e)
             return Reply(Err.COORDINATOR_NOT_AVAILABLE)
-        core, err = self.core_for(tid)
+        core, err = self.core_for(tid)  # leadership may have moved while the id was fetched
         if core is None:
             return Reply(err)
         return await self._run(core, core.init_producer_id(tid, timeout_ms, expected, now_ms))
@@ -224,9 +227,7 @@ class TxnCoordinators:
         )
         from kio.static.primitive import i16, i32, i64
 
-        by_topic: dict[str, list[int]] = {}
-        for t, p in partitions:
-            by_topic.setdefault(t, []).append(p)
+        by_topic = partitions_by_topic(partitions)
         req = AddPartitionsToTxnRequest(
             transactions=(
                 AddPartitionsToTxnTransaction(

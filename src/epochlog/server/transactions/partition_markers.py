@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.control_records import ControlType, marker_batch
 from epochlog.protocol.errors import Err
-from epochlog.transactions.state import TopicPartition
+from epochlog.transactions.state import TopicPartition, partitions_by_topic
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
@@ -32,8 +32,6 @@ class MarkerRequest:
     partitions: tuple[TopicPartition, ...]
 
     def to_kio(self) -> Any:
-        from collections import defaultdict
-
         from kio.schema.write_txn_markers.v1.request import (
             WritableTxnMarker,
             WritableTxnMarkerTopic,
@@ -41,9 +39,7 @@ class MarkerRequest:
         )
         from kio.static.primitive import i16, i32, i64
 
-        by_topic: dict[str, list[int]] = defaultdict(list)
-        for t, p in self.partitions:
-            by_topic[t].append(p)
+        by_topic = partitions_by_topic(self.partitions)
         marker = WritableTxnMarker(
             producer_id=i64(self.producer_id),
             producer_epoch=i16(self.producer_epoch),
