@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from epochlog.client.epochs import connect_first
 from epochlog.client.wire import Connection, WireError
 
 TOPIC, BROKER = 2, 4
@@ -40,9 +41,7 @@ class DescribedConfig:
 
 
 def _connect(bootstrap: str, timeout: float) -> Connection:
-    # A bootstrap list as the Kafka tools take it (h1:p1,h2:p2): any broker answers these requests.
-    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
-    return Connection(host or "127.0.0.1", int(port), timeout=timeout, client_id="epochlog-configs")
+    return connect_first(bootstrap, timeout, "epochlog-configs")  # any broker answers these requests
 
 
 def _check(row: Any) -> None:

@@ -121,6 +121,12 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     return out
 
 
+def connect_first(bootstrap: str, timeout: float, client_id: str) -> Connection:
+    """A connection to the first broker of a bootstrap list (h1:p1,h2:p2), as Kafka's tools ask the first."""
+    host, port = parse_bootstrap(bootstrap)[0]
+    return Connection(host, port, timeout=timeout, client_id=client_id)
+
+
 class LeaderEpochClient:
     """Metadata (for leaders and their epochs) and OffsetsForLeaderEpoch, sent to each partition's leader."""
 

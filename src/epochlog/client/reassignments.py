@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from epochlog.client.epochs import connect_first
 from epochlog.client.wire import Connection, WireError
 
 __all__ = ["ReassignError", "WireError"]
@@ -129,9 +130,7 @@ def generate(current: Assignment, topics: list[str], brokers: list[int]) -> Assi
 
 # -- requests ---------------------------------------------------------------------------------------
 def _connect(bootstrap: str, timeout: float) -> Connection:
-    first = bootstrap.split(",")[0].strip()
-    host, _, port = first.rpartition(":")
-    return Connection(host or "127.0.0.1", int(port), timeout=timeout, client_id="epochlog-reassign-partitions")
+    return connect_first(bootstrap, timeout, "epochlog-reassign-partitions")
 
 
 def current_assignment(bootstrap: str, topics: list[str] | None, timeout: float = 15.0) -> tuple[Assignment, list[int]]:

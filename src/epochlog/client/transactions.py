@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from epochlog.client.epochs import parse_bootstrap
 from epochlog.client.wire import Connection, WireError
 from epochlog.transactions.state import TopicPartition, partitions_by_topic
 
@@ -83,9 +84,9 @@ class Cluster:
 
     def __init__(self, bootstrap: str, timeout: float = 15.0) -> None:
         # A list of brokers (h1:p1,h2:p2) is accepted as Kafka's tools do; the first is asked.
-        host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+        host, port = parse_bootstrap(bootstrap)[0]
         self.timeout = timeout
-        self.bootstrap = self._open(host or "127.0.0.1", int(port))
+        self.bootstrap = self._open(host, port)
         self._conns: dict[int, Connection] = {}
         self.brokers: dict[int, tuple[str, int]] = {}
         # topic -> partition -> (leader, replicas)

@@ -8,6 +8,7 @@ exercise the same JSON the API serves.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import AsyncIterator, Callable
 from importlib.resources import files
@@ -30,8 +31,13 @@ PAGES = {"overview": "Cluster", "topics": "Topics", "topic": "Topic", "partition
          "groups": "Consumer groups", "group": "Consumer group", "messages": "Messages"}  # fmt: skip
 
 
+@functools.cache
+def _page_template() -> Template:
+    return Template((STATIC / "page.html").read_text(encoding="utf-8"))
+
+
 def _shell(page: str, **args: str) -> HTMLResponse:
-    tpl = Template((STATIC / "page.html").read_text(encoding="utf-8"))
+    tpl = _page_template()
     title = PAGES[page] + (" " + "-".join(args.values()) if args else "")
     # The page's arguments travel as JSON in a data attribute; Template does no escaping, so escape here.
     data = json.dumps(args).replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")

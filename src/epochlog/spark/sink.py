@@ -277,11 +277,12 @@ def _end_offsets(admin: Any, tp: Any, timeout: float) -> tuple[int, int]:
     from confluent_kafka import IsolationLevel
     from confluent_kafka.admin import OffsetSpec
 
-    out = []
-    for level in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED):
-        fut = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level, request_timeout=timeout)[tp]
-        out.append(int(fut.result().offset))
-    return out[0], out[1]
+    # Both asked at once: this runs on every poll of a task's marker read.
+    futs = [
+        admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level, request_timeout=timeout)[tp]
+        for level in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED)
+    ]
+    return int(futs[0].result().offset), int(futs[1].result().offset)
 
 
 def read_commit_state(
