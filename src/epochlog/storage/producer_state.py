@@ -214,6 +214,8 @@ class ProducerStateManager:
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset a read_committed reader may not see yet, None when everything is decided.
         Decided transactions whose marker is now below the high watermark are forgotten here."""
+        if not self.ongoing and not self.unreplicated:
+            return None  # every fetch asks: the common case costs no allocation
         for first, marker in list(self.unreplicated.items()):
             if marker < high_watermark:
                 del self.unreplicated[first]

@@ -129,14 +129,19 @@ def _read_partition(
         return out, 0
     limit = min(p.partition_max_bytes, budget)
     end = part.log.log_end_offset if decision.read_to is None else min(decision.read_to, part.log.log_end_offset)
-    if req.read_committed and decision.read_to is not None:
+    read_committed = req.read_committed and decision.read_to is not None
+    if decision.read_from >= end or (limit <= 0 and not first):
+        # Nothing to read, so nothing to drop: a caught-up read_committed consumer's long poll wakes here
+        # often, and Kafka answers it with an empty list too.
+        if read_committed:
+            out["aborted_transactions"] = []
+        return out, 0
+    if read_committed:
         # What the consumer must drop from what it reads (KIP-98): the aborted transactions overlapping it.
         out["aborted_transactions"] = [
             {"producer_id": a.producer_id, "first_offset": a.first_offset}
             for a in part.log.aborted_transactions(decision.read_from, decision.read_to)
         ]
-    if decision.read_from >= end or (limit <= 0 and not first):
-        return out, 0
     if replica_id < 0 and limit >= BIG_READ and deferred is not None:
         # A consumer asking for megabytes: the file read happens in a worker thread (pread lets go of the
         # GIL), so one greedy fetch does not hold up every other client on this event loop.
