@@ -172,6 +172,9 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Any) 
     return out.getvalue()
 
 
+NO_TIME = dt.datetime.fromtimestamp(-0.001, tz=dt.UTC)  # a timestamp field's -1 ("none") as kio writes it
+
+
 @dataclass(frozen=True, slots=True)
 class _FieldPlan:
     name: str
@@ -247,7 +250,11 @@ def _convert(plan: _FieldPlan, value: Any) -> Any:
     if kind == "datetime":
         if isinstance(value, dt.datetime):
             return value
-        return None if value < 0 else dt.datetime.fromtimestamp(value / 1000, tz=dt.UTC)
+        if value < 0:
+            # Kafka's -1 "no time": null where the field may be null, else the instant 1 ms before the epoch,
+            # which kio writes as -1 (DescribeTransactions' start time of an id with no transaction).
+            return None if plan.optional else NO_TIME
+        return dt.datetime.fromtimestamp(value / 1000, tz=dt.UTC)
     if kind == "entities":
         return tuple(build(plan.nested, v) for v in value)  # type: ignore[arg-type]
     if kind == "entity":

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from epochlog.transactions.state import TxnMetadata, TxnState
+from epochlog.transactions.state import partitions_by_topic as by_topic
 
 STATE_BY_NAME = {s.display: s for s in TxnState}
 
@@ -47,7 +48,4 @@ def list_transactions(txns: Iterable[TxnMetadata], flt: ListFilter, now_ms: int)
 
 def partitions_by_topic(txn: TxnMetadata) -> dict[str, list[int]]:
     """A transaction's partitions grouped as DescribeTransactions returns them."""
-    out: dict[str, list[int]] = {}
-    for topic, partition in sorted(txn.partitions):
-        out.setdefault(topic, []).append(partition)
-    return out
+    return by_topic(sorted(txn.partitions))

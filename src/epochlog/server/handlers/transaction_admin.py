@@ -10,15 +10,15 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from epochlog.protocol.codec import RequestHeader, decode_body
+from epochlog.protocol.codec import NO_TIME, RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.transactions.admin import ListFilter, list_transactions, partitions_by_topic
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
 
-# kio writes a non-nullable timestamp from a datetime; Kafka's "no start" is -1 ms on the wire.
-_NO_TIME = dt.datetime.fromtimestamp(-0.001, tz=dt.UTC)
+# Kafka's "no start" is -1 ms on the wire; the codec writes a negative time that way (protocol/codec.py).
+_NO_TIME = NO_TIME
 
 
 def _now_ms() -> int:
@@ -74,7 +74,7 @@ def _describe_one(broker: Broker, tid: str) -> dict[str, Any]:
         "transactional_id": tid,
         "transaction_state": "",
         "transaction_timeout": 0,
-        "transaction_start_time": _NO_TIME,
+        "transaction_start_time": -1,
         "producer_id": -1,
         "producer_epoch": -1,
         "topics": [],
@@ -89,7 +89,7 @@ def _describe_one(broker: Broker, tid: str) -> dict[str, Any]:
     row.update(
         transaction_state=txn.state.display,
         transaction_timeout=txn.timeout_ms,
-        transaction_start_time=_millis(txn.start_ms),
+        transaction_start_time=txn.start_ms,
         producer_id=txn.producer_id,
         producer_epoch=txn.producer_epoch,
         topics=[{"topic": t, "partitions": ps} for t, ps in partitions_by_topic(txn).items()],
