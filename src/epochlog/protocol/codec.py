@@ -43,6 +43,8 @@ class RequestHeader:
     correlation_id: int
     client_id: str | None
     size: int  # bytes the header occupies in the frame
+    # The connection's security.session.Session (principal, listener, host); None for the broker's own calls.
+    session: Any = None
 
 
 @cache

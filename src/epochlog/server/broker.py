@@ -7,6 +7,7 @@ import logging
 import time
 from typing import Any
 
+from epochlog.security.authorizer import StandardAuthorizer
 from epochlog.server.config import BrokerConfig
 from epochlog.server.limits import ConnectionLimits
 from epochlog.server.metrics import BrokerMetrics
@@ -65,6 +66,10 @@ class Broker:
         self.replication_throttles.reconfigure({}, {}, config.raw)
         # Compaction of cleanup.policy=compact logs, on threads of its own; started with the broker.
         self.cleaner = LogCleaner(self.log_manager, CleanerConfig.from_properties(config.raw))
+        # authorizer.class.name turns ACLs on; the metadata log's ACLs are handed to it as they change.
+        self.authorizer: StandardAuthorizer | None = None
+        if config.authorizer_class_name:
+            self.authorizer = StandardAuthorizer(set(config.super_users), config.allow_everyone_if_no_acl_found)
 
     def _on_log_dir_failure(self, failed: str) -> None:
         """Kafka's ReplicaManager.handleLogDirFailure: the partitions of the failed directory stop serving

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from epochlog.replication.types import AlterIsr
+    from epochlog.security.authorizer import StandardAuthorizer
     from epochlog.server.cluster.image import MetadataImage
     from epochlog.server.config import BrokerConfig
     from epochlog.server.metrics import BrokerMetrics
@@ -36,6 +37,7 @@ class BrokerApi(Protocol):
     connections: set[Any]
     log_manager: LogDirs  # every log directory (DescribeLogDirs reads it)
     replication_throttles: ReplicationThrottles  # caps on replication bytes of throttled replicas
+    authorizer: StandardAuthorizer | None  # None unless authorizer.class.name is set (server/authz.py)
 
     @property
     def producer_ids(self) -> ProducerIds: ...

@@ -156,6 +156,10 @@ class BrokerConfig:
     request_timeout_ms: int = 30_000
     log_dir_failure_timeout_ms: int = 30_000
     replication_truncation_mode: str = "leader-epoch"
+    # Authorization (Kafka's names): authorizer.class.name turns it on.
+    authorizer_class_name: str = ""
+    super_users: list[str] = field(default_factory=list)
+    allow_everyone_if_no_acl_found: bool = False
     raw: dict[str, str] = field(default_factory=dict)
 
     def all_log_dirs(self) -> list[Path]:
@@ -258,6 +262,19 @@ class BrokerConfig:
         if mode not in ("leader-epoch", "high-watermark"):
             raise ConfigError(f"replication.truncation.mode={mode!r} is not leader-epoch or high-watermark")
         c.replication_truncation_mode = mode
+        from epochlog.security.authorizer import AUTHORIZER_CLASS_NAMES
+
+        c.authorizer_class_name = props.get("authorizer.class.name", "").strip()
+        if c.authorizer_class_name and c.authorizer_class_name not in AUTHORIZER_CLASS_NAMES:
+            raise ConfigError(
+                f"authorizer.class.name={c.authorizer_class_name!r}: the authorizer is Kafka's StandardAuthorizer "
+                "(org.apache.kafka.metadata.authorizer.StandardAuthorizer)"
+            )
+        c.super_users = [u.strip() for u in props.get("super.users", "").split(";") if u.strip()]
+        for user in c.super_users:
+            if ":" not in user:
+                raise ConfigError(f"super.users: {user!r} is not a principal such as User:admin")
+        c.allow_everyone_if_no_acl_found = _bool(props, "allow.everyone.if.no.acl.found", False)
         from epochlog.storage.cleaner.config import CleanerConfig
         from epochlog.storage.config import ConfigError as LogConfigError
         from epochlog.storage.config import LogConfig
