@@ -161,7 +161,13 @@ class Controller:
 
     # -- brokers -------------------------------------------------------------------------
     def register_broker(
-        self, broker_id: int, now_ms: int, clean_shutdown: bool = True, host: str = "", port: int = 0
+        self,
+        broker_id: int,
+        now_ms: int,
+        clean_shutdown: bool = True,
+        host: str = "",
+        port: int = 0,
+        listeners: tuple[tuple[str, str, int], ...] = (),
     ) -> int:
         """A broker (re)joins. After an unclean shutdown it may have lost unflushed records, so it
         leaves every ISR it shares with other members and must catch up again (the idea of
@@ -175,6 +181,7 @@ class Controller:
                 host or (known.host if known else ""),
                 port or (known.port if known else 0),
                 clean_shutdown,
+                listeners or (known.listeners if known else ()),
             )
         )
         b = self.brokers[broker_id]

@@ -36,6 +36,7 @@ class BrokerInfo:
     shutting_down: bool = False
     host: str = ""
     port: int = 0
+    listeners: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass
@@ -77,6 +78,7 @@ class ClusterImage:
             self.offline_replicas.pop(record.broker, None)  # a restart brings its directories back
             b.epoch = record.epoch
             b.host, b.port = record.host or b.host, record.port or b.port
+            b.listeners = record.listeners or b.listeners
             b.fenced = b.shutting_down = False
             out.brokers.append(record.broker)
         elif isinstance(record, BrokerFenced | BrokerShuttingDown):
@@ -150,7 +152,7 @@ class ClusterImage:
         """Records that rebuild this image from nothing: what a metadata snapshot holds."""
         out: list[MetadataRecord] = []
         for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
-            out.append(BrokerRegistration(b.broker_id, b.epoch, b.host, b.port))
+            out.append(BrokerRegistration(b.broker_id, b.epoch, b.host, b.port, listeners=b.listeners))
             if b.shutting_down:
                 out.append(BrokerShuttingDown(b.broker_id))
             elif b.fenced:

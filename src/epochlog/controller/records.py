@@ -21,6 +21,8 @@ class BrokerRegistration:
     host: str = ""
     port: int = 0
     clean_shutdown: bool = True
+    # Every advertised listener (name, host, port); host and port above are the inter-broker one's.
+    listeners: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,7 @@ KINDS: dict[str, type[Any]] = {
 _TUPLES = {"isr", "replicas", "voters", "granting_voters", "adding_replicas", "removing_replicas"}
 
 
-_OMITTED_WHEN_EMPTY = {"adding_replicas", "removing_replicas"}
+_OMITTED_WHEN_EMPTY = {"adding_replicas", "removing_replicas", "listeners"}
 
 
 class UnknownRecord(ValueError):
@@ -169,6 +171,8 @@ def from_json(kind: str, data: dict[str, Any]) -> MetadataRecord:
     args = dict(data)
     for name in _TUPLES & set(args):
         args[name] = tuple(args[name])
+    if cls is BrokerRegistration:
+        args["listeners"] = tuple((str(n), str(h), int(p)) for n, h, p in args.get("listeners", ()))
     if cls is ReplicasOffline:
         args["partitions"] = tuple((str(t), int(p)) for t, p in args.get("partitions", ()))
     if cls is Topic:

@@ -48,6 +48,7 @@ class Broker:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.cluster_id = config.cluster_id
         self.server: asyncio.AbstractServer | None = None
+        self.extra_servers: list[asyncio.AbstractServer] = []  # the listeners after the first
         self.groups: Any = None
         self._tasks: list[asyncio.Task[None]] = []
         # Set when the broker must stop by itself (every log directory failed); exit_code says why.
@@ -103,8 +104,9 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("broker %d shutting down", self.config.node_id)
-        if self.server is not None:
-            self.server.close()
+        for server in [self.server, *self.extra_servers]:
+            if server is not None:
+                server.close()
         for conn in list(self.connections):
             conn.close()
         for t in self._tasks:

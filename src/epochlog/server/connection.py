@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 from epochlog.protocol import codec
 from epochlog.protocol.api_versions import SERVED, api_versions_v0_error_frame, is_supported
 from epochlog.protocol.errors import KafkaError, MalformedFrame, UnsupportedVersion
+from epochlog.security.session import Session
 from epochlog.server.dispatch import NO_RESPONSE, dispatch
 from epochlog.server.framing import BIG_FRAME, FramedProtocol
+from epochlog.server.listener_security import PLAINTEXT, ListenerSecurity
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("epochlog.connection")
 
 MAX_IN_FLIGHT = 64
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
 HIGH_WATER = 8 * 1024 * 1024
 
 
@@ -42,9 +46,14 @@ class _Slot:
 
 
 class KafkaConnection(FramedProtocol):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, security: ListenerSecurity = PLAINTEXT) -> None:
         super().__init__()
         self.broker = broker
+        self.security = security
+        self.session: Session = security.new_session("")
+        # A SASL listener's authenticator (security/sasl.py); None on PLAINTEXT and SSL listeners.
+        self.sasl: Any = None
+        self._auth_failed = False
         self._writev = False
         self.transport: asyncio.Transport | None = None
         self.pending: deque[_Slot] = deque()
@@ -71,6 +80,15 @@ class KafkaConnection(FramedProtocol):
                 pass
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.session = self.security.new_session(peer[0] if peer else "")
+        if self.security.ssl_context is not None:
+            from epochlog.security.tls import principal_from_peer_cert
+
+            # asyncio calls connection_made once the TLS handshake is done: the peer's certificate is known.
+            self.session.principal = principal_from_peer_cert(transport.get_extra_info("ssl_object"))
+        if self.security.sasl:
+            lookup = getattr(self.broker, "scram_credential", None) or (lambda _u, _m: None)
+            self.sasl = self.security.new_authenticator(lookup)
         transport.set_write_buffer_limits(high=HIGH_WATER)
         # uvloop's writelines sends every piece with one writev and copies nothing; asyncio's joins them.
         self._writev = type(transport).__module__.startswith("uvloop")
@@ -112,6 +130,8 @@ class KafkaConnection(FramedProtocol):
         self._update_reading()
 
     def frame_size_limit(self) -> int:
+        if self.sasl is not None and not self.session.authenticated:
+            return self.security.max_receive_size  # sasl.server.max.receive.size before authentication
         return int(self.broker.config.socket_request_max_bytes)
 
     def bad_frame_size(self, size: int) -> None:
@@ -154,12 +174,20 @@ class KafkaConnection(FramedProtocol):
     # -- requests -----------------------------------------------------------------------
     def _handle_frame(self, frame: bytes | memoryview) -> None:
         mv = memoryview(frame)
+        if self._auth_failed:
+            return  # answered the failure; the connection closes after connection.failed.authentication.delay.ms
+        if self.sasl is not None and self.sasl.expects_raw_tokens:
+            self._raw_sasl_token(mv)
+            return
         try:
             header = codec.parse_header(mv)
         except MalformedFrame as e:
             log.warning("closing %s: %s", self.peer, e)
             self.close()
             return
+        if self.sasl is not None and not self._sasl_admits(header, mv):
+            return
+        header.session = self.session
         supported = getattr(self.broker, "is_supported", is_supported)
         if not supported(header.api_key, header.api_version):
             if header.api_key == codec.API_VERSIONS_KEY:
@@ -199,6 +227,87 @@ class KafkaConnection(FramedProtocol):
             task.add_done_callback(lambda t, s=slot, h=header: self._complete(t, s, h))
         else:
             self._fill(slot, header, result)
+
+    # -- SASL ---------------------------------------------------------------------------
+    def _sasl_admits(self, header: codec.RequestHeader, mv: memoryview) -> bool:
+        """Before authentication only ApiVersions and the SASL requests pass; SaslHandshake and
+        SaslAuthenticate are answered here, by the connection's authenticator, at any time (KIP-368
+        re-authentication). A session past its lifetime may only re-authenticate."""
+        key = header.api_key
+        if key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
+            self._sasl_request(header, mv)
+            return False
+        if not self.session.authenticated:
+            if key == codec.API_VERSIONS_KEY:
+                return True
+            log.warning("closing %s: api %d before SASL authentication", self.peer, key)
+            self.close()
+            return False
+        expires = self.session.expires_at_ms
+        if expires is not None and time.time() * 1000 > expires:
+            log.info("closing %s: SASL session expired (connections.max.reauth.ms)", self.peer)
+            self.close()
+            return False
+        return True
+
+    def _sasl_request(self, header: codec.RequestHeader, mv: memoryview) -> None:
+        supported = getattr(self.broker, "is_supported", is_supported)
+        if not supported(header.api_key, header.api_version):
+            log.warning("closing %s: unsupported SASL api %d v%d", self.peer, header.api_key, header.api_version)
+            self.close()
+            return
+        try:
+            codec.finish_header(mv, header)
+            req = codec.decode_body(mv, header)
+        except (KafkaError, UnsupportedVersion, MalformedFrame) as e:
+            log.warning("closing %s: bad SASL request: %s", self.peer, e)
+            self.close()
+            return
+        now = int(time.time() * 1000)
+        if header.api_key == SASL_HANDSHAKE:
+            body = self.sasl.handshake(header.api_version, str(req.mechanism), now)
+            close = bool(getattr(self.sasl, "close_after_handshake", False))
+        else:
+            step = self.sasl.authenticate(header.api_version, bytes(req.auth_bytes), now)
+            body, close = step.response, step.close
+            self._after_sasl_step()
+        slot = _Slot(0, header.api_key)
+        self.pending.append(slot)
+        self._fill(slot, header, body)
+        if close:
+            self._fail_authentication()
+
+    def _raw_sasl_token(self, mv: memoryview) -> None:
+        """SaslHandshake v0: the tokens that follow are bare size-prefixed frames, not requests."""
+        reply = self.sasl.raw_token(bytes(mv), int(time.time() * 1000))
+        self._after_sasl_step()
+        if reply is None:
+            self._fail_authentication()
+            return
+        slot = _Slot()
+        slot.data = len(reply).to_bytes(4, "big") + reply
+        self.pending.append(slot)
+        self._flush()
+
+    def _after_sasl_step(self) -> None:
+        sasl = self.sasl
+        if sasl.authenticated:
+            first = not self.session.authenticated
+            self.session.authenticated = True
+            self.session.principal = sasl.principal
+            self.session.mechanism = sasl.mechanism
+            self.session.expires_at_ms = sasl.session_expires_at_ms
+            if first:
+                log.debug("%s authenticated as %s (%s)", self.peer, sasl.principal, sasl.mechanism)
+
+    def _fail_authentication(self) -> None:
+        # Kafka delays closing a connection that failed to authenticate, to slow password guessing.
+        self._auth_failed = True
+        log.info("closing %s: SASL authentication failed", self.peer)
+        if self.transport is not None:
+            self.transport.pause_reading()
+            self._reading_paused = True
+        asyncio.get_running_loop().call_later(self.security.failed_auth_delay_ms / 1000, self.close)
 
     def _complete(self, task: asyncio.Future[Any], slot: _Slot, header: codec.RequestHeader) -> None:
         if self.closed:

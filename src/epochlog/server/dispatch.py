@@ -34,6 +34,7 @@ def _load() -> None:
         offsets,
         produce,
         producer_id,
+        sasl,
         transaction_admin,
         transactions,
     )
@@ -53,6 +54,7 @@ def _load() -> None:
             14: groups.handle_sync_group,
             15: groups.handle_describe_groups,
             16: groups.handle_list_groups,
+            17: sasl.handle_sasl,
             18: metadata.handle_api_versions,
             19: admin.handle_create_topics,
             20: admin.handle_delete_topics,
@@ -67,6 +69,7 @@ def _load() -> None:
             32: configs.handle_describe_configs,
             33: configs.handle_alter_configs,
             35: log_dirs.handle_describe_log_dirs,
+            36: sasl.handle_sasl,
             37: admin.handle_create_partitions,
             43: admin.handle_elect_leaders,
             44: configs.handle_alter_configs,

@@ -33,6 +33,7 @@ from epochlog.server.cluster.fetcher import FetcherManager
 from epochlog.server.cluster.image import MetadataImage
 from epochlog.server.cluster.peer import PeerError
 from epochlog.server.config import BrokerConfig
+from epochlog.server.listener_security import PROTOCOL_CODES
 from epochlog.server.partition import Partition
 from epochlog.server.quorum import wire
 from epochlog.server.topic_configs import DynamicBrokerConfigs, topic_properties
@@ -110,11 +111,23 @@ class ClusterBroker(Broker):
             if topic in (OFFSETS_TOPIC, TXN_TOPIC):
                 self._follow_coordination(topic, p)
         from epochlog.server.connection import KafkaConnection
+        from epochlog.server.listener_security import listener_security
 
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(
-            lambda: KafkaConnection(self), self.config.host, self.config.port, reuse_address=True, backlog=512
-        )
+        servers = []
+        for listener in self.config.broker_listeners():
+            sec = listener_security(self.config.raw, listener)
+            servers.append(
+                await loop.create_server(
+                    lambda sec=sec: KafkaConnection(self, sec),  # type: ignore[misc]
+                    listener.host,
+                    listener.port,
+                    reuse_address=True,
+                    backlog=512,
+                    ssl=sec.ssl_context,
+                )
+            )
+        self.server, self.extra_servers = servers[0], servers[1:]
         for coro in (self._housekeeping(), self._heartbeats(), self._follow_metadata(), self._isr_ticker()):
             self._tasks.append(asyncio.create_task(coro))
         self.fetchers.start()
@@ -170,8 +183,10 @@ class ClusterBroker(Broker):
             broker_id=c.node_id,
             cluster_id=self.cluster_id,
             incarnation_id=uuid.uuid4(),
-            listeners=(
-                Listener(name="PLAINTEXT", host=c.advertised_host, port=c.advertised_port, security_protocol=0),
+            # Every advertised listener, the inter-broker one first: its address is the one peers dial.
+            listeners=tuple(
+                Listener(name=a.name, host=a.host, port=a.port, security_protocol=PROTOCOL_CODES[a.protocol])
+                for a in c.registered_listeners()
             ),
             features=(),
             rack=None,

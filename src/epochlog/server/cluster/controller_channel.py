@@ -16,6 +16,7 @@ from typing import Any
 
 from epochlog.protocol.errors import Err
 from epochlog.server.cluster.peer import PeerConnection, PeerError
+from epochlog.server.peer_security import PeerSecurity
 
 log = logging.getLogger("epochlog.broker")
 PURPOSES = ("session", "rpc", "metadata")
@@ -48,13 +49,14 @@ class ControllerChannel:
         self.logged_leader = -1
         self._conns: dict[tuple[str, int], PeerConnection] = {}
         self.changed = asyncio.Event()
+        self.security: PeerSecurity | None = None  # the controller listener's TLS/SASL, set by the broker
 
     def connection(self, purpose: str) -> PeerConnection:
         key = (purpose, self.target)
         conn = self._conns.get(key)
         if conn is None:
             _, host, port = self.controllers[self.target]
-            conn = self._conns[key] = PeerConnection(host, port, f"broker-{self.node_id}-{purpose}")
+            conn = self._conns[key] = PeerConnection(host, port, f"broker-{self.node_id}-{purpose}", self.security)
         return conn
 
     @property

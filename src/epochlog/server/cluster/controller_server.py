@@ -36,6 +36,7 @@ from epochlog.server.cluster.not_controller import not_controller
 from epochlog.server.cluster.quorum_describe import describe_cluster, describe_quorum
 from epochlog.server.config import ConfigError, _bool, _int, parse_listener
 from epochlog.server.handlers.admin import creatable_topic
+from epochlog.server.handlers.sasl import sasl_on_plain_listener
 from epochlog.server.metrics import ControllerMetrics
 from epochlog.server.quorum.driver import NotLeader, QuorumDriver
 from epochlog.server.topic_configs import invalid_topic_configs
@@ -64,6 +65,8 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {
     55: (0, 2),  # DescribeQuorum
     60: (1, 2),  # DescribeCluster (endpoint type 2: the controllers)
     73: (0, 0),  # AssignReplicasToDirs
+    17: (0, 1),  # SaslHandshake (answered by the connection on a SASL listener)
+    36: (0, 2),  # SaslAuthenticate
 }
 # Requests only the active controller may decide; a standby answers them NOT_CONTROLLER.
 ACTIVE_ONLY = {62, 63, 56, 19, 20, 33, 37, 43, 44, 45, 46, 67, 73}
@@ -449,7 +452,10 @@ class ControllerServer:
         if not self.cluster_id and req.cluster_id:
             self.cluster_id = str(req.cluster_id)
         clean = int(getattr(req, "previous_broker_epoch", -1)) >= 0
-        epoch = self.core.register_broker(int(req.broker_id), now_ms(), clean_shutdown=clean, host=host, port=port)
+        listeners = tuple((str(x.name), str(x.host), int(x.port)) for x in req.listeners or ())
+        epoch = self.core.register_broker(
+            int(req.broker_id), now_ms(), clean_shutdown=clean, host=host, port=port, listeners=listeners
+        )
         self.session_of[conn] = int(req.broker_id)
         self.offline_dirs.pop(int(req.broker_id), None)  # a restarted broker's directories start online
         self.dir_assignments.pop(int(req.broker_id), None)
@@ -828,6 +834,8 @@ def _dispatch(server: ControllerServer, conn: Any, header: RequestHeader, frame:
     key, version = header.api_key, header.api_version
     if key == 18:
         return _api_versions()
+    if key in (17, 36):
+        return sasl_on_plain_listener(header)
     req = decode_body(frame, header)
     if key in QUORUM_APIS:
         assert server.quorum is not None

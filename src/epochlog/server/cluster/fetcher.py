@@ -108,7 +108,7 @@ class FetcherManager:
                 if conn is not None:
                     conn.close()
                 endpoint = (ep.host, ep.port)
-                conn = PeerConnection(ep.host, ep.port, f"replica-fetcher-{b.config.node_id}")
+                conn = PeerConnection(ep.host, ep.port, f"replica-fetcher-{b.config.node_id}", b.peer_security)
                 self.conns[leader] = conn
             asked = frozenset((p.topic, p.partition) for p in parts)
             self.inflight[leader] = asked

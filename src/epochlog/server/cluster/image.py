@@ -8,7 +8,7 @@ the handlers read) and adds what only a cluster has: brokers and per-partition s
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from epochlog.controller.config_defs import RESOURCE_TOPIC
 from epochlog.controller.image import ClusterImage
@@ -25,6 +25,11 @@ class BrokerEndpoint:
     port: int
     epoch: int
     fenced: bool = False
+    # listener name -> (host, port): a client is told the addresses of the listener it came in on.
+    listeners: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def address_for(self, listener: str) -> tuple[str, int]:
+        return self.listeners.get(listener, (self.host, self.port))
 
 
 class MetadataImage:
@@ -52,7 +57,9 @@ class MetadataImage:
         applied = self.cluster.apply(record)
         for b in applied.brokers:
             cb = self.cluster.brokers[b]
-            self.brokers[b] = BrokerEndpoint(b, cb.host, cb.port, cb.epoch, cb.fenced)
+            self.brokers[b] = BrokerEndpoint(
+                b, cb.host, cb.port, cb.epoch, cb.fenced, {n: (h, p) for n, h, p in cb.listeners}
+            )
         if isinstance(record, Topic):
             tid = uuid.UUID(record.id) if record.id else uuid.uuid4()
             info = TopicInfo(

@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 import struct
 from collections.abc import Callable
 from typing import Any
 
 from epochlog.client.wire import decode_response, encode_request
 from epochlog.server.framing import FramedProtocol
+from epochlog.server.peer_security import PeerSecurity
 
 log = logging.getLogger("epochlog.peer")
 _I32 = struct.Struct(">i")
@@ -29,8 +31,10 @@ class PeerBadResponse(PeerError):
 
 
 class PeerConnection:
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(self, host: str, port: int, client_id: str, security: PeerSecurity | None = None) -> None:
         self.host, self.port, self.client_id = host, port, client_id
+        # TLS and SASL for a secured listener of the peer (inter-broker or controller listener).
+        self.security = security
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, tuple[asyncio.Future[Any], int, int, Callable[[memoryview], Any] | None]] = {}
         self._ids = itertools.count(1)
@@ -46,14 +50,55 @@ class PeerConnection:
             if self.connected:
                 return
             loop = asyncio.get_running_loop()
+            ctx = self.security.ssl_context if self.security is not None else None
             try:
                 transport, _ = await asyncio.wait_for(
-                    loop.create_connection(lambda: _Framer(self), self.host, self.port), timeout
+                    loop.create_connection(
+                        lambda: _Framer(self),
+                        self.host,
+                        self.port,
+                        ssl=ctx,
+                        server_hostname=self.host if ctx is not None else None,
+                    ),
+                    timeout,
                 )
-            except (OSError, TimeoutError) as e:
+            except (OSError, TimeoutError, ssl.SSLError) as e:
                 raise PeerError(f"cannot connect to {self.host}:{self.port}: {e}") from None
             self.closed = asyncio.Event()
             self._transport = transport
+            if self.security is not None and self.security.sasl_mechanism:
+                try:
+                    await self._authenticate(timeout)
+                except PeerError:
+                    self.close()
+                    raise
+
+    async def _authenticate(self, timeout: float) -> None:
+        """SaslHandshake then SaslAuthenticate until the peer accepts us (or refuses: PeerError)."""
+        assert self.security is not None
+        session = self.security.sasl_client()
+        try:
+            body = session.handshake_request()
+            while body is not None:
+                resp = await self._send_now(body, timeout)
+                body = session.on_response(resp)
+        except PeerError:
+            raise
+        except Exception as e:  # the peer refused the mechanism or the credentials
+            raise PeerError(f"SASL authentication to {self.host}:{self.port} failed: {e}") from None
+
+    async def _send_now(self, body: Any, timeout: float) -> Any:
+        assert self._transport is not None
+        key, version = int(type(body).__api_key__), int(type(body).__version__)
+        cid = next(self._ids) & 0x7FFFFFFF
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[cid] = (fut, key, version, None)
+        self._transport.write(encode_request(body, cid, self.client_id))
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            self._pending.pop(cid, None)
+            raise PeerError(f"{self.host}:{self.port} did not answer SASL within {timeout}s") from None
 
     def _on_frame(self, frame: bytes | memoryview) -> None:
         (cid,) = _I32.unpack_from(frame, 0)

@@ -11,6 +11,7 @@ from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.protocol.fetch_response_writer import encode_fetch_response
 from epochlog.replication.types import FetchRequest
+from epochlog.server.authz import session_of
 from epochlog.server.broker import now_ms
 from epochlog.server.handlers.leader_hints import add_hint
 from epochlog.storage.errors import KafkaStorageError
@@ -280,7 +281,7 @@ def _response(
     if header.api_version >= 16:  # KIP-951: CurrentLeader and NodeEndpoints, as Kafka fills them from v16
         for topic in topics_out:
             for row in topic["partitions"]:
-                add_hint(broker, topic["topic"], row["partition_index"], row, nodes)
+                add_hint(broker, topic["topic"], row["partition_index"], row, nodes, session_of(header).listener)
     return encode_fetch_response(
         header.api_version, header.correlation_id, topics_out, spliced, node_endpoints=list(nodes.values())
     )

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
+from epochlog.server.authz import session_of
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
@@ -37,7 +38,8 @@ def handle_find_coordinator(broker: Broker, header: RequestHeader, frame: memory
             if ep is None:
                 row.update(error_code=Err.COORDINATOR_NOT_AVAILABLE, error_message="no leader for its partition yet")
             else:
-                row.update(node_id=ep.broker_id, host=ep.host, port=ep.port, error_code=Err.NONE)
+                host, port = ep.address_for(session_of(header).listener)
+                row.update(node_id=ep.broker_id, host=host, port=port, error_code=Err.NONE)
         row.setdefault("error_message", None)
         rows.append(row)
     if header.api_version >= 4:

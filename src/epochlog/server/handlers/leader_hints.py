@@ -14,7 +14,9 @@ if TYPE_CHECKING:
 HINTED_ERRORS = (Err.NOT_LEADER_OR_FOLLOWER, Err.FENCED_LEADER_EPOCH)
 
 
-def add_hint(broker: BrokerApi, topic: str | None, partition: int, row: dict[str, Any], nodes: dict[int, Any]) -> None:
+def add_hint(
+    broker: BrokerApi, topic: str | None, partition: int, row: dict[str, Any], nodes: dict[int, Any], listener: str = ""
+) -> None:
     """Set ``row["current_leader"]`` when the row's error calls for it and the leader is known, and add
     the leader's endpoint to ``nodes`` (node id -> NodeEndpoint fields)."""
     image = broker.image
@@ -26,4 +28,5 @@ def add_hint(broker: BrokerApi, topic: str | None, partition: int, row: dict[str
     row["current_leader"] = {"leader_id": st.leader, "leader_epoch": st.leader_epoch}
     ep = image.brokers.get(st.leader)
     if ep is not None:
-        nodes[ep.broker_id] = {"node_id": ep.broker_id, "host": ep.host, "port": ep.port, "rack": None}
+        host, port = ep.address_for(listener)
+        nodes[ep.broker_id] = {"node_id": ep.broker_id, "host": host, "port": port, "rack": None}

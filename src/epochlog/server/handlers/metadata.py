@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from epochlog.protocol.api_versions import advertised
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
+from epochlog.server.authz import session_of
 from epochlog.server.topics import validate_topic_name
 
 if TYPE_CHECKING:
@@ -27,8 +28,10 @@ def _broker_row(node: int, host: str, port: int) -> dict[str, Any]:
     return {"node_id": node, "broker_id": node, "host": host, "port": port, "rack": None, "is_fenced": False}
 
 
-def _broker_rows(broker: Broker) -> list[dict[str, Any]]:
-    return [_broker_row(b.broker_id, b.host, b.port) for b in broker.image.live_brokers()]
+def _broker_rows(broker: Broker, header: RequestHeader) -> list[dict[str, Any]]:
+    # Each broker as reached through the listener this request came in on (Kafka's per-listener Metadata).
+    listener = session_of(header).listener
+    return [_broker_row(b.broker_id, *b.address_for(listener)) for b in broker.image.live_brokers()]
 
 
 def _controller_id(broker: Broker) -> int:
@@ -109,7 +112,7 @@ def handle_metadata(broker: Broker, header: RequestHeader, frame: memoryview) ->
             topics_out.append(_topic_row(broker, name))
     return {
         "throttle_time": 0,
-        "brokers": _broker_rows(broker),
+        "brokers": _broker_rows(broker, header),
         "cluster_id": broker.cluster_id,
         "controller_id": _controller_id(broker),
         "topics": topics_out,
@@ -127,6 +130,6 @@ def handle_describe_cluster(broker: Broker, header: RequestHeader, frame: memory
         "endpoint_type": 1,
         "cluster_id": broker.cluster_id,
         "controller_id": _controller_id(broker),
-        "brokers": _broker_rows(broker),
+        "brokers": _broker_rows(broker, header),
         "cluster_authorized_operations": -2147483648,
     }

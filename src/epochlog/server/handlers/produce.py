@@ -12,6 +12,7 @@ from epochlog.protocol.log_validator import TopicRules, ValidationError, validat
 from epochlog.protocol.produce_request import parse_produce
 from epochlog.protocol.produce_response_writer import encode_produce_response
 from epochlog.protocol.record_batch import read_header
+from epochlog.server.authz import session_of
 from epochlog.server.broker import now_ms
 from epochlog.server.dispatch import NO_RESPONSE
 from epochlog.server.handlers.leader_hints import add_hint
@@ -102,7 +103,7 @@ def _answer(broker: Broker, header: RequestHeader, responses: list[dict[str, Any
     nodes: dict[int, dict[str, Any]] = {}
     for topic in responses:
         for row in topic["partition_responses"]:
-            add_hint(broker, topic["name"], row["index"], row, nodes)
+            add_hint(broker, topic["name"], row["index"], row, nodes, session_of(header).listener)
     return encode_produce_response(header.api_version, header.correlation_id, responses, list(nodes.values()))
 
 

@@ -22,6 +22,7 @@ from epochlog.raft import messages as m
 from epochlog.raft.config import QuorumConfig
 from epochlog.raft.node import RaftNode, Role
 from epochlog.server.cluster.peer import PeerConnection, PeerError
+from epochlog.server.peer_security import PeerSecurity
 from epochlog.server.quorum import wire
 from epochlog.storage.metadata_raft_log import MetadataRaftLog
 from epochlog.storage.quorum_state_file import QuorumStateFile
@@ -51,8 +52,10 @@ class QuorumDriver:
         on_role: Callable[[], None],
         on_snapshot: Callable[[m.SnapshotId], None],
         segment_bytes: int | None = None,
+        security: PeerSecurity | None = None,
     ) -> None:
         self.node_id = node_id
+        self.security = security  # how to reach the other voters' controller listeners
         self.voters = voters
         self.cluster_id = cluster_id
         self.config = config
@@ -147,7 +150,9 @@ class QuorumDriver:
         peer = self.peers.get(to)
         if peer is None:
             host, port = self.voters[to]
-            peer = self.peers[to] = PeerConnection(host, port, f"controller-{self.node_id}-raft")
+            peer = self.peers[to] = PeerConnection(
+                host, port, f"controller-{self.node_id}-raft", self.security
+            )
         timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
         try:
             resp = await peer.request(wire.to_kio(msg), timeout=timeout)

@@ -46,7 +46,9 @@ class BrokerPeers:
         if conn is None or (conn.host, conn.port) != (ep.host, ep.port):
             if conn is not None:
                 conn.close()
-            conn = self._conns[broker_id] = PeerConnection(ep.host, ep.port, f"txn-{self.broker.config.node_id}")
+            conn = self._conns[broker_id] = PeerConnection(
+                ep.host, ep.port, f"txn-{self.broker.config.node_id}", self.broker.peer_security
+            )
         await conn.connect()
         return await conn.request(req, timeout=self.broker.config.request_timeout_ms / 1000)
 
