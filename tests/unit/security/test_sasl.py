@@ -142,13 +142,19 @@ def test_authenticate_after_success_is_answered_not_closed() -> None:
 
 
 def test_oversized_token_fails_and_closes() -> None:
-    a = auth(max_receive_size=64)
-    a.handshake(1, "PLAIN", 0)
-    step = a.authenticate(2, plain_client_token("alice", "alice-secret" + "x" * 100), 0)
+    users = {"carol": "c" * 100}  # a valid token of 107 bytes: only its size can refuse it
+    token = plain_client_token("carol", "c" * 100)
+    small = SaslAuthenticator(["PLAIN"], lookup, users, max_receive_size=64)
+    small.handshake(1, "PLAIN", 0)
+    step = small.authenticate(2, token, 0)
     assert step.close and step.response["error_code"] == SASL_AUTHENTICATION_FAILED
-    assert "x" * 10 not in step.response["error_message"]
-    ok = auth(max_receive_size=64)
-    assert login(ok, "PLAIN", "alice", "alice-secret").done  # the limit itself lets a normal token through
+    assert "c" * 10 not in step.response["error_message"] and not small.authenticated
+    big = SaslAuthenticator(["PLAIN"], lookup, users, max_receive_size=len(token))
+    big.handshake(1, "PLAIN", 0)
+    assert big.authenticate(2, token, 0).done
+    raw = SaslAuthenticator(["PLAIN"], lookup, users, max_receive_size=64)
+    raw.handshake(0, "PLAIN", 0)
+    assert raw.raw_token(token, 0) is None and raw.should_close
 
 
 def test_v0_handshake_then_raw_tokens() -> None:

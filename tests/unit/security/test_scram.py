@@ -213,6 +213,16 @@ def test_client_final_must_echo_the_gs2_header() -> None:
         srv.step(b"c=eSws," + final[len(b"c=biws,") :])  # "y,," instead of the "n,," sent first
 
 
+def test_client_final_with_a_valid_proof_but_another_gs2_header_fails() -> None:
+    # The proof covers client-first-bare only, so a first sent with "y,," and a final bound to
+    # "n,," is consistent for the proof: only the channel-binding check can refuse it.
+    creds = store("SCRAM-SHA-256", {"alice": "pw"})
+    srv, cli = server("SCRAM-SHA-256", creds), ScramClient("SCRAM-SHA-256", "alice", "pw")
+    first = b"y,," + cli.first()[len(b"n,,") :]
+    with pytest.raises(SaslAuthenticationError, match="channel binding"):
+        srv.step(cli.final(srv.step(first)))
+
+
 def test_usernames_with_escaped_characters() -> None:
     name = "a,b=c"
     assert escape_username(name) == "a=2Cb=3Dc"
