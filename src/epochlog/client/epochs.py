@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from epochlog.client.security import ClientSecurity
 from epochlog.client.wire import Connection, WireError
 from epochlog.protocol.codec import request_class
 
@@ -121,10 +122,12 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     return out
 
 
-def connect_first(bootstrap: str, timeout: float, client_id: str) -> Connection:
+def connect_first(
+    bootstrap: str, timeout: float, client_id: str, security: ClientSecurity | None = None
+) -> Connection:
     """A connection to the first broker of a bootstrap list (h1:p1,h2:p2), as Kafka's tools ask the first."""
     host, port = parse_bootstrap(bootstrap)[0]
-    return Connection(host, port, timeout=timeout, client_id=client_id)
+    return Connection(host, port, timeout=timeout, client_id=client_id, security=security)
 
 
 class LeaderEpochClient:

@@ -2,7 +2,8 @@
 
 librdkafka validates positions with OffsetForLeaderEpoch internally but offers no public call for it, and
 its metadata objects hide the partition leader epoch. Both are one request each, so a blocking socket and
-kio's generated codec are enough; this is not a general client (no pipelining, no SASL/TLS).
+kio's generated codec are enough; this is not a general client (no pipelining). A ClientSecurity adds TLS
+and SASL (PLAIN, SCRAM) to a connection, authenticated once right after it connects.
 """
 
 from __future__ import annotations
@@ -11,12 +12,20 @@ import io
 import socket
 import struct
 import threading
+import time
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.serial import entity_reader, entity_writer
 
 from epochlog.protocol.codec import response_class
+from epochlog.security.sasl_client import SaslClientSession
+from epochlog.security.sasl_errors import SaslClientError
+
+if TYPE_CHECKING:
+    import ssl
+
+    from epochlog.client.security import ClientSecurity
 
 _I32 = struct.Struct(">i")
 _HEADER = struct.Struct(">hhi")
@@ -72,21 +81,79 @@ def decode_response(api_key: int, version: int, frame: bytes, correlation_id: in
 class Connection:
     """One blocking connection to one broker; thread-safe by a lock, one request in flight."""
 
-    def __init__(self, host: str, port: int, timeout: float = 10.0, client_id: str = "epochlog-spark") -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        timeout: float = 10.0,
+        client_id: str = "epochlog-spark",
+        security: ClientSecurity | None = None,
+    ) -> None:
         self.host, self.port, self.timeout, self.client_id = host, port, timeout, client_id
+        self.security = security
+        self._ssl: ssl.SSLContext | None = None
         self._sock: socket.socket | None = None
         self._corr = 0
         self._lock = threading.Lock()
+        self._session_deadline: float | None = None  # monotonic; KIP-368 session end, reconnect before
 
     def _connect(self) -> socket.socket:
+        if self._sock is not None and self._session_deadline is not None and time.monotonic() >= self._session_deadline:
+            # The broker closes a connection whose SASL session expired; a fresh connection
+            # re-authenticates, which is simpler than KIP-368's in-place re-authentication.
+            self.close()
         if self._sock is None:
             try:
                 s = socket.create_connection((self.host, self.port), timeout=self.timeout)
             except OSError as e:
                 raise WireError(f"cannot connect to {self.host}:{self.port}: {e}") from e
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.security is not None:
+                s = self._secure(s)
             self._sock = s
         return self._sock
+
+    def _secure(self, s: socket.socket) -> socket.socket:
+        sec = self.security
+        assert sec is not None
+        if sec.uses_tls:
+            try:
+                if self._ssl is None:
+                    self._ssl = sec.ssl_context()
+                assert self._ssl is not None
+                s = self._ssl.wrap_socket(s, server_hostname=self.host)
+            except (OSError, ValueError) as e:
+                s.close()
+                raise WireError(f"TLS handshake with {self.host}:{self.port} failed: {e}") from e
+        if sec.uses_sasl:
+            try:
+                self._authenticate(s, sec)
+            except (OSError, WireError, SaslClientError) as e:
+                s.close()
+                raise WireError(
+                    f"SASL {sec.mechanism} authentication to {self.host}:{self.port} as {sec.username!r} failed: {e}"
+                ) from e
+        return s
+
+    def _authenticate(self, s: socket.socket, sec: ClientSecurity) -> None:
+        assert sec.mechanism is not None and sec.username is not None and sec.password is not None
+        session = SaslClientSession(sec.mechanism, sec.username, sec.password)
+        started = time.monotonic()
+        session.handshake_response(self._exchange(s, session.handshake_request()))
+        request = session.first_authenticate_request()
+        while request is not None:
+            request = session.authenticate_response(self._exchange(s, request))
+        lifetime = session.session_lifetime_ms
+        # Kafka's clients re-authenticate at 85-95 % of the lifetime; reconnect at 85 %.
+        self._session_deadline = started + lifetime * 0.85 / 1000 if lifetime > 0 else None
+
+    def _exchange(self, s: socket.socket, obj: Any) -> Any:
+        cls = type(obj)
+        self._corr = (self._corr + 1) & 0x7FFFFFFF
+        corr = self._corr
+        s.sendall(encode_request(obj, corr, self.client_id))
+        (size,) = _I32.unpack(self._recv_exactly(s, 4))
+        return decode_response(int(cls.__api_key__), int(cls.__version__), self._recv_exactly(s, size), corr)
 
     def _recv_exactly(self, s: socket.socket, n: int) -> bytes:
         chunks = bytearray()
