@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-# Kafka's codes for SASL (clients/.../protocol/Errors.java); kept here so the SASL modules do not
-# depend on which codes protocol.errors.Err happens to list.
-UNSUPPORTED_SASL_MECHANISM = 33
-ILLEGAL_SASL_STATE = 34
-SASL_AUTHENTICATION_FAILED = 58
+from epochlog.protocol.errors import Err
+
+# The SASL codes, from the one error-code module, under the names the SASL modules use.
+UNSUPPORTED_SASL_MECHANISM = Err.UNSUPPORTED_SASL_MECHANISM
+ILLEGAL_SASL_STATE = Err.ILLEGAL_SASL_STATE
+SASL_AUTHENTICATION_FAILED = Err.SASL_AUTHENTICATION_FAILED
 
 
 class SaslAuthenticationError(Exception):

@@ -237,18 +237,14 @@ class KafkaConnection(FramedProtocol):
         if key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
             self._sasl_request(header, mv)
             return False
+        if self.sasl.admits(key, int(time.time() * 1000)):
+            return True
         if not self.session.authenticated:
-            if key == codec.API_VERSIONS_KEY:
-                return True
             log.warning("closing %s: api %d before SASL authentication", self.peer, key)
-            self.close()
-            return False
-        expires = self.session.expires_at_ms
-        if expires is not None and time.time() * 1000 > expires:
-            log.info("closing %s: SASL session expired (connections.max.reauth.ms)", self.peer)
-            self.close()
-            return False
-        return True
+        else:
+            log.info("closing %s: api %d outside the SASL session (expired or re-authenticating)", self.peer, key)
+        self.close()
+        return False
 
     def _sasl_request(self, header: codec.RequestHeader, mv: memoryview) -> None:
         supported = getattr(self.broker, "is_supported", is_supported)
@@ -266,7 +262,7 @@ class KafkaConnection(FramedProtocol):
         now = int(time.time() * 1000)
         if header.api_key == SASL_HANDSHAKE:
             body = self.sasl.handshake(header.api_version, str(req.mechanism), now)
-            close = bool(getattr(self.sasl, "close_after_handshake", False))
+            close = bool(self.sasl.should_close)
         else:
             step = self.sasl.authenticate(header.api_version, bytes(req.auth_bytes), now)
             body, close = step.response, step.close

@@ -78,10 +78,10 @@ class PeerConnection:
         assert self.security is not None
         session = self.security.sasl_client()
         try:
-            body = session.handshake_request()
+            session.handshake_response(await self._send_now(session.handshake_request(), timeout))
+            body = session.first_authenticate_request()
             while body is not None:
-                resp = await self._send_now(body, timeout)
-                body = session.on_response(resp)
+                body = session.authenticate_response(await self._send_now(body, timeout))
         except PeerError:
             raise
         except Exception as e:  # the peer refused the mechanism or the credentials
