@@ -362,6 +362,16 @@ class BrokerConfig:
                 )
             self.sasl_mechanism_inter_broker_protocol = mechanism
 
+    def broker_listeners(self) -> list[Listener]:
+        """The listeners this broker binds, the inter-broker one first (it is ``host``/``port``); controller
+        listeners are the controller's."""
+        own = [lst for lst in self.listeners if lst.name not in self.controller_listener_names]
+        return sorted(own, key=lambda lst: lst.name != self.inter_broker_listener_name)
+
+    def registered_listeners(self) -> list[Listener]:
+        """The advertised listeners, the inter-broker one first: its address is the one peers dial."""
+        return sorted(self.advertised_listeners, key=lambda lst: lst.name != self.inter_broker_listener_name)
+
     def listener_props(self, listener_name: str) -> dict[str, str]:
         """The properties as one listener sees them (listener.name.<name>. overrides applied)."""
         from epochlog.security.listeners import listener_config

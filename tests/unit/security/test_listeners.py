@@ -314,3 +314,22 @@ def test_sensitive_configs() -> None:
     assert is_sensitive("listener.name.ssl.ssl.keystore.key")
     assert not is_sensitive("ssl.keystore.location")
     assert not is_sensitive("listeners")
+
+
+def test_broker_and_registered_listeners_put_the_inter_broker_one_first(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path)
+    c = BrokerConfig.from_properties(
+        {
+            "listeners": "SSL://127.0.0.1:9093,REPL://127.0.0.1:9094,CONTROLLER://127.0.0.1:9095",
+            "listener.security.protocol.map": "SSL:SSL,REPL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "REPL",
+            "ssl.keystore.location": str(pki.broker_keystore),
+        }
+    )
+    assert [lst.name for lst in c.broker_listeners()] == ["REPL", "SSL"]
+    assert [lst.name for lst in c.registered_listeners()] == ["REPL", "SSL"]
+    assert (c.host, c.port) == ("127.0.0.1", 9094)
+    assert BrokerConfig.from_properties({}).broker_listeners() == [
+        Listener("PLAINTEXT", "127.0.0.1", 9092, "PLAINTEXT")
+    ]
