@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from epochlog.security.listeners import Listener
 
 
 class ConfigError(ValueError):
@@ -64,13 +67,12 @@ def _bool(props: dict[str, str], key: str, default: bool) -> bool:
 
 
 def parse_listener(value: str, key: str = "listeners") -> tuple[str, int]:
-    """'PLAINTEXT://127.0.0.1:9092' or 'host:port' -> (host, port) of the first listener."""
+    """'PLAINTEXT://127.0.0.1:9092' or 'host:port' -> (host, port) of the first listener, whatever its
+    name (the listener's security protocol is epochlog.security.listeners' business)."""
     listeners = split_listeners(value, key)
     if not listeners:
         raise ConfigError(f"{key}={value!r} has no port")
-    name, host, port = listeners[0]
-    if name not in ("PLAINTEXT", "BROKER", "INTERNAL", "EXTERNAL", "CLIENT"):
-        raise ConfigError(f"{key}: only plaintext listeners are supported, got {name}")
+    _name, host, port = listeners[0]
     return host, port
 
 
@@ -95,6 +97,9 @@ def split_listeners(value: str, key: str = "listeners") -> list[tuple[str, str, 
             raise ConfigError(f"{key}={value!r}: port out of range")
         out.append((name.upper(), host or "0.0.0.0", p))
     return out
+
+
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 @dataclass
@@ -160,6 +165,18 @@ class BrokerConfig:
     authorizer_class_name: str = ""
     super_users: list[str] = field(default_factory=list)
     allow_everyone_if_no_acl_found: bool = False
+    # Listeners (Kafka's names). host/port and advertised_host/advertised_port above are the inter-broker
+    # listener's, for code that knows one address.
+    listeners: list[Listener] = field(default_factory=lambda: [Listener("PLAINTEXT", "127.0.0.1", 9092, "PLAINTEXT")])
+    advertised_listeners: list[Listener] = field(
+        default_factory=lambda: [Listener("PLAINTEXT", "127.0.0.1", 9092, "PLAINTEXT")]
+    )
+    inter_broker_listener_name: str = "PLAINTEXT"
+    controller_listener_names: list[str] = field(default_factory=list)
+    # sasl.mechanism.inter.broker.protocol: set when the inter-broker listener is SASL.
+    sasl_mechanism_inter_broker_protocol: str = ""
+    # One server context per TLS listener, built while parsing so that a bad keystore stops start-up.
+    ssl_server_contexts: dict[str, ssl.SSLContext] = field(default_factory=dict, repr=False, compare=False)
     raw: dict[str, str] = field(default_factory=dict)
 
     def all_log_dirs(self) -> list[Path]:
@@ -169,14 +186,7 @@ class BrokerConfig:
     def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
         c = cls(raw=dict(props))
         c.node_id = _int(props, "node.id", _int(props, "broker.id", 1), minimum=0)
-        if "listeners" in props:
-            c.host, c.port = parse_listener(props["listeners"])
-        adv = props.get("advertised.listeners")
-        if adv:
-            c.advertised_host, c.advertised_port = parse_listener(adv, "advertised.listeners")
-        else:
-            c.advertised_host = c.host if c.host not in ("0.0.0.0", "") else "127.0.0.1"
-            c.advertised_port = c.port
+        c._parse_listeners(props)
         dirs = props.get("log.dirs") or props.get("log.dir")
         if dirs:
             paths = [Path(d.strip()) for d in dirs.split(",") if d.strip()]
@@ -285,6 +295,104 @@ class BrokerConfig:
         except LogConfigError as e:
             raise ConfigError(str(e)) from None
         return c
+
+    def _parse_listeners(self, props: dict[str, str]) -> None:
+        from epochlog.security.listeners import (
+            advertised_listeners,
+            controller_listener_names,
+            inter_broker_listener,
+            parse_listeners,
+        )
+
+        self.controller_listener_names = controller_listener_names(props)
+        if props.get("listeners", "").strip():
+            self.listeners = parse_listeners(props)
+            if not self.listeners:
+                raise ConfigError(f"listeners={props['listeners']!r} names no listener")
+        else:
+            self.listeners = [Listener("PLAINTEXT", self.host, self.port, "PLAINTEXT")]
+        self.advertised_listeners = advertised_listeners(props, self.listeners)
+        inter = inter_broker_listener(props, self.listeners)
+        self.inter_broker_listener_name = inter.name
+        self.host, self.port = inter.host, inter.port
+        advertised = {lst.name: lst for lst in self.advertised_listeners}
+        if inter.name not in advertised:
+            raise ConfigError(
+                f"the inter-broker listener {inter.name} must be in advertised.listeners "
+                f"({props.get('advertised.listeners', '')!r}): other brokers reach this one through it"
+            )
+        self.advertised_host, self.advertised_port = advertised[inter.name].host, advertised[inter.name].port
+        self._check_security(props, inter)
+
+    def _check_security(self, props: dict[str, str], inter: Listener) -> None:
+        from epochlog.security.listeners import listener_config
+        from epochlog.security.tls import server_context
+
+        rules = props.get("ssl.principal.mapping.rules", "").strip()
+        if rules and rules != "DEFAULT":
+            raise ConfigError(f"ssl.principal.mapping.rules={rules!r}: only DEFAULT is supported")
+        for lst in self.listeners:
+            if lst.name in self.controller_listener_names:
+                continue
+            if lst.tls:
+                eff = listener_config(props, lst.name)
+                if not (eff.get("ssl.keystore.location", "").strip() or eff.get("ssl.keystore.key", "").strip()):
+                    raise ConfigError(
+                        f"listener {lst.name} ({lst.protocol}) needs a keystore: set ssl.keystore.location "
+                        f"(or listener.name.{lst.name.lower()}.ssl.keystore.location) to a PEM file"
+                    )
+                try:
+                    self.ssl_server_contexts[lst.name] = server_context(eff)
+                except ConfigError as e:
+                    raise ConfigError(f"listener {lst.name}: {e}") from None
+            if lst.sasl:
+                self.sasl_mechanisms(lst.name)
+        if inter.sasl:
+            mechanism = props.get("sasl.mechanism.inter.broker.protocol", "").strip().upper()
+            if not mechanism:
+                raise ConfigError(
+                    f"the inter-broker listener {inter.name} is {inter.protocol}: set "
+                    "sasl.mechanism.inter.broker.protocol (Kafka's default GSSAPI is not supported) to "
+                    f"one of {', '.join(SASL_MECHANISMS)}"
+                )
+            if mechanism not in self.sasl_mechanisms(inter.name):
+                raise ConfigError(
+                    f"sasl.mechanism.inter.broker.protocol={mechanism} is not enabled on listener {inter.name} "
+                    "(sasl.enabled.mechanisms)"
+                )
+            self.sasl_mechanism_inter_broker_protocol = mechanism
+
+    def broker_listeners(self) -> list[Listener]:
+        """The listeners this broker binds, the inter-broker one first (it is ``host``/``port``); controller
+        listeners are the controller's."""
+        own = [lst for lst in self.listeners if lst.name not in self.controller_listener_names]
+        return sorted(own, key=lambda lst: lst.name != self.inter_broker_listener_name)
+
+    def registered_listeners(self) -> list[Listener]:
+        """The advertised listeners, the inter-broker one first: its address is the one peers dial."""
+        return sorted(self.advertised_listeners, key=lambda lst: lst.name != self.inter_broker_listener_name)
+
+    def listener_props(self, listener_name: str) -> dict[str, str]:
+        """The properties as one listener sees them (listener.name.<name>. overrides applied)."""
+        from epochlog.security.listeners import listener_config
+
+        return listener_config(self.raw, listener_name)
+
+    def sasl_mechanisms(self, listener_name: str) -> list[str]:
+        """sasl.enabled.mechanisms for one SASL listener, upper-cased; Kafka's default (GSSAPI) is unsupported,
+        so an unset value is an error."""
+        key = "sasl.enabled.mechanisms"
+        raw = self.listener_props(listener_name).get(key, "")
+        names = [m.strip().upper() for m in raw.split(",") if m.strip()]
+        if not names:
+            raise ConfigError(
+                f"listener {listener_name} is SASL: set {key} (or listener.name.{listener_name.lower()}.{key}) "
+                f"to some of {', '.join(SASL_MECHANISMS)}; GSSAPI, Kafka's default, is not supported"
+            )
+        for name in names:
+            if name not in SASL_MECHANISMS:
+                raise ConfigError(f"{key}: {name} is not supported; use {', '.join(SASL_MECHANISMS)}")
+        return names
 
     def log_properties(self) -> dict[str, str]:
         """The log.* properties, handed to the storage layer's LogConfig."""

@@ -133,6 +133,7 @@ class ControllerConfig:
         c.cluster_id = props.get("cluster.id", "")
         if "listeners" in props:
             c.host, c.port = parse_listener(props["listeners"])
+            _refuse_secured_controller_listener(props)
         dirs = props.get("metadata.log.dir") or props.get("log.dirs") or props.get("log.dir")
         if dirs:
             # Kafka's metadata.log.dir defaults to the first of log.dirs.
@@ -161,6 +162,18 @@ class ControllerConfig:
         floor = _int(props, "metadata.log.segment.min.bytes", 8 * 1024 * 1024, minimum=1024)
         c.segment_bytes = _int(props, "metadata.log.segment.bytes", 1024 * 1024 * 1024, minimum=floor)
         return c
+
+
+def _refuse_secured_controller_listener(props: dict[str, str]) -> None:
+    # parse_listener takes any listener name now that brokers have TLS/SASL listeners; the controller
+    # still serves plaintext only, so a name mapped to another protocol must not be served in the clear.
+    from epochlog.security.listeners import security_protocol_map
+    from epochlog.server.config import split_listeners
+
+    name = split_listeners(props["listeners"])[0][0]
+    protocol = security_protocol_map(props)[0].get(name, "PLAINTEXT")
+    if protocol != "PLAINTEXT":
+        raise ConfigError(f"listeners: the controller listener {name} is {protocol}; controllers serve PLAINTEXT only")
 
 
 def parse_voters(value: str) -> dict[int, tuple[str, int]]:
