@@ -25,9 +25,14 @@ def _build_config(config: Path | None, data_dir: Path | None, port: int | None, 
     if data_dir is not None:
         props["log.dirs"] = str(data_dir)
     if port is not None or host is not None:
-        ctrl = [x for x in props.get("listeners", "").split(",") if x.strip().upper().startswith("CONTROLLER://")]
+        # --port is the PLAINTEXT listener's; the others (CONTROLLER, SSL, SASL_SSL, ...) stay as configured.
+        others = [
+            x.strip()
+            for x in props.get("listeners", "").split(",")
+            if x.strip() and not x.strip().upper().startswith("PLAINTEXT://") and "://" in x
+        ]
         props["listeners"] = ",".join(
-            [f"PLAINTEXT://{host or '127.0.0.1'}:{port if port is not None else 9092}", *ctrl]
+            [f"PLAINTEXT://{host or '127.0.0.1'}:{port if port is not None else 9092}", *others]
         )
         props.pop("advertised.listeners", None)
     props.setdefault("log.dirs", "epochlog-data")

@@ -35,6 +35,8 @@ class CombinedServer:
         self.broker_config.controller_address = (self.controller_config.host, self.controller.bound_port())
         self.broker_config.controllers = [(self.controller_config.node_id, *self.broker_config.controller_address)]
         self.broker = ClusterBroker(self.broker_config)
+        if self.controller_config.listener.protocol == "PLAINTEXT":
+            self.broker.controller.security = None  # the ephemeral listener, or a plaintext one
         # One endpoint for the node: the controller's metrics join the broker's registry.
         for collector in self.controller.metrics.collectors():
             self.broker.metrics.registry.register(collector)
@@ -93,7 +95,7 @@ def combined_configs(props: dict[str, str]) -> tuple[BrokerConfig, ControllerCon
     props = {"node.id": "1", **props}
     names = {n.strip().upper() for n in props.get("controller.listener.names", "CONTROLLER").split(",") if n.strip()}
     listeners = split_listeners(props.get("listeners", "PLAINTEXT://127.0.0.1:9092"))
-    controller = [(h, p) for n, h, p in listeners if n in names]
+    controller = [(n, h, p) for n, h, p in listeners if n in names]
     broker = [(n, h, p) for n, h, p in listeners if n not in names]
     if not broker:
         raise ConfigError(f"listeners={props.get('listeners')!r} has no listener for clients")
@@ -103,8 +105,9 @@ def combined_configs(props: dict[str, str]) -> tuple[BrokerConfig, ControllerCon
     broker_props.pop("controller.quorum.voters", None)
     broker_props.pop("controller.quorum.bootstrap.servers", None)
     bcfg = BrokerConfig.from_properties(broker_props)
-    chost, cport = controller[0] if controller else (bcfg.host, 0)
-    ccfg = ControllerConfig.from_properties({**props, "listeners": f"PLAINTEXT://{chost}:{cport}"})
+    # No controller listener: an ephemeral plaintext one on the broker's host, dialled only by this process.
+    cname, chost, cport = controller[0] if controller else ("PLAINTEXT", bcfg.host, 0)
+    ccfg = ControllerConfig.from_properties({**props, "listeners": f"{cname}://{chost}:{cport}"})
     ccfg.log_dir = Path(props.get("metadata.log.dir") or bcfg.log_dir)
     ccfg.colocated_broker = True
     return bcfg, ccfg

@@ -64,3 +64,22 @@ def peer_security(props: dict[str, str], listener_name: str, protocol: str, mech
         sec.sasl_mechanism = mechanism
         sec.username, sec.password = options["username"], options["password"]
     return sec
+
+
+def inter_broker_security(config: Any) -> PeerSecurity | None:
+    """A broker's security toward the other brokers' inter-broker listener (a BrokerConfig)."""
+    name = config.inter_broker_listener_name
+    protocol = next((lst.protocol for lst in config.listeners if lst.name == name), "PLAINTEXT")
+    return peer_security(config.raw, name, protocol, "sasl.mechanism.inter.broker.protocol")
+
+
+def controller_security(props: dict[str, str]) -> PeerSecurity | None:
+    """Security toward the controllers' listener: the first of controller.listener.names, its protocol
+    from listener.security.protocol.map, the mechanism from sasl.mechanism.controller.protocol."""
+    from epochlog.security.listeners import controller_listener_names, security_protocol_map
+
+    names = controller_listener_names(props)
+    if not names:
+        return None
+    protocol = security_protocol_map(props)[0].get(names[0], "PLAINTEXT")
+    return peer_security(props, names[0], protocol, "sasl.mechanism.controller.protocol")

@@ -35,6 +35,7 @@ from epochlog.server.cluster.peer import PeerError
 from epochlog.server.config import BrokerConfig
 from epochlog.server.listener_security import PROTOCOL_CODES
 from epochlog.server.partition import Partition
+from epochlog.server.peer_security import controller_security, inter_broker_security
 from epochlog.server.quorum import wire
 from epochlog.server.topic_configs import DynamicBrokerConfigs, topic_properties
 from epochlog.server.topics import TopicInfo
@@ -85,6 +86,9 @@ class ClusterBroker(Broker):
         # One connection per purpose to the active controller: answers on one connection come in order,
         # and an AlterPartition answer queued behind a parked metadata fetch waited up to a second.
         self.controller = ControllerChannel(config.node_id, config.controllers or [(-1, *config.controller_address)])
+        # How this broker authenticates to other brokers (inter-broker listener) and to the controllers.
+        self.peer_security = inter_broker_security(config)
+        self.controller.security = controller_security(config.raw)
         self.broker_epoch = -1
         self.fetchers = FetcherManager(self)
         self.shutting_down = False

@@ -32,6 +32,7 @@ from epochlog.raft.config import QuorumConfig
 from epochlog.raft.messages import SnapshotId
 from epochlog.raft.node import Role
 from epochlog.replication.types import AlterIsr
+from epochlog.security.listeners import Listener
 from epochlog.server.cluster.not_controller import not_controller
 from epochlog.server.cluster.quorum_describe import describe_cluster, describe_quorum
 from epochlog.server.config import ConfigError, _bool, _int, parse_listener
@@ -125,15 +126,18 @@ class ControllerConfig:
     snapshot_bytes: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
     segment_bytes: int = 1024 * 1024 * 1024  # metadata.log.segment.bytes
     colocated_broker: bool = False  # combined mode: the broker with our node.id runs in this process
+    listener: Listener = field(default_factory=lambda: Listener("PLAINTEXT", "127.0.0.1", 9093, "PLAINTEXT"))
+    raw: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> ControllerConfig:
         c = cls()
         c.node_id = _int(props, "node.id", 0, minimum=0)
         c.cluster_id = props.get("cluster.id", "")
+        c.raw = dict(props)
         if "listeners" in props:
             c.host, c.port = parse_listener(props["listeners"])
-            _refuse_secured_controller_listener(props)
+            c.listener = _controller_listener(props)
         dirs = props.get("metadata.log.dir") or props.get("log.dirs") or props.get("log.dir")
         if dirs:
             # Kafka's metadata.log.dir defaults to the first of log.dirs.
@@ -164,16 +168,15 @@ class ControllerConfig:
         return c
 
 
-def _refuse_secured_controller_listener(props: dict[str, str]) -> None:
-    # parse_listener takes any listener name now that brokers have TLS/SASL listeners; the controller
-    # still serves plaintext only, so a name mapped to another protocol must not be served in the clear.
+def _controller_listener(props: dict[str, str]) -> Listener:
+    """The controller's listener with its security protocol (listener.security.protocol.map; a name the
+    map does not give is PLAINTEXT, as KRaft treats controller listeners while no map is set)."""
     from epochlog.security.listeners import security_protocol_map
     from epochlog.server.config import split_listeners
 
-    name = split_listeners(props["listeners"])[0][0]
+    name, host, port = split_listeners(props["listeners"])[0]
     protocol = security_protocol_map(props)[0].get(name, "PLAINTEXT")
-    if protocol != "PLAINTEXT":
-        raise ConfigError(f"listeners: the controller listener {name} is {protocol}; controllers serve PLAINTEXT only")
+    return Listener(name, host, port, protocol)
 
 
 def parse_voters(value: str) -> dict[int, tuple[str, int]]:
@@ -225,13 +228,22 @@ class ControllerServer:
     async def start(self) -> None:
         self.config.log_dir.mkdir(parents=True, exist_ok=True)
         from epochlog.server.connection import KafkaConnection
+        from epochlog.server.listener_security import listener_security
+        from epochlog.server.peer_security import peer_security
 
         loop = asyncio.get_running_loop()
+        listener = self.config.listener
+        sec = listener_security(self.config.raw, listener)
         self.server = await loop.create_server(
-            lambda: KafkaConnection(self),  # type: ignore[arg-type]
+            lambda: KafkaConnection(self, sec),  # type: ignore[arg-type]
             self.config.host,
             self.config.port,
             reuse_address=True,
+            ssl=sec.ssl_context,
+        )
+        # The other voters listen on the same controller listener: dial them as it asks.
+        raft_security = peer_security(
+            self.config.raw, listener.name, listener.protocol, "sasl.mechanism.controller.protocol"
         )
         voters = self.config.voters or {self.config.node_id: (self.config.host, self.bound_port())}
         self.quorum = QuorumDriver(
@@ -244,6 +256,7 @@ class ControllerServer:
             self._on_role,
             self._on_snapshot,
             segment_bytes=self.config.segment_bytes,
+            security=raft_security,
         )
         self._rebuild()
         self.quorum.start()
