@@ -206,3 +206,14 @@ def test_no_secret_in_the_broker_log(node: SecureNode, tmp_path: Path) -> None:
     assert "authentication failed" in text.lower()
     for secret in (ALICE_PASSWORD, "not-" + ALICE_PASSWORD, "admin-Secr3t-pw"):
         assert secret not in text
+
+
+def test_describe_configs_hides_passwords_and_keys(node: SecureNode) -> None:
+    from confluent_kafka.admin import ConfigResource
+
+    res = ConfigResource(ConfigResource.Type.BROKER, "1")
+    configs = AdminClient({"bootstrap.servers": node.plaintext}).describe_configs([res])[res].result(15)
+    jaas = configs["listener.name.sasl_ssl.plain.sasl.jaas.config"]
+    assert jaas.is_sensitive and jaas.value is None
+    assert configs["ssl.keystore.location"].value == str(node.pki.broker_keystore)  # a path is not a secret
+    assert not configs["ssl.keystore.location"].is_sensitive

@@ -29,6 +29,8 @@ class ConfigType(IntEnum):
     LONG = 5
     DOUBLE = 6
     LIST = 7
+    CLASS = 8
+    PASSWORD = 9
 
 
 class ConfigSource(IntEnum):

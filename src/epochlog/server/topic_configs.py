@@ -19,6 +19,7 @@ from epochlog.controller.config_defs import (
 from epochlog.controller.config_defs import (
     TOPIC_CONFIGS as TOPIC_CONFIG_DEFS,
 )
+from epochlog.security.listeners import is_sensitive
 from epochlog.server.config import BrokerConfig
 
 # topic config -> (broker property that supplies the default, Kafka's default value)
@@ -52,6 +53,7 @@ class ConfigEntry:
     doc: str | None = None
     # (name, value, source) of every layer that sets it, the winner first.
     synonyms: tuple[tuple[str, str | None, int], ...] = ()
+    sensitive: bool = False
 
 
 def _static_layers(d: ConfigDef, raw: dict[str, str]) -> list[tuple[str, str, int, int]]:
@@ -132,16 +134,21 @@ def broker_config_entries(broker_config: BrokerConfig, dynamic: DynamicBrokerCon
     rows = [
         _resolve(d, broker_config.raw, dynamic, None, topic=False) for _n, d in sorted(DYNAMIC_BROKER_CONFIGS.items())
     ]
-    for name, value in sorted(broker_config.raw.items()):
+    for name, raw_value in sorted(broker_config.raw.items()):
         if name not in DYNAMIC_BROKER_CONFIGS:
+            # Passwords, private keys and JAAS configs are reported as set, never with their value (Kafka's
+            # sensitive configs; the password type).
+            sensitive = is_sensitive(name)
+            value = None if sensitive else raw_value
             rows.append(
                 ConfigEntry(
                     name,
                     value,
                     int(ConfigSource.STATIC_BROKER_CONFIG),
                     read_only=True,
-                    config_type=int(ConfigType.STRING),
+                    config_type=int(ConfigType.PASSWORD if sensitive else ConfigType.STRING),
                     synonyms=((name, value, int(ConfigSource.STATIC_BROKER_CONFIG)),),
+                    sensitive=sensitive,
                 )
             )
     return rows

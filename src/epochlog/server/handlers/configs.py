@@ -72,7 +72,7 @@ def _describe_row(e: ConfigEntry, synonyms: bool, docs: bool) -> dict[str, Any]:
         "value": e.value,
         "read_only": e.read_only,
         "config_source": e.source,
-        "is_sensitive": False,
+        "is_sensitive": e.sensitive,
         "synonyms": [{"name": n, "value": v, "source": src} for n, v, src in e.synonyms] if synonyms else [],
         "config_type": e.config_type,
         "documentation": e.doc if docs else None,
