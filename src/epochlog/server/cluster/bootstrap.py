@@ -61,7 +61,7 @@ def write_bootstrap(directory: Path, records: list[MetadataRecord]) -> Path:
     return path
 
 
-def _split(body: str) -> dict[str, str]:
+def split_fields(body: str) -> dict[str, str]:
     """k=v,k="v" as kafka-storage.sh reads the inside of MECHANISM=[...]; quotes protect commas."""
     out: dict[str, str] = {}
     parts: list[str] = []
@@ -100,7 +100,7 @@ def parse_add_scram(text: str) -> ScramCredentialSet:
     rest = rest.strip()
     if not (rest.startswith("[") and rest.endswith("]")):
         raise ValueError(f"the {mechanism} credential must be in brackets: {mechanism}=[name=...,password=...]")
-    fields = _split(rest[1:-1])
+    fields = split_fields(rest[1:-1])
     unknown = set(fields) - {"name", "password", "saltedpassword", "salt", "iterations"}
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(sorted(unknown))} in the {mechanism} credential")
