@@ -39,8 +39,13 @@ def fail(msg: str) -> None:
 def error_name(code: int) -> str:
     from epochlog.protocol.errors import Err
 
-    extra = {33: "UNSUPPORTED_SASL_MECHANISM", 54: "SECURITY_DISABLED", 91: "RESOURCE_NOT_FOUND",
-             92: "DUPLICATE_RESOURCE", 93: "UNACCEPTABLE_CREDENTIAL"}
+    extra = {
+        33: "UNSUPPORTED_SASL_MECHANISM",
+        54: "SECURITY_DISABLED",
+        91: "RESOURCE_NOT_FOUND",
+        92: "DUPLICATE_RESOURCE",
+        93: "UNACCEPTABLE_CREDENTIAL",
+    }
     try:
         return Err(code).name
     except ValueError:
@@ -63,10 +68,7 @@ def _camel(name: str) -> str:
 
 
 def describe_binding(b: AclBinding) -> str:
-    return (
-        f"(principal={b.principal}, host={b.host}, operation={b.operation.name}, "
-        f"permissionType={b.permission.name})"
-    )
+    return f"(principal={b.principal}, host={b.host}, operation={b.operation.name}, permissionType={b.permission.name})"
 
 
 def describe_pattern(rtype: Any, name: str, ptype: Any) -> str:
@@ -282,9 +284,7 @@ def _list(bootstrap: str, command_config: Path | None, filters: list[AclFilter])
         for res in resp.resources:
             key = (int(res.resource_type), res.resource_name, int(res.pattern_type))
             rows = [
-                a
-                for a in res.acls
-                if (key, a.principal, a.host, int(a.operation), int(a.permission_type)) not in seen
+                a for a in res.acls if (key, a.principal, a.host, int(a.operation), int(a.permission_type)) not in seen
             ]
             if not rows:
                 continue
