@@ -125,9 +125,14 @@ def scram(
             if not ups and not mechs:
                 fail("--alter needs --add-config or --delete-config")
             dels = [ScramCredentialDeletion(name=user, mechanism=i8(MECHANISMS[m][1])) for m in mechs]
+            # Kafka's controller refuses a request that alters one user twice (DUPLICATE_RESOURCE), even for
+            # two mechanisms, so kafka-configs.sh cannot set both at once; one request per change can.
+            requests = [AlterUserScramCredentialsRequest(deletions=(d,), upsertions=()) for d in dels]
+            requests += [AlterUserScramCredentialsRequest(deletions=(), upsertions=(u,)) for u in ups]
+            bad = []
             with connect(bootstrap, command_config, "epochlog-scram") as conn:
-                resp = conn.request(AlterUserScramCredentialsRequest(deletions=tuple(dels), upsertions=tuple(ups)))
-            bad = [r for r in resp.results if int(r.error_code)]
+                for req in requests:
+                    bad += [r for r in conn.request(req).results if int(r.error_code)]
             for r in bad:
                 typer.echo(f"error: user {r.user}: {error_name(int(r.error_code))}: {r.error_message}", err=True)
             if bad:
