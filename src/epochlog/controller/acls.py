@@ -18,6 +18,8 @@ from epochlog.security.acl_filters import AclFilter, binding_problem, matches, p
 
 NONE = 0
 INVALID_REQUEST = 42
+POLICY_VIOLATION = 44
+TOO_LARGE = "Unable to perform excessively large batch operation."
 
 
 @dataclass(frozen=True)

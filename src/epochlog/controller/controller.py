@@ -401,14 +401,19 @@ class Controller:
         return outcomes
 
     # -- security metadata (decided in controller/acls.py and controller/scram.py) ----------------
-    def create_acls(self, bindings: Sequence[AclBinding]) -> list[acls.AclCreation]:
+    # A request that would write more than ``max_records`` is refused whole (Kafka's MAX_RECORDS_PER_USER_OP).
+    def create_acls(self, bindings: Sequence[AclBinding], max_records: int | None = None) -> list[acls.AclCreation]:
         outcomes, records = acls.plan_create(self.image.acls, bindings, lambda: str(uuid.uuid4()))
+        if max_records is not None and len(records) > max_records:
+            return [acls.AclCreation(acls.POLICY_VIOLATION, acls.TOO_LARGE) for _ in bindings]
         for r in records:
             self._record(r)
         return outcomes
 
-    def delete_acls(self, filters: Sequence[AclFilter]) -> list[acls.AclDeletion]:
+    def delete_acls(self, filters: Sequence[AclFilter], max_records: int | None = None) -> list[acls.AclDeletion]:
         outcomes, records = acls.plan_delete(self.image.acls, filters)
+        if max_records is not None and len(records) > max_records:
+            return [acls.AclDeletion(acls.POLICY_VIOLATION, acls.TOO_LARGE) for _ in filters]
         for r in records:
             self._record(r)
         return outcomes

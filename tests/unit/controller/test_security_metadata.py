@@ -264,3 +264,15 @@ def test_bootstrap_records_are_appended_once_in_the_life_of_the_log() -> None:
     assert not again.bootstrap([cred]) and again.records == c.records
     from_snapshot = Controller.replay(again.image.snapshot())
     assert not from_snapshot.bootstrap([cred])
+
+
+def test_a_request_writing_too_many_records_is_refused_whole() -> None:
+    from epochlog.controller.acls import POLICY_VIOLATION
+
+    c = Controller()
+    many = [_with(READ_ORDERS, resource_name=f"t{i}") for i in range(5)]
+    assert {o.error_code for o in c.create_acls(many, max_records=4)} == {POLICY_VIOLATION}
+    assert not c.records
+    assert {o.error_code for o in c.create_acls(many, max_records=5)} == {0}
+    assert {o.error_code for o in c.delete_acls([AclFilter()], max_records=4)} == {POLICY_VIOLATION}
+    assert len(c.image.acls) == 5

@@ -859,13 +859,13 @@ class ControllerServer:
         return answer()
 
     def create_acls(self, req: Any) -> dict[str, Any]:
-        outcomes = self.core.create_acls([binding_of(c) for c in req.creations])
+        outcomes = self.core.create_acls([binding_of(c) for c in req.creations], MAX_RECORDS_PER_USER_OP)
         self.persist()
         rows = [{"error_code": o.error_code, "error_message": o.message} for o in outcomes]
         return {"throttle_time": 0, "results": rows}
 
     def delete_acls(self, req: Any) -> dict[str, Any]:
-        outcomes = self.core.delete_acls([filter_of(f) for f in req.filters])
+        outcomes = self.core.delete_acls([filter_of(f) for f in req.filters], MAX_RECORDS_PER_USER_OP)
         self.persist()
         rows = [
             {
