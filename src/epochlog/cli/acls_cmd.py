@@ -4,7 +4,7 @@ DeleteAcls over the Kafka protocol)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -26,12 +26,19 @@ def connect(bootstrap: str, command_config: Path | None, client_id: str) -> Any:
     import importlib
 
     # client/security.py comes with the SASL/TLS client work; looked up only when a config asks for it.
-    security = importlib.import_module("epochlog.client.security").load_command_config(command_config)
+    try:
+        module = importlib.import_module("epochlog.client.security")
+    except ModuleNotFoundError:
+        fail("--command-config needs epochlog.client.security, which this installation lacks")
+    try:
+        security = module.load_command_config(command_config)
+    except (OSError, ValueError) as e:
+        fail(f"--command-config {command_config}: {e}")
     connect_any: Any = connect_first
     return connect_any(bootstrap, TIMEOUT_S, client_id, security=security)
 
 
-def fail(msg: str) -> None:
+def fail(msg: str) -> NoReturn:
     typer.echo(f"error: {msg}", err=True)
     raise typer.Exit(1)
 
