@@ -233,3 +233,23 @@ def test_the_broker_hands_every_acl_to_its_authorizer_on_change_and_after_a_snap
     # A snapshot without "b": the authorizer must forget it too.
     ClusterBroker._reset_image(b, [AclCreated("c", 2, "orders", 3, "User:alice", "*", 3, 3)])
     assert az.calls[-1] == {"c": READ}
+
+
+@pytest.mark.parametrize("key", [30, 31, 51])
+def test_a_standby_controller_answer_sends_the_broker_on_to_the_active_one(key: int) -> None:
+    from epochlog.server.cluster.controller_channel import says_not_controller
+    from epochlog.server.cluster.not_controller import not_controller
+    from epochlog.server.handlers.admin import unanswered
+
+    req = SimpleNamespace(
+        creations=[object()], filters=[object()], deletions=[], upsertions=[SimpleNamespace(name="a")]
+    )
+    body = not_controller(key, 0, req)
+
+    def as_object(row: Any) -> Any:
+        return SimpleNamespace(**{k: [as_object(r) for r in v] if isinstance(v, list) else v for k, v in row.items()})
+
+    assert says_not_controller(as_object(body))
+    header = RequestHeader(api_key=key, api_version=0, correlation_id=1, client_id="c", size=0)
+    timed_out = unanswered(header, req, Err.REQUEST_TIMED_OUT, "no controller")
+    assert not says_not_controller(as_object(timed_out))

@@ -374,7 +374,7 @@ class ClusterBroker(Broker):
         if self.image.acls_changed:
             self.image.acls_changed = False
             if self.authorizer is not None:
-                self.authorizer.set_acls(self.image.cluster.acls)
+                self.authorizer.set_acls(dict(self.image.cluster.acls))
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         """The stored credential a SASL/SCRAM exchange checks the client's proof against."""
