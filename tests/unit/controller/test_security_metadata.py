@@ -276,3 +276,11 @@ def test_a_request_writing_too_many_records_is_refused_whole() -> None:
     assert {o.error_code for o in c.create_acls(many, max_records=5)} == {0}
     assert {o.error_code for o in c.delete_acls([AclFilter()], max_records=4)} == {POLICY_VIOLATION}
     assert len(c.image.acls) == 5
+
+
+def test_dump_log_redacts_credentials() -> None:
+    from epochlog.storage.dump_log import _decoded
+
+    shown = _decoded(encode_record(ScramCredentialSet("alice", "SCRAM-SHA-256", b"salt", b"stored", b"server", 4096)))
+    assert shown["data"]["name"] == "alice" and shown["data"]["iterations"] == 4096
+    assert {shown["data"][k] for k in ("salt", "stored_key", "server_key")} == {"(redacted)"}
