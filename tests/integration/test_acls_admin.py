@@ -389,3 +389,69 @@ def test_without_an_authorizer_acl_apis_answer_security_disabled(tmp_path: Path)
         a.alter_user_scram_credentials([up], request_timeout=TIMEOUT)["h"].result()
     finally:
         b.stop()
+
+
+def test_scram_login_with_formatted_and_altered_credentials(tmp_path: Path) -> None:
+    """The credentials the metadata log holds are the ones a SASL/SCRAM listener checks: the formatted
+    admin from the first start, a user added with AlterUserScramCredentials at once, a wrong password
+    refused; and the CLIs authenticate through --command-config."""
+    from tests.broker_process import free_port
+
+    data = tmp_path / "sasl"
+    epochlog(
+        "storage", "format", "--data-dir", str(data), "--add-scram", "SCRAM-SHA-512=[name=admin,password=admin-secret]"
+    )
+    port = free_port()
+    settings = {
+        **AUTHORIZER,
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256",
+        "super.users": "User:admin;User:ANONYMOUS",
+    }
+    b = BrokerProcess(data, settings=settings).start()
+    try:
+
+        def client(user: str, password: str, mechanism: str = "SCRAM-SHA-512") -> AdminClient:
+            return AdminClient(
+                {
+                    "bootstrap.servers": f"127.0.0.1:{port}",
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": mechanism,
+                    "sasl.username": user,
+                    "sasl.password": password,
+                }
+            )
+
+        a = client("admin", "admin-secret")
+        up = UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"alice-pw")
+        a.alter_user_scram_credentials([up], request_timeout=TIMEOUT)["alice"].result()
+        assert client("alice", "alice-pw", "SCRAM-SHA-256").list_topics(timeout=TIMEOUT).brokers
+        with pytest.raises(KafkaException):
+            client("alice", "wrong", "SCRAM-SHA-256").list_topics(timeout=2)
+        config = tmp_path / "admin.properties"
+        config.write_text(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+            'username="admin" password="admin-secret";\n'
+        )
+        bs = f"127.0.0.1:{port}"
+        out = epochlog("scram", "--bootstrap-server", bs, "--command-config", str(config), "--describe").stdout
+        assert "'admin' are SCRAM-SHA-512=iterations=4096" in out and "'alice' are SCRAM-SHA-256" in out
+        epochlog(
+            "acls",
+            "--bootstrap-server",
+            bs,
+            "--command-config",
+            str(config),
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Read",
+            "--topic",
+            "t",
+        )
+        listed = epochlog("acls", "--bootstrap-server", bs, "--command-config", str(config), "--list").stdout
+        assert "principal=User:alice" in listed
+    finally:
+        b.stop()

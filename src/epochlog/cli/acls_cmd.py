@@ -17,25 +17,17 @@ TIMEOUT_S = 30.0
 
 
 def connect(bootstrap: str, command_config: Path | None, client_id: str) -> Any:
-    """A connection to the first bootstrap broker; with --command-config, secured as that file says
-    (client/security.py, imported only then)."""
+    """A connection to the first bootstrap broker; with --command-config, secured as that file says."""
     from epochlog.client.epochs import connect_first
+    from epochlog.client.security import load_command_config
 
     if command_config is None:
         return connect_first(bootstrap, TIMEOUT_S, client_id)
-    import importlib
-
-    # client/security.py comes with the SASL/TLS client work; looked up only when a config asks for it.
     try:
-        module = importlib.import_module("epochlog.client.security")
-    except ModuleNotFoundError:
-        fail("--command-config needs epochlog.client.security, which this installation lacks")
-    try:
-        security = module.load_command_config(command_config)
+        security = load_command_config(command_config)
     except (OSError, ValueError) as e:
         fail(f"--command-config {command_config}: {e}")
-    connect_any: Any = connect_first
-    return connect_any(bootstrap, TIMEOUT_S, client_id, security=security)
+    return connect_first(bootstrap, TIMEOUT_S, client_id, security=security)
 
 
 def fail(msg: str) -> NoReturn:
