@@ -28,6 +28,9 @@ def _register_subcommands() -> None:
         "transactions_cmd",
         "reassign_partitions_cmd",
         "console_cmd",
+        "acls_cmd",
+        "scram_cmd",
+        "storage_cmd",
     ):
         try:
             mod = importlib.import_module(f"epochlog.cli.{name}")

@@ -12,15 +12,18 @@ the caller persists the records and tells brokers about partition changes. Rules
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
-from epochlog.controller import reassignment
+from epochlog.controller import acls, reassignment, scram
 from epochlog.controller import records as rec
 from epochlog.controller.config_changes import ConfigChange, ConfigOutcome, duplicates, plan
 from epochlog.controller.config_defs import RESOURCE_TOPIC
 from epochlog.controller.image import BrokerInfo, ClusterImage, TopicInfo
 from epochlog.controller.records import MetadataRecord
 from epochlog.replication.types import AlterIsr, PartitionState
+from epochlog.security.acl import AclBinding
+from epochlog.security.acl_filters import AclFilter
 
 __all__ = ["BrokerInfo", "Controller", "TopicInfo"]
 
@@ -396,6 +399,41 @@ class Controller:
                 scope = [change.resource_name] if change.resource_type == RESOURCE_TOPIC else list(self.topics)
                 self.elect_leaderless(scope)
         return outcomes
+
+    # -- security metadata (decided in controller/acls.py and controller/scram.py) ----------------
+    # A request that would write more than ``max_records`` is refused whole (Kafka's MAX_RECORDS_PER_USER_OP).
+    def create_acls(self, bindings: Sequence[AclBinding], max_records: int | None = None) -> list[acls.AclCreation]:
+        outcomes, records = acls.plan_create(self.image.acls, bindings, lambda: str(uuid.uuid4()))
+        if max_records is not None and len(records) > max_records:
+            return [acls.AclCreation(acls.POLICY_VIOLATION, acls.TOO_LARGE) for _ in bindings]
+        for r in records:
+            self._record(r)
+        return outcomes
+
+    def delete_acls(self, filters: Sequence[AclFilter], max_records: int | None = None) -> list[acls.AclDeletion]:
+        outcomes, records = acls.plan_delete(self.image.acls, filters)
+        if max_records is not None and len(records) > max_records:
+            return [acls.AclDeletion(acls.POLICY_VIOLATION, acls.TOO_LARGE) for _ in filters]
+        for r in records:
+            self._record(r)
+        return outcomes
+
+    def alter_scram(
+        self, deletions: Sequence[scram.ScramDeletion], upsertions: Sequence[scram.ScramUpsertion]
+    ) -> list[scram.ScramOutcome]:
+        outcomes, records = scram.plan_alter(self.image.scram, deletions, upsertions)
+        for r in records:
+            self._record(r)
+        return outcomes
+
+    def bootstrap(self, records: Sequence[MetadataRecord]) -> bool:
+        """Append the data directory's bootstrap records, once in the life of the metadata log."""
+        if self.image.bootstrapped:
+            return False
+        for r in records:
+            self._record(r)
+        self._record(rec.BootstrapApplied(len(records)))
+        return True
 
     def elect_leaderless(self, topics: list[str]) -> list[tuple[str, int]]:
         """Elect where a partition of ``topics`` has no live leader and unclean election now allows one."""

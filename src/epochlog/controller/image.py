@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 
 from epochlog.controller.config_defs import RESOURCE_BROKER, RESOURCE_TOPIC
 from epochlog.controller.records import (
+    AclCreated,
+    AclRemoved,
+    BootstrapApplied,
     BrokerFenced,
     BrokerRegistration,
     BrokerShuttingDown,
@@ -20,11 +23,15 @@ from epochlog.controller.records import (
     PartitionChange,
     ProducerIds,
     ReplicasOffline,
+    ScramCredentialRemoved,
+    ScramCredentialSet,
     Topic,
     TopicDeleted,
     UncleanElection,
 )
 from epochlog.replication.types import PartitionState
+from epochlog.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
+from epochlog.security.scram_credentials import ScramCredential
 
 
 @dataclass
@@ -58,6 +65,7 @@ class Applied:
     topics: list[str] = field(default_factory=list)
     # Resources whose dynamic configs changed: (resource type, name); a broker's name is its id, "" the default.
     configs: list[tuple[int, str]] = field(default_factory=list)
+    acls: bool = False  # the set of ACLs changed (a broker hands them all to its authorizer)
 
 
 class ClusterImage:
@@ -70,6 +78,9 @@ class ClusterImage:
         # Dynamic broker configs (broker names, e.g. log.retention.ms): per broker id as a string, and the
         # cluster-wide default under "". Topic overrides live in TopicInfo.configs.
         self.broker_configs: dict[str, dict[str, str]] = {}
+        self.acls: dict[str, AclBinding] = {}  # by the id the controller gave each
+        self.scram: dict[tuple[str, str], ScramCredential] = {}  # by (user, mechanism)
+        self.bootstrapped = False  # the bootstrap file's records are in the log (BootstrapApplied)
 
     def apply(self, record: MetadataRecord) -> Applied:
         out = Applied()
@@ -116,6 +127,19 @@ class ClusterImage:
             self.offline_replicas.setdefault(record.broker, set()).update(record.partitions)
         elif isinstance(record, ConfigRecord):
             self._apply_config(record, out)
+        elif isinstance(record, AclCreated):
+            self.acls[record.id] = acl_binding(record)
+            out.acls = True
+        elif isinstance(record, AclRemoved):
+            out.acls = self.acls.pop(record.id, None) is not None
+        elif isinstance(record, ScramCredentialSet):
+            self.scram[(record.name, record.mechanism)] = ScramCredential(
+                record.mechanism, record.salt, record.stored_key, record.server_key, record.iterations
+            )
+        elif isinstance(record, ScramCredentialRemoved):
+            self.scram.pop((record.name, record.mechanism), None)
+        elif isinstance(record, BootstrapApplied):
+            self.bootstrapped = True
         elif isinstance(record, UncleanElection | LeaderChange):
             pass
         return out
@@ -165,6 +189,12 @@ class ClusterImage:
         for resource, configs in sorted(self.broker_configs.items()):
             for name, value in sorted(configs.items()):
                 out.append(ConfigRecord(RESOURCE_BROKER, resource, name, value))
+        for acl_id, acl in sorted(self.acls.items()):
+            out.append(acl_record(acl_id, acl))
+        for (user, _mech), c in sorted(self.scram.items()):
+            out.append(ScramCredentialSet(user, c.mechanism, c.salt, c.stored_key, c.server_key, c.iterations))
+        if self.bootstrapped:
+            out.append(BootstrapApplied())
         for t in self.topics.values():
             out.append(Topic(t.name, len(t.partitions), t.unclean_leader_election, t.topic_id, dict(t.configs)))
             for p, st in sorted(t.partitions.items()):
@@ -175,3 +205,28 @@ class ClusterImage:
                     )
                 )
         return out
+
+
+def acl_binding(r: AclCreated) -> AclBinding:
+    return AclBinding(
+        ResourceType(r.resource_type),
+        r.resource_name,
+        PatternType(r.pattern_type),
+        r.principal,
+        r.host,
+        Operation(r.operation),
+        Permission(r.permission),
+    )
+
+
+def acl_record(acl_id: str, b: AclBinding) -> AclCreated:
+    return AclCreated(
+        acl_id,
+        int(b.resource_type),
+        b.resource_name,
+        int(b.pattern_type),
+        b.principal,
+        b.host,
+        int(b.operation),
+        int(b.permission),
+    )

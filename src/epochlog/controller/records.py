@@ -9,6 +9,7 @@ stored form is ``{"kind": ..., "data": {...}}`` (kinds and field names as the fi
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from dataclasses import dataclass
 from typing import Any
@@ -106,6 +107,52 @@ class LeaderChange:
     granting_voters: tuple[int, ...] = ()
 
 
+@dataclass(frozen=True)
+class AclCreated:
+    """One ACL (Kafka's AccessControlEntryRecord); enumerations are their wire codes (security/acl.py)."""
+
+    id: str
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission: int
+
+
+@dataclass(frozen=True)
+class AclRemoved:
+    id: str
+
+
+@dataclass(frozen=True)
+class ScramCredentialSet:
+    """A user's SCRAM credential for one mechanism (Kafka's UserScramCredentialRecord): what the server
+    needs to check a proof, never the password. Bytes are stored as base64 text."""
+
+    name: str
+    mechanism: str
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True)
+class ScramCredentialRemoved:
+    name: str
+    mechanism: str
+
+
+@dataclass(frozen=True)
+class BootstrapApplied:
+    """The records of the data directory's bootstrap file (``epochlog storage format``) were appended
+    before this one: a later activation must not append them again."""
+
+    records: int = 0
+
+
 MetadataRecord = (
     BrokerRegistration
     | BrokerFenced
@@ -118,6 +165,11 @@ MetadataRecord = (
     | UncleanElection
     | LeaderChange
     | ConfigRecord
+    | AclCreated
+    | AclRemoved
+    | ScramCredentialSet
+    | ScramCredentialRemoved
+    | BootstrapApplied
 )
 
 KINDS: dict[str, type[Any]] = {
@@ -134,12 +186,18 @@ KINDS: dict[str, type[Any]] = {
         UncleanElection,
         LeaderChange,
         ConfigRecord,
+        AclCreated,
+        AclRemoved,
+        ScramCredentialSet,
+        ScramCredentialRemoved,
+        BootstrapApplied,
     )
 }
 _TUPLES = {"isr", "replicas", "voters", "granting_voters", "adding_replicas", "removing_replicas"}
 
 
 _OMITTED_WHEN_EMPTY = {"adding_replicas", "removing_replicas", "listeners"}
+_BYTES = {"salt", "stored_key", "server_key"}
 
 
 class UnknownRecord(ValueError):
@@ -156,6 +214,8 @@ def to_json(record: MetadataRecord) -> tuple[str, dict[str, Any]]:
             value = [list(v) if isinstance(v, tuple) else v for v in value]
         elif isinstance(value, dict):
             value = dict(value)
+        elif isinstance(value, bytes):
+            value = base64.b64encode(value).decode("ascii")
         data[f.name] = value
     return type(record).__name__, data
 
@@ -177,6 +237,11 @@ def from_json(kind: str, data: dict[str, Any]) -> MetadataRecord:
         args["partitions"] = tuple((str(t), int(p)) for t, p in args.get("partitions", ()))
     if cls is Topic:
         args["configs"] = dict(args.get("configs", {}))
+    for name in _BYTES & set(args):
+        try:
+            args[name] = base64.b64decode(str(args[name]), validate=True)
+        except ValueError:
+            raise UnknownRecord(f"{kind} record: {name} is not base64") from None
     try:
         record: MetadataRecord = cls(**args)
     except TypeError as e:

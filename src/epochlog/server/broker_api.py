@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from epochlog.replication.types import AlterIsr
     from epochlog.security.authorizer import StandardAuthorizer
+    from epochlog.security.scram_credentials import ScramCredential
     from epochlog.server.cluster.image import MetadataImage
     from epochlog.server.config import BrokerConfig
     from epochlog.server.metrics import BrokerMetrics
@@ -63,3 +64,5 @@ class BrokerApi(Protocol):
     async def wait_for_metadata(self, done: Callable[[], bool], timeout: float = 5.0) -> None: ...
 
     def dynamic_broker_configs(self) -> DynamicBrokerConfigs: ...
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None: ...

@@ -24,6 +24,7 @@ _TABLE: dict[int, Handler] = {}
 
 def _load() -> None:
     from epochlog.server.handlers import (
+        acls,
         admin,
         configs,
         delete_records,
@@ -35,6 +36,7 @@ def _load() -> None:
         produce,
         producer_id,
         sasl,
+        scram,
         transaction_admin,
         transactions,
     )
@@ -66,6 +68,9 @@ def _load() -> None:
             26: transactions.handle_end_txn,
             27: transactions.handle_write_txn_markers,
             28: transactions.handle_txn_offset_commit,
+            29: acls.handle_describe_acls,
+            30: acls.handle_create_acls,
+            31: acls.handle_delete_acls,
             32: configs.handle_describe_configs,
             33: configs.handle_alter_configs,
             35: log_dirs.handle_describe_log_dirs,
@@ -77,6 +82,8 @@ def _load() -> None:
             46: admin.handle_list_partition_reassignments,
             42: groups.handle_delete_groups,
             47: groups.handle_offset_delete,
+            50: scram.handle_describe_user_scram_credentials,
+            51: scram.handle_alter_user_scram_credentials,
             60: metadata.handle_describe_cluster,
             61: transaction_admin.handle_describe_producers,
             65: transaction_admin.handle_describe_transactions,

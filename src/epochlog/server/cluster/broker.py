@@ -27,6 +27,7 @@ from epochlog.protocol.records import iter_records
 from epochlog.raft.messages import FetchSnapshotRequest, SnapshotId
 from epochlog.replication.partition import PartitionReplica
 from epochlog.replication.types import AlterIsr, PartitionState, Role, TruncationMode
+from epochlog.security.scram_credentials import ScramCredential
 from epochlog.server.broker import OFFSETS_TOPIC, TXN_TOPIC, Broker, now_ms
 from epochlog.server.cluster.controller_channel import ControllerChannel
 from epochlog.server.cluster.fetcher import FetcherManager
@@ -365,7 +366,19 @@ class ClusterBroker(Broker):
                         deleted += d
                         self.image.offset = offset + 1
                         self.image.last_epoch = epoch
+        self._refresh_acls()
         return changed, deleted, hw
+
+    def _refresh_acls(self) -> None:
+        """The authorizer answers from every ACL the metadata log holds: hand it the new set on a change."""
+        if self.image.acls_changed:
+            self.image.acls_changed = False
+            if self.authorizer is not None:
+                self.authorizer.set_acls(dict(self.image.cluster.acls))
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """The stored credential a SASL/SCRAM exchange checks the client's proof against."""
+        return self.image.cluster.scram.get((user, mechanism))
 
     async def _load_metadata_snapshot(self, snap: SnapshotId) -> tuple[list[tuple[str, int]], list[TopicInfo]]:
         """The controller trimmed its log past our position: load its snapshot (FetchSnapshot) instead."""
@@ -399,6 +412,8 @@ class ClusterBroker(Broker):
             changed += self.image.apply(record)[0]
         deleted = [info for name, info in old.topics.items() if name not in self.image.topics]
         self.image.config_changes.add((4, ""))  # a new image: every partition re-reads its configs
+        self.image.acls_changed = True  # ACLs the snapshot no longer holds must leave the authorizer
+        self._refresh_acls()
         return changed, deleted
 
     async def _catch_up_metadata(self) -> None:
@@ -413,6 +428,7 @@ class ClusterBroker(Broker):
 
     async def _follow_metadata(self) -> None:
         while not self.shutting_down:
+            before = self.image.offset
             try:
                 changed, deleted, _hw = await self._fetch_metadata(1000)
             except PeerError:
@@ -440,6 +456,8 @@ class ClusterBroker(Broker):
             self._reconfigure()
             if changed or deleted or configs_changed:
                 self.fetchers.wake()
+            # Any new record wakes the waiters: an admin answer may wait on ACLs or credentials too.
+            if changed or deleted or configs_changed or self.image.offset != before:
                 self.metadata_changed.set()
                 self.metadata_changed = asyncio.Event()
 

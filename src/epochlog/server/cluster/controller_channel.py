@@ -29,7 +29,7 @@ def says_not_controller(resp: Any) -> bool:
     """True if the answer (at the top or in any of its per-item rows) is NOT_CONTROLLER."""
     if int(getattr(resp, "error_code", 0) or 0) == Err.NOT_CONTROLLER:
         return True
-    for name in ("topics", "responses", "results"):
+    for name in ("topics", "responses", "results", "filter_results"):
         for row in getattr(resp, name, None) or ():
             if int(getattr(row, "error_code", 0) or 0) == Err.NOT_CONTROLLER:
                 return True

@@ -25,6 +25,7 @@ from epochlog.controller.config_changes import ConfigChange, ConfigOp
 from epochlog.controller.controller import Controller
 from epochlog.controller.quorum_controller import ACTIVATION_GRACE_MS, NotActive, QuorumController
 from epochlog.controller.records import MetadataRecord
+from epochlog.controller.scram import ScramDeletion, ScramUpsertion
 from epochlog.protocol.api_versions import kio_range as supported_range_any
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
@@ -33,9 +34,12 @@ from epochlog.raft.messages import SnapshotId
 from epochlog.raft.node import Role
 from epochlog.replication.types import AlterIsr
 from epochlog.security.listeners import Listener
+from epochlog.security.scram_credentials import ScramCredential
+from epochlog.server.cluster.bootstrap import read_bootstrap
 from epochlog.server.cluster.not_controller import not_controller
 from epochlog.server.cluster.quorum_describe import describe_cluster, describe_quorum
 from epochlog.server.config import ConfigError, _bool, _int, parse_listener
+from epochlog.server.handlers.acls import binding_of, binding_row, filter_of
 from epochlog.server.handlers.admin import creatable_topic
 from epochlog.server.handlers.sasl import sasl_on_plain_listener
 from epochlog.server.metrics import ControllerMetrics
@@ -70,13 +74,13 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {
     36: (0, 2),  # SaslAuthenticate
 }
 # Requests only the active controller may decide; a standby answers them NOT_CONTROLLER.
-ACTIVE_ONLY = {62, 63, 56, 19, 20, 33, 37, 43, 44, 45, 46, 67, 73}
+ACTIVE_ONLY = {62, 63, 56, 19, 20, 33, 37, 43, 44, 45, 46, 67, 73, 30, 31, 51}
 QUORUM_APIS = {1, 52, 53, 54, 59}
 COMMIT_TIMEOUT_S = 30.0
 # A metadata record as stored is about this many bytes of JSON: what counts toward the snapshot interval.
 RECORD_BYTES_ESTIMATE = 160
 # Admin requests forwarded by brokers keep the client's version: accept all kio parses.
-for _key in (19, 20, 33, 37, 43, 44, 45, 46):
+for _key in (19, 20, 33, 37, 43, 44, 45, 46, 30, 31, 51):
     CONTROLLER_APIS[_key] = supported_range_any(_key)
 
 
@@ -354,6 +358,8 @@ class ControllerServer:
         self._tasks = [t for t in self._tasks if not t.done()]
         self._tasks.append(asyncio.create_task(self._probe_unheard()))
         self.metrics.failovers_seen()
+        # Proposed from the event loop's next turn, as every other decision is, not inside the quorum's callback.
+        asyncio.get_running_loop().call_soon(self._maybe_bootstrap)
         log.info(
             "controller %d is active in epoch %d: %d brokers, %d topics",
             self.config.node_id,
@@ -361,6 +367,28 @@ class ControllerServer:
             len(self.core.brokers),
             len(self.core.topics),
         )
+
+    def _maybe_bootstrap(self) -> None:
+        """The first active controller of a formatted data directory appends its bootstrap records (the
+        credentials of `storage format --add-scram`) once; BootstrapApplied says so for every later one."""
+        if not self.active:
+            return
+        try:
+            records = read_bootstrap(self.config.log_dir)
+        except ValueError as e:
+            log.error("controller %d: %s; not applied", self.config.node_id, e)
+            return
+        if records is None or not self.core.bootstrap(records):
+            return
+        log.info("controller %d: appending %d bootstrap records", self.config.node_id, len(records))
+        try:
+            self.persist()
+        except NotLeader:
+            pass
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """The stored credential a SASL/SCRAM exchange on the controller's listener checks against."""
+        return self.core.image.scram.get((user, mechanism))
 
     def _maybe_snapshot(self) -> None:
         """A snapshot of the committed state once enough records went by, so the log can be trimmed."""
@@ -830,6 +858,37 @@ class ControllerServer:
         self.persist()
         return answer()
 
+    def create_acls(self, req: Any) -> dict[str, Any]:
+        outcomes = self.core.create_acls([binding_of(c) for c in req.creations], MAX_RECORDS_PER_USER_OP)
+        self.persist()
+        rows = [{"error_code": o.error_code, "error_message": o.message} for o in outcomes]
+        return {"throttle_time": 0, "results": rows}
+
+    def delete_acls(self, req: Any) -> dict[str, Any]:
+        outcomes = self.core.delete_acls([filter_of(f) for f in req.filters], MAX_RECORDS_PER_USER_OP)
+        self.persist()
+        rows = [
+            {
+                "error_code": o.error_code,
+                "error_message": o.message,
+                "matching_acls": [binding_row(b) for b in o.matched],
+            }
+            for o in outcomes
+        ]
+        return {"throttle_time": 0, "filter_results": rows}
+
+    def alter_scram(self, req: Any) -> dict[str, Any]:
+        outcomes = self.core.alter_scram(
+            [ScramDeletion(d.name, int(d.mechanism)) for d in req.deletions],
+            [
+                ScramUpsertion(u.name, int(u.mechanism), int(u.iterations), bytes(u.salt), bytes(u.salted_password))
+                for u in req.upsertions
+            ],
+        )
+        self.persist()
+        rows = [{"user": o.user, "error_code": o.error_code, "error_message": o.message} for o in outcomes]
+        return {"throttle_time": 0, "results": rows}
+
     def list_reassignments(self, req: Any) -> dict[str, Any]:
         wanted = None if req.topics is None else [(t.name, [int(p) for p in t.partition_indexes]) for t in req.topics]
         by_topic: dict[str, list[dict[str, Any]]] = {}
@@ -907,6 +966,12 @@ def _decide(server: ControllerServer, conn: Any, key: int, version: int, req: An
         return server.list_reassignments(req)
     if key == 73:
         return server.assign_replicas_to_dirs(req)
+    if key == 30:
+        return server.create_acls(req)
+    if key == 31:
+        return server.delete_acls(req)
+    if key == 51:
+        return server.alter_scram(req)
     if key == 67:
         start = server.core.allocate_producer_ids(int(req.broker_id), PRODUCER_ID_BLOCK)
         server.persist()

@@ -43,6 +43,8 @@ class MetadataImage:
         self.last_epoch = -1  # the quorum epoch of the record before it (the fetch's LastFetchedEpoch)
         # Resources whose dynamic configs changed since the broker last took them: (resource type, name).
         self.config_changes: set[tuple[int, str]] = set()
+        # The ACLs changed since the broker last handed them to its authorizer.
+        self.acls_changed = False
 
     @property
     def offline_replicas(self) -> dict[int, set[tuple[str, int]]]:
@@ -55,6 +57,7 @@ class MetadataImage:
     def apply(self, record: MetadataRecord) -> tuple[list[tuple[str, int]], list[TopicInfo]]:
         """Apply one record; returns (partitions whose state changed, topics deleted)."""
         applied = self.cluster.apply(record)
+        self.acls_changed |= applied.acls
         for b in applied.brokers:
             cb = self.cluster.brokers[b]
             self.brokers[b] = BrokerEndpoint(

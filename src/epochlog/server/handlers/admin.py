@@ -174,4 +174,8 @@ def error_on_every_item(key: int, version: int, req: Any, code: Err, message: st
         return {"throttle_time": 0, "error_code": code, "error_message": message, "responses": responses}
     if key == 46:
         return {"throttle_time": 0, "error_code": code, "error_message": message, "topics": []}
+    if key in (30, 31, 51):
+        from epochlog.server.handlers.acls import error_on_every_item as security_rows
+
+        return security_rows(key, req, code, message)
     raise ValueError(f"api {key} is not forwarded")
