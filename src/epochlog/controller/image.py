@@ -133,9 +133,7 @@ class ClusterImage:
         elif isinstance(record, AclRemoved):
             out.acls = self.acls.pop(record.id, None) is not None
         elif isinstance(record, ScramCredentialSet):
-            self.scram[(record.name, record.mechanism)] = ScramCredential(
-                record.mechanism, record.salt, record.stored_key, record.server_key, record.iterations
-            )
+            self.scram[(record.name, record.mechanism)] = scram_credential_of(record)
         elif isinstance(record, ScramCredentialRemoved):
             self.scram.pop((record.name, record.mechanism), None)
         elif isinstance(record, BootstrapApplied):
@@ -230,3 +228,7 @@ def acl_record(acl_id: str, b: AclBinding) -> AclCreated:
         int(b.operation),
         int(b.permission),
     )
+
+
+def scram_credential_of(record: ScramCredentialSet) -> ScramCredential:
+    return ScramCredential(record.mechanism, record.salt, record.stored_key, record.server_key, record.iterations)

@@ -300,10 +300,14 @@ def test_parse_listener_takes_any_name() -> None:
         parse_listener("SSL://h")
 
 
-def test_controller_config_refuses_a_secured_listener() -> None:
-    assert ControllerConfig.from_properties({"listeners": "CONTROLLER://h:9093"}).port == 9093
-    with pytest.raises(ConfigError, match="PLAINTEXT only"):
-        ControllerConfig.from_properties({"listeners": "SSL://h:9093"})
+def test_controller_listener_takes_its_protocol_from_the_map() -> None:
+    plain = ControllerConfig.from_properties({"listeners": "CONTROLLER://h:9093"})
+    assert (plain.port, plain.listener.protocol) == (9093, "PLAINTEXT")  # KRaft: unmapped controller names
+    assert ControllerConfig.from_properties({"listeners": "SSL://h:9093"}).listener.protocol == "SSL"
+    mapped = ControllerConfig.from_properties(
+        {"listeners": "CONTROLLER://h:9093", "listener.security.protocol.map": "CONTROLLER:SASL_SSL"}
+    )
+    assert mapped.listener == Listener("CONTROLLER", "h", 9093, "SASL_SSL")
 
 
 def test_sensitive_configs() -> None:

@@ -23,8 +23,9 @@ from typing import Any
 
 from epochlog.controller.config_changes import ConfigChange, ConfigOp
 from epochlog.controller.controller import Controller
+from epochlog.controller.image import scram_credential_of
 from epochlog.controller.quorum_controller import ACTIVATION_GRACE_MS, NotActive, QuorumController
-from epochlog.controller.records import MetadataRecord
+from epochlog.controller.records import MetadataRecord, ScramCredentialSet
 from epochlog.controller.scram import ScramDeletion, ScramUpsertion
 from epochlog.protocol.api_versions import kio_range as supported_range_any
 from epochlog.protocol.codec import RequestHeader, decode_body
@@ -228,6 +229,7 @@ class ControllerServer:
         self.serving = False  # the listener is up and the quorum member running
         self._epochs: dict[tuple[str, int], int] = {}  # leader epochs as last persisted, to count elections
         self._bytes_since_snapshot = 0
+        self._bootstrap_cache: list[MetadataRecord] | None = None
 
     async def start(self) -> None:
         self.config.log_dir.mkdir(parents=True, exist_ok=True)
@@ -387,8 +389,26 @@ class ControllerServer:
             pass
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
-        """The stored credential a SASL/SCRAM exchange on the controller's listener checks against."""
-        return self.core.image.scram.get((user, mechanism))
+        """The stored credential a SASL/SCRAM exchange on the controller's listener checks against.
+
+        Until the metadata log holds the bootstrap records, the formatted bootstrap file's credentials
+        answer (KIP-900): controllers must authenticate to each other to elect the leader that appends them."""
+        image = self.core.image
+        if image.bootstrapped:
+            return image.scram.get((user, mechanism))
+        for r in self._bootstrap_records():
+            if isinstance(r, ScramCredentialSet) and (r.name, r.mechanism) == (user, mechanism):
+                return scram_credential_of(r)
+        return None
+
+    def _bootstrap_records(self) -> list[MetadataRecord]:
+        if self._bootstrap_cache is None:
+            try:
+                self._bootstrap_cache = read_bootstrap(self.config.log_dir) or []
+            except ValueError as e:
+                log.error("controller %d: %s", self.config.node_id, e)
+                self._bootstrap_cache = []
+        return self._bootstrap_cache
 
     def _maybe_snapshot(self) -> None:
         """A snapshot of the committed state once enough records went by, so the log can be trimmed."""
