@@ -22,6 +22,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from epochlog.console.broker_metrics import MetricsEndpoints
 from epochlog.console.payload import FORMATS
 from epochlog.console.reader import LIVE_OFFSETS_TIMEOUT, ClusterReader, GroupActiveError
 
@@ -213,10 +214,11 @@ def serve(
     port: int = 8080,
     refresh: float = REFRESH_SECONDS,
     bootstrap_controllers: str | None = None,
+    endpoints: MetricsEndpoints | None = None,
 ) -> None:
     import uvicorn
 
-    reader = ClusterReader(bootstrap, bootstrap_controllers=bootstrap_controllers)
+    reader = ClusterReader(bootstrap, bootstrap_controllers=bootstrap_controllers, endpoints=endpoints)
     try:
         # Open event streams never end by themselves; a short graceful timeout lets Ctrl-C stop promptly.
         uvicorn.run(create_app(reader, refresh), host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)
