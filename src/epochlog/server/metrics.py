@@ -17,7 +17,7 @@ from urllib.parse import parse_qs
 from wsgiref.simple_server import make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app, start_http_server
-from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler
+from prometheus_client.exposition import ThreadingWSGIServer, _get_best_family, _SilentHandler
 
 from epochlog.replication.types import Role
 
@@ -205,7 +205,13 @@ class BrokerMetrics:
         return "200 OK", view
 
     def serve(self, host: str, port: int) -> None:
-        httpd = make_server(host, port, self.wsgi_app(), ThreadingWSGIServer, handler_class=_SilentHandler)
+        """As prometheus_client's start_http_server (a daemon thread, IPv6 hosts too), with the JSON route."""
+
+        class Server(ThreadingWSGIServer):
+            pass
+
+        Server.address_family, addr = _get_best_family(host, port)  # type: ignore[no-untyped-call]
+        httpd = make_server(addr, port, self.wsgi_app(), Server, handler_class=_SilentHandler)
         threading.Thread(target=httpd.serve_forever, name="metrics-http", daemon=True).start()
 
 
