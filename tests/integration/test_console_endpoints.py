@@ -12,6 +12,8 @@ import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -27,7 +29,7 @@ from confluent_kafka import Producer
 from epochlog.console.app import create_app
 from epochlog.console.broker_metrics import MetricsEndpoints, parse_port_map
 from epochlog.console.reader import ClusterReader
-from epochlog.server.cluster.local import LocalCluster
+from epochlog.server.cluster.local import LocalCluster, wait_for_port
 from tests.broker_process import free_port
 from tests.integration.cluster_helpers import create_topic, leader_epoch, new_cluster, wait_until
 
@@ -156,6 +158,34 @@ def test_lineage_falls_back_to_files_when_no_endpoint_answers(
     }
     assert all(str(nowhere) in r["endpoint_error"] for r in d["lineage"])
     assert all(r["entries"] == [{"epoch": d["leader_epoch"], "start_offset": 0}] for r in d["lineage"])
+
+
+def test_the_console_command_takes_the_endpoints(cluster: tuple[LocalCluster, dict[int, int]], tmp_path: Path) -> None:
+    """`epochlog console --metrics-port-map` as a user types it; a malformed map is refused at start."""
+    lc, ports = cluster
+    bad = subprocess.run(
+        [sys.executable, "-m", "epochlog.cli.main", "console", "-b", lc.bootstrap, "--metrics-port-map", "1:9301"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "BROKER_ID=PORT" in bad.stderr, bad.stderr
+    port = free_port()
+    spec = ",".join(f"{n}={p}" for n, p in ports.items())
+    with open(tmp_path / "console.log", "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "epochlog.cli.main", "console", "-b", lc.bootstrap, "--metrics-port-map", spec,
+             "--port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        wait_for_port(port, 30, proc)
+        _, d = _get(f"http://127.0.0.1:{port}/api/topics/{TOPIC}/partitions/0")
+        assert {r["source"] for r in d["lineage"]} == {"the broker's /v1/leader-epochs"}, d
+        _, ov = _get(f"http://127.0.0.1:{port}/api/overview")
+        assert ov["throughput"]["source"] == "metrics"
+        assert set(ov["throughput"]["brokers"]) == {str(n) for n in ports}
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def test_overview_throughput_and_a_fenced_broker_in_chromium(
