@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 import time
 from pathlib import Path
@@ -28,6 +29,14 @@ def register(app: typer.Typer) -> None:
         transactions: Annotated[
             bool, typer.Option("--transactions", help="random schedules write transactions and markers")
         ] = False,
+        open_: Annotated[
+            bool,
+            typer.Option(
+                "--open",
+                help="serve the report from the console's app on 127.0.0.1 and print its URL (no browser is started)",
+            ),
+        ] = False,
+        port: Annotated[int, typer.Option("--port", help="HTTP port for --open (0: any free port)")] = 8080,
     ) -> None:
         """Run the deterministic replication simulator; exit 1 when an invariant breaks."""
         from rich.console import Console
@@ -35,7 +44,7 @@ def register(app: typer.Typer) -> None:
 
         from epochlog.replication.types import TruncationMode
         from epochlog.sim.report import html_report, text_report
-        from epochlog.sim.scenarios import SCENARIOS, random_schedule
+        from epochlog.sim.scenarios import SCENARIOS, broker_names, random_schedule
 
         console = Console(width=None if sys.stdout.isatty() else 160)
         if list_:
@@ -54,9 +63,13 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[red]unknown scenario {scenario!r}; see epochlog sim --list")
                 raise typer.Exit(2)
             w = fn(mode)
+            names = broker_names(scenario, list(w.brokers))
             if not quiet:
-                console.print(text_report(w), highlight=False, markup=False)
-            path = html_report(w, f"{scenario} ({mode.value})", report_dir / f"{scenario}-{mode.value}.html")
+                console.print(text_report(w, names), highlight=False, markup=False)
+            path = html_report(
+                w, f"{scenario} ({mode.value})", report_dir / f"{scenario}-{mode.value}.html",
+                narrative=inspect.cleandoc(fn.__doc__ or "") or None, names=names,
+            )  # fmt: skip
             for v in w.checker.permitted:
                 console.print(f"[yellow]permitted[/] {v.invariant} at {v.at_ms} ms: {v.detail}", markup=True)
             for v in w.violations:
@@ -65,6 +78,8 @@ def register(app: typer.Typer) -> None:
                 f"{scenario} ({mode.value}): {len(w.violations)} violation(s), "
                 f"{len(w.checker.permitted)} permitted; report {path}"
             )
+            if open_:
+                _serve_report(path, port)
             raise typer.Exit(1 if w.violations else 0)
         if seed is not None:
             w = random_schedule(seed, mode, transactions)
@@ -74,6 +89,8 @@ def register(app: typer.Typer) -> None:
             for v in w.violations:
                 console.print(f"[red]VIOLATION[/] {v.invariant} at {v.at_ms} ms: {v.detail}")
             console.print(f"seed {seed}: {len(w.violations)} violation(s), {w.events} events; report {path}")
+            if open_:
+                _serve_report(path, port)
             raise typer.Exit(1 if w.violations else 0)
         if seeds > 0:
             failed: list[int] = []
@@ -101,6 +118,22 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1 if failed else 0)
         console.print("nothing to do: give --list, --scenario NAME, --seed S or --seeds N")
         raise typer.Exit(2)
+
+
+def _serve_report(path: Path, port: int) -> None:
+    """Serve the report from the console's app on loopback until Ctrl-C. The URL is printed, not opened:
+    these machines have no screen, and a browser anywhere that reaches 127.0.0.1 (a tunnel) can load it."""
+    import socket
+
+    from epochlog.console.app import serve_reports
+
+    if port == 0:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+    typer.echo(f"serving the report at http://127.0.0.1:{port}/sim/{path.name} (Ctrl-C to stop)", err=False)
+    sys.stdout.flush()
+    serve_reports(path.parent.resolve(), host="127.0.0.1", port=port)
 
 
 def register_quorum(app: typer.Typer) -> None:

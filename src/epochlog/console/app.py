@@ -9,19 +9,30 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import html
 import json
+import re
 from collections.abc import AsyncIterator, Callable
 from importlib.resources import files
+from pathlib import Path
 from string import Template
 from typing import Any
 
 import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from epochlog.console.broker_metrics import MetricsEndpoints
 from epochlog.console.payload import FORMATS
 from epochlog.console.reader import LIVE_OFFSETS_TIMEOUT, ClusterReader, GroupActiveError
 
@@ -52,7 +63,45 @@ def _json(obj: Any, status: int = 200) -> Response:
     return Response(json.dumps(obj, default=_json_default), status_code=status, media_type="application/json")
 
 
-def create_app(reader: ClusterReader, refresh: float = REFRESH_SECONDS) -> Starlette:
+REPORT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.html")
+
+
+def report_routes(report_dir: Path) -> list[Route]:
+    """The simulator's HTML reports (sim/report.py) under /sim/: a list, and each report as written. Only
+    names of files directly in report_dir are served, so no path reaches outside it."""
+
+    async def report_list(request: Request) -> Response:
+        names = sorted(p.name for p in report_dir.glob("*.html") if REPORT_NAME.fullmatch(p.name))
+        items = "".join(f'<li><a href="/sim/{html.escape(n)}">{html.escape(n)}</a></li>' for n in names)
+        return HTMLResponse(
+            '<!doctype html><meta charset="utf-8"><title>Simulator reports · epochlog</title>'
+            '<link rel="stylesheet" href="/static/console.css"><header><a class="brand" href="/sim/">epochlog</a>'
+            f'</header><main><h1>Simulator reports</h1><ul id="reports">{items}</ul></main>'
+        )
+
+    async def report(request: Request) -> Response:
+        name = request.path_params["name"]
+        path = report_dir / name
+        if not REPORT_NAME.fullmatch(name) or not path.is_file():
+            return HTMLResponse("no such report", 404)
+        return FileResponse(path, media_type="text/html; charset=utf-8", headers={"Cache-Control": "no-store"})
+
+    return [Route("/sim/", report_list), Route("/sim/{name:str}", report)]
+
+
+def create_report_app(report_dir: Path) -> Starlette:
+    """The console's app with no cluster behind it: the simulator's reports and the shared assets only
+    (`epochlog sim --open`)."""
+    return Starlette(
+        routes=[
+            Route("/", lambda request: RedirectResponse("/sim/")),
+            *report_routes(report_dir),
+            Mount("/static", app=StaticFiles(packages=[("epochlog.console", "static")]), name="static"),
+        ]
+    )
+
+
+def create_app(reader: ClusterReader, refresh: float = REFRESH_SECONDS, report_dir: Path | None = None) -> Starlette:
     async def call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kw))
 
@@ -202,6 +251,7 @@ def create_app(reader: ClusterReader, refresh: float = REFRESH_SECONDS) -> Starl
         Route("/events/topics/{name:str}", sse_topic),
         Route("/events/topics/{name:str}/partitions/{partition:int}", sse_partition),
         Route("/events/groups/{group:str}", sse_group),
+        *(report_routes(report_dir) if report_dir is not None else []),
         Mount("/static", app=StaticFiles(packages=[("epochlog.console", "static")]), name="static"),
     ]
     return Starlette(routes=routes)
@@ -213,12 +263,23 @@ def serve(
     port: int = 8080,
     refresh: float = REFRESH_SECONDS,
     bootstrap_controllers: str | None = None,
+    endpoints: MetricsEndpoints | None = None,
+    report_dir: Path | None = None,
 ) -> None:
     import uvicorn
 
-    reader = ClusterReader(bootstrap, bootstrap_controllers=bootstrap_controllers)
+    reader = ClusterReader(bootstrap, bootstrap_controllers=bootstrap_controllers, endpoints=endpoints)
     try:
         # Open event streams never end by themselves; a short graceful timeout lets Ctrl-C stop promptly.
-        uvicorn.run(create_app(reader, refresh), host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)
+        uvicorn.run(
+            create_app(reader, refresh, report_dir), host=host, port=port, log_level="warning",
+            timeout_graceful_shutdown=1,
+        )  # fmt: skip
     finally:
         reader.close()
+
+
+def serve_reports(report_dir: Path, host: str = "127.0.0.1", port: int = 8080) -> None:
+    import uvicorn
+
+    uvicorn.run(create_report_app(report_dir), host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)

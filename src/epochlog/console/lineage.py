@@ -1,12 +1,16 @@
 """Each replica's leader-epoch lineage (epoch -> start offset) for one partition, and where they part.
 
-Two sources, and the page says which one each column came from:
+Three sources, tried in this order for each replica; the page says which one each column came from:
 
+- The replica's broker, over its metrics endpoint (`GET /v1/leader-epochs`, epochlog's own, see
+  server/metrics.py): the in-memory epoch cache, with the log's start and end offsets and high watermark.
+  It is asked when the console knows where the endpoint is (console/broker_metrics.py) and works wherever
+  the brokers run.
 - The leader, over the Kafka protocol: OffsetsForLeaderEpoch answers "the largest epoch <= E I know, and
   where it ends" (the start of the next epoch). Asking for the current epoch, then for one below each answer,
   walks the leader's whole checkpoint down to its first entry. This works against any Kafka-protocol cluster.
-- The followers cannot be asked: a follower refuses OffsetsForLeaderEpoch (NOT_LEADER_OR_FOLLOWER, as in
-  Kafka), and no admin API exposes a replica's checkpoint. When the console runs on the brokers' machine (a
+- A follower refuses OffsetsForLeaderEpoch (NOT_LEADER_OR_FOLLOWER, as in Kafka), and no Kafka admin API
+  exposes a replica's checkpoint. When no endpoint answers and the console runs on the brokers' machine (a
   local `epochlog cluster up`), DescribeLogDirs names each broker's log directory and the console reads the
   replica's `leader-epoch-checkpoint` file there. Elsewhere the follower columns say "not available".
 """
@@ -18,8 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from epochlog.client.wire import Connection, WireError
+from epochlog.console.broker_metrics import EndpointError, MetricsEndpoints
 from epochlog.console.log_dirs import describe_replicas
 from epochlog.protocol.codec import request_class
+from epochlog.storage.checkpoints import read_epochs
 
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 MAX_WALK = 10_000  # epochs; a bound on a walk against a broker that answers nonsense
@@ -63,18 +69,6 @@ def walk_lineage(ask: Callable[[int], tuple[int, int]], current_epoch: int, log_
     return sorted((EpochStart(e, s) for e, s in starts.items()), key=lambda e: e.epoch)
 
 
-def parse_checkpoint(text: str) -> list[EpochStart]:
-    """Kafka's leader-epoch-checkpoint: a version line (0), a count, then `epoch start_offset` lines."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    if len(lines) < 2 or lines[0] != "0":
-        raise ValueError(f"not a version-0 leader-epoch-checkpoint: {lines[:2]}")
-    count = int(lines[1])
-    entries = [EpochStart(int(a), int(b)) for a, b in (ln.split() for ln in lines[2 : 2 + count])]
-    if len(entries) != count:
-        raise ValueError(f"checkpoint says {count} entries and holds {len(entries)}")
-    return entries
-
-
 def divergence(leader: list[EpochStart], replica: list[EpochStart]) -> dict[str, int] | None:
     """Where a replica's lineage leaves the leader's: the first epoch the replica has that the leader does not,
     or has with another start offset. The replica's log past that offset is not the leader's (KIP-101): it
@@ -90,8 +84,9 @@ def divergence(leader: list[EpochStart], replica: list[EpochStart]) -> dict[str,
 
 
 class LineageReader:
-    def __init__(self, timeout: float = 5.0) -> None:
+    def __init__(self, timeout: float = 5.0, endpoints: MetricsEndpoints | None = None) -> None:
         self.timeout = timeout
+        self.endpoints = endpoints or MetricsEndpoints()
         self._conns: dict[tuple[str, int], Connection] = {}
 
     def conn(self, addr: tuple[str, int]) -> Connection:
@@ -142,31 +137,10 @@ class LineageReader:
                 out.append(row)
                 continue
             try:
-                # Size on disk for every replica; a broker that holds none is named, not guessed at.
-                mine = describe_replicas(self.conn(addr), topic, [partition]).get(partition)
-                if mine is not None:
-                    row.update(size=mine.size, offset_lag=mine.offset_lag)
-                if r == leader:
-                    entries = walk_lineage(
-                        lambda e, a=addr: self.ask_epoch(a, topic, partition, leader_epoch, e),
-                        leader_epoch,
-                        log_start,
-                    )
-                    row["source"] = "OffsetsForLeaderEpoch"
-                    leader_entries = entries
-                else:
-                    if mine is None:
-                        raise WireError("the broker holds no replica of this partition")
-                    path = mine.partition_dir(topic, partition) / "leader-epoch-checkpoint"
-                    try:
-                        entries = parse_checkpoint(path.read_text())
-                    except OSError:
-                        raise WireError(
-                            f"{path} is not readable from here (the console is not on that broker's machine)"
-                        ) from None
-                    row["source"] = "leader-epoch-checkpoint"
-                    row["path"] = str(path)
+                entries = self._replica_lineage(row, addr, topic, partition, leader_epoch, log_start)
                 row["entries"] = [{"epoch": e.epoch, "start_offset": e.start_offset} for e in entries]
+                if r == leader:
+                    leader_entries = entries
             except (WireError, ValueError) as e:
                 row["error"] = str(e)
             out.append(row)
@@ -175,3 +149,48 @@ class LineageReader:
                 mine = [EpochStart(e["epoch"], e["start_offset"]) for e in row["entries"]]
                 row["diverges"] = divergence(leader_entries, mine)
         return {"topic": topic, "partition": partition, "leader": leader, "leader_epoch": leader_epoch, "replicas": out}
+
+    def _replica_lineage(
+        self, row: dict[str, Any], addr: tuple[str, int], topic: str, partition: int, leader_epoch: int,
+        log_start: int,
+    ) -> list[EpochStart]:  # fmt: skip
+        """One replica's entries, from the first source that answers; fills the row's source and extras."""
+        # Size on disk for every replica; a broker that holds none is named, not guessed at.
+        mine = describe_replicas(self.conn(addr), topic, [partition]).get(partition)
+        if mine is not None:
+            row.update(size=mine.size, offset_lag=mine.offset_lag)
+        base = self.endpoints.base_url(row["broker"], addr[0])
+        if base is not None:
+            try:
+                view = self.endpoints.leader_epochs(base, topic, partition)
+            except EndpointError as e:
+                row["endpoint_error"] = str(e)  # said on the page, then the other sources are tried
+            else:
+                if view is None:
+                    raise WireError("the broker holds no replica of this partition")
+                row["source"] = "the broker's /v1/leader-epochs"
+                for k in ("log_start_offset", "log_end_offset", "high_watermark"):
+                    row[k] = view.get(k)
+                return [EpochStart(int(e["epoch"]), int(e["start_offset"])) for e in view["entries"]]
+        if row["leader"]:
+            row["source"] = "OffsetsForLeaderEpoch"
+            return walk_lineage(
+                lambda e: self.ask_epoch(addr, topic, partition, leader_epoch, e), leader_epoch, log_start
+            )
+        if mine is None:
+            raise WireError("the broker holds no replica of this partition")
+        path = mine.partition_dir(topic, partition) / "leader-epoch-checkpoint"
+        # read_epochs takes a missing file for an empty cache (a new replica); here a missing file means
+        # most often that the broker's disk is not this machine's.
+        if not path.exists():
+            raise WireError(
+                f"{path} is not readable from here (the console is not on that broker's machine;"
+                " give --metrics-port or --metrics-port-map to ask the broker)"
+            )
+        try:
+            entries = read_epochs(path)
+        except OSError as e:
+            raise WireError(f"{path}: {e}") from None
+        row["source"] = "leader-epoch-checkpoint"
+        row["path"] = str(path)
+        return [EpochStart(e, s) for e, s in entries]

@@ -8,6 +8,7 @@ rather than failing the whole page: a console is most needed while the cluster i
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka import (
@@ -21,6 +22,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, OffsetSpec, ResourceType
 
 from epochlog.client.wire import WireError
+from epochlog.console.broker_metrics import EndpointError, MetricsEndpoints
 from epochlog.console.lineage import LineageReader
 from epochlog.console.log_dirs import describe_replicas
 from epochlog.console.metadata import ClusterMetadata, MetadataClient, Partition
@@ -31,6 +33,8 @@ TP = tuple[str, int]
 MAX_MESSAGES = 500
 # How long a live refresh waits for offsets before showing what it has: a refresh is due every second.
 LIVE_OFFSETS_TIMEOUT = 1.0
+# A broker missing from Metadata whose metadata fetches reached the quorum this recently is alive: fenced.
+ALIVE_FETCH_MS = 5_000
 
 
 def lag(committed: int | None, end: int | None) -> int | None:
@@ -101,22 +105,59 @@ def overview_of(md: ClusterMetadata) -> dict[str, Any]:
     }
 
 
+def broker_states(md: ClusterMetadata, quorum: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every broker the cluster knows of and whether it is up (in Metadata, which lists unfenced brokers
+    only) or fenced. A broker missing from Metadata is known from the replica lists and, given the
+    controllers, from the quorum's observers; it is "fenced" when it still fetches the metadata log
+    (alive, but the controller does not count it: it lost its session or is shutting down) and "fenced or
+    down" when nothing says it is alive (pure, for tests)."""
+    up = {b.node_id for b in md.brokers}
+    observers = {o["node_id"]: o for o in (quorum or {}).get("observers", []) if "node_id" in o}
+    voters = {v["node_id"] for v in (quorum or {}).get("voters", [])}
+    known = set(up) | set(observers)
+    for t in md.topics.values():
+        for p in t.partitions:
+            known.update(p.replicas)
+    out = []
+    for n in sorted(known):
+        if n in up:
+            out.append({"node_id": n, "state": "up"})
+            continue
+        o = observers.get(n)
+        ago = o.get("caught_up_ms_ago") if o else None
+        if n in voters and o is None and not any(n in p.replicas for t in md.topics.values() for p in t.partitions):
+            continue  # a controller-only node
+        alive = ago is not None and ago <= ALIVE_FETCH_MS
+        out.append({"node_id": n, "state": "fenced" if alive else "fenced or down", "caught_up_ms_ago": ago})
+    return out
+
+
 class GroupActiveError(Exception):
     """An offset reset was asked for a group that has members."""
 
 
 class ClusterReader:
-    def __init__(self, bootstrap: str, timeout: float = 5.0, bootstrap_controllers: str | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        timeout: float = 5.0,
+        bootstrap_controllers: str | None = None,
+        endpoints: MetricsEndpoints | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
         self.quorum = QuorumClient(bootstrap_controllers) if bootstrap_controllers else None
         self.timeout = timeout
+        self.endpoints = endpoints or MetricsEndpoints()
         self.metadata = MetadataClient(bootstrap, timeout)
-        self.lineage = LineageReader(timeout)
+        self.lineage = LineageReader(timeout, self.endpoints)
+        # Scrapes of several brokers' endpoints at once: one stopped broker must not hold up the others.
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="console-scrape")
         self.admin = AdminClient(
             {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000), "client.id": "epochlog-console"}
         )
 
     def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
         self.metadata.close()
         self.lineage.close()
         if self.quorum is not None:
@@ -166,7 +207,8 @@ class ClusterReader:
     # -- pages -------------------------------------------------------------------------------------------
 
     def overview(self) -> dict[str, Any]:
-        out = overview_of(self.metadata.fetch())
+        md = self.metadata.fetch()
+        out = overview_of(md)
         if self.quorum is not None:
             # The quorum is asked only when the controllers' addresses were given; its failure is shown
             # on the page without hiding what the brokers said.
@@ -174,7 +216,51 @@ class ClusterReader:
                 out["quorum"] = self.quorum.describe(int(time.time() * 1000))
             except Exception as e:
                 out["quorum"] = {"error": f"{type(e).__name__}: {e}"}
+        quorum = out.get("quorum")
+        out["broker_states"] = broker_states(md, quorum if quorum and "error" not in quorum else None)
+        out["throughput"] = self.throughput(md)
         return out
+
+    def throughput(self, md: ClusterMetadata) -> dict[str, Any]:
+        """Counters the browser turns into rates (the console's server keeps no history): each broker's
+        bytes in and out and records in, from its Prometheus metrics when the console knows where they
+        are; otherwise records only, from the high watermarks (records appended, credited to the leader)."""
+        urls = {b.node_id: self.endpoints.base_url(b.node_id, b.host) for b in md.brokers}
+        if self.endpoints.configured:
+            futs = {n: self._pool.submit(self.endpoints.throughput, u) for n, u in urls.items() if u is not None}
+            brokers: dict[str, Any] = {}
+            topics: dict[str, dict[str, float]] = {}
+            for n, f in futs.items():
+                try:
+                    got = f.result()
+                except EndpointError as e:
+                    brokers[str(n)] = {"error": str(e)}
+                    continue
+                brokers[str(n)] = {k: v for k, v in got.items() if k != "topics"}
+                for t, counters in got["topics"].items():
+                    acc = topics.setdefault(t, dict.fromkeys(counters, 0.0))
+                    for k, v in counters.items():
+                        acc[k] += v
+            return {"source": "metrics", "brokers": brokers, "topics": topics}
+        tps = [(t.name, p.partition) for t in md.topics.values() for p in t.partitions if not t.internal]
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        hws = self._collect(
+            self._ask_offsets(tps, latest, IsolationLevel.READ_UNCOMMITTED, LIVE_OFFSETS_TIMEOUT),
+            time.monotonic() + LIVE_OFFSETS_TIMEOUT,
+        )
+        leader = {(t.name, p.partition): p.leader for t in md.topics.values() for p in t.partitions}
+        by_broker: dict[str, dict[str, float]] = {str(b.node_id): {"messages_in": 0.0} for b in md.brokers}
+        by_topic: dict[str, dict[str, float]] = {}
+        missing = sum(1 for hw in hws.values() if hw is None)
+        for (t, p), hw in hws.items():
+            if hw is None:
+                continue  # no answer this time: the browser skips a sample whose sum went down
+            by_topic.setdefault(t, {"messages_in": 0.0})["messages_in"] += hw
+            b = str(leader.get((t, p), -1))
+            if b in by_broker:
+                by_broker[b]["messages_in"] += hw
+        # A sum with partitions missing would read as a drop then a burst: the browser skips such samples.
+        return {"source": "offsets", "brokers": by_broker, "topics": by_topic, "partial": missing > 0}
 
     def topics(self) -> dict[str, Any]:
         md = self.metadata.fetch()

@@ -8,10 +8,16 @@ default, turns the endpoint off); a combined node serves its controller's metric
 
 from __future__ import annotations
 
+import json
+import threading
 import time
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
+from wsgiref.simple_server import make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app, start_http_server
+from prometheus_client.exposition import ThreadingWSGIServer, _get_best_family, _SilentHandler
 
 from epochlog.replication.types import Role
 
@@ -71,6 +77,7 @@ class BrokerMetrics:
             buckets=FLUSH_BUCKETS_MS,
             registry=r,
         )
+        self._broker: Broker | None = None
         self._gauges: dict[str, Gauge] = {}
         for name, doc in (
             ("kafka_server_socketservermetrics_connection_count", "Open client connections"),
@@ -101,6 +108,7 @@ class BrokerMetrics:
     def bind(self, broker: Broker) -> None:
         """Gauges read the broker's state at scrape time."""
         g = self._gauges
+        self._broker = broker
 
         def led() -> list[Any]:
             return [p.replica for p in list(broker.partitions.values()) if p.replica.role is Role.LEADER]
@@ -146,8 +154,68 @@ class BrokerMetrics:
         if before - after:
             self.isr_shrinks.inc()
 
+    def leader_epochs(self, topic: str, partition: int) -> dict[str, Any] | None:
+        """This broker's replica of topic-partition as the epoch cache and the replication core hold it now
+        (None when the broker holds no replica of it). Called from the HTTP server's threads: each field is
+        one read of the live state, the entries one copy of the cache's list."""
+        broker = self._broker
+        part = broker.partitions.get((topic, partition)) if broker is not None else None
+        if broker is None or part is None:
+            return None
+        replica = part.replica
+        plog = part.log
+        return {
+            "node_id": broker.config.node_id,
+            "topic": topic,
+            "partition": partition,
+            "role": replica.role.value,
+            "leader_id": replica.leader_id,
+            "leader_epoch": replica.leader_epoch,
+            "entries": [{"epoch": e.epoch, "start_offset": e.start_offset} for e in plog.epoch_cache.entries()],
+            "log_start_offset": plog.log_start_offset,
+            "log_end_offset": plog.log_end_offset,
+            "high_watermark": replica.high_watermark,
+            "offline": bool(part.offline),
+        }
+
+    def wsgi_app(self) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
+        """Prometheus text on every path (as prometheus_client serves it), the leader-epoch JSON on its own."""
+        metrics_app = make_wsgi_app(self.registry)
+
+        def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            if environ.get("PATH_INFO") != LEADER_EPOCHS_PATH:
+                return metrics_app(environ, start_response)  # type: ignore[no-any-return]
+            status, body = self._leader_epochs_answer(environ.get("QUERY_STRING", ""))
+            data = json.dumps(body).encode()
+            start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+            return [data]
+
+        return app
+
+    def _leader_epochs_answer(self, query: str) -> tuple[str, dict[str, Any]]:
+        q = parse_qs(query)
+        try:
+            topic = q["topic"][0]
+            partition = int(q["partition"][0])
+        except (KeyError, IndexError, ValueError):
+            return "400 Bad Request", {"error": "ask with ?topic=NAME&partition=N"}
+        view = self.leader_epochs(topic, partition)
+        if view is None:
+            return "404 Not Found", {"error": f"this broker holds no replica of {topic}-{partition}"}
+        return "200 OK", view
+
     def serve(self, host: str, port: int) -> None:
-        start_http_server(port, addr=host, registry=self.registry)
+        """As prometheus_client's start_http_server (a daemon thread, IPv6 hosts too), with the JSON route."""
+
+        class Server(ThreadingWSGIServer):
+            pass
+
+        Server.address_family, addr = _get_best_family(host, port)  # type: ignore[no-untyped-call]
+        httpd = make_server(addr, port, self.wsgi_app(), Server, handler_class=_SilentHandler)
+        threading.Thread(target=httpd.serve_forever, name="metrics-http", daemon=True).start()
+
+
+LEADER_EPOCHS_PATH = "/v1/leader-epochs"
 
 
 class ControllerMetrics:

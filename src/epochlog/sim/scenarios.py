@@ -238,6 +238,16 @@ SCENARIOS: dict[str, Callable[[TruncationMode], World]] = {
     "reassign-under-faults": lambda mode: reassignment_schedule(1, mode),
 }
 
+# The letters each scenario's narrative (its docstring) gives the brokers, where they are not A for broker
+# 1, B for 2 and so on: KIP-101's first scenario has B lead. The reports label the pictures with these.
+BROKER_NAMES: dict[str, dict[int, str]] = {"kip101-scenario1": {1: "B", 2: "A"}}
+
+
+def broker_names(scenario: str | None, broker_ids: list[int]) -> dict[int, str]:
+    """{broker id: its letter in the scenario's narrative}; A, B, C... in id order when it names none."""
+    names = BROKER_NAMES.get(scenario or "", {})
+    return {b: names.get(b, chr(ord("A") + i) if i < 26 else str(b)) for i, b in enumerate(sorted(broker_ids))}
+
 
 BOUNCES = ("crash", "clean", "pause")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from epochlog.console.lineage import EpochStart, divergence, parse_checkpoint, walk_lineage
+from epochlog.console.lineage import EpochStart, divergence, walk_lineage
 from epochlog.storage.epoch_cache import LeaderEpochCache
 
 
@@ -36,14 +36,6 @@ def test_walk_recovers_the_cache(entries: list[tuple[int, int]], leo: int, log_s
 
 def test_walk_of_an_empty_cache() -> None:
     assert _walk([], 0) == []
-
-
-def test_checkpoint_parsing() -> None:
-    assert parse_checkpoint("0\n2\n0 0\n3 17\n") == [EpochStart(0, 0), EpochStart(3, 17)]
-    with pytest.raises(ValueError):
-        parse_checkpoint("1\n1\n0 0\n")
-    with pytest.raises(ValueError):
-        parse_checkpoint("0\n3\n0 0\n")
 
 
 def test_divergence_kip101_scenario() -> None:

@@ -58,16 +58,88 @@ function mount(...nodes) { app().replaceChildren(...nodes); }
 
 // ---- pages -------------------------------------------------------------------------------------------
 
+// Rates from counters (bytes in/out, records in) between two overview events, per key ("broker 1",
+// "topic orders"), each with its last `keep` samples for a chart. Counters restart at zero with their
+// broker: a counter that went down gives no sample rather than a negative rate.
+function counterRates(keep) {
+  let last = null;
+  const hist = {};
+  return (counters, usable) => {
+    const now = performance.now() / 1000;
+    const out = {};
+    for (const [key, c] of Object.entries(counters)) {
+      const before = last && last.counters[key];
+      const r = {};
+      if (usable && before && now > last.t) {
+        for (const [k, v] of Object.entries(c)) {
+          if (typeof v === "number" && typeof before[k] === "number" && v >= before[k]) r[k] = (v - before[k]) / (now - last.t);
+        }
+      }
+      const h = hist[key] || (hist[key] = { bytes_in: [], bytes_out: [], messages_in: [] });
+      for (const k of Object.keys(h)) if (r[k] !== undefined) { h[k].push(r[k]); if (h[k].length > keep) h[k].shift(); }
+      out[key] = { rate: r, hist: h };
+    }
+    if (usable) last = { t: now, counters };
+    return out;
+  };
+}
+const overviewRates = counterRates(60);
+
+function rateCell(v, field) { return num(v === undefined ? null : v.toFixed(1), { "data-field": field }); }
+const byteRate = (v) => (v === undefined ? null : bytes(Math.round(v)) + "/s");
+
+function throughputTables(th, rates) {
+  if (!th) return "";
+  const metrics = th.source === "metrics";
+  const row = (kind, id, counters) => {
+    const r = rates[`${kind} ${id}`] || { rate: {}, hist: { bytes_in: [], bytes_out: [], messages_in: [] } };
+    if (counters.error) return el("tr", { [`data-${kind}`]: id }, el("td", { class: kind === "topic" ? "" : "num" }, id), el("td", { colspan: metrics ? 5 : 3, class: "warn" }, counters.error));
+    return el("tr", { [`data-${kind}`]: id },
+      el("td", { class: kind === "topic" ? "" : "num" }, kind === "topic" ? el("a", { href: "/topics/" + encodeURIComponent(id) }, id) : id),
+      metrics ? num(byteRate(r.rate.bytes_in), { "data-field": "bytes-in", "data-value": r.rate.bytes_in }) : null,
+      metrics ? num(byteRate(r.rate.bytes_out), { "data-field": "bytes-out", "data-value": r.rate.bytes_out }) : null,
+      rateCell(r.rate.messages_in, "records-in"),
+      el("td", { class: "chart" }, sparkline(r.hist[metrics ? "bytes_in" : "messages_in"], 180, 26)),
+      metrics ? el("td", { class: "chart" }, sparkline(r.hist.bytes_out, 180, 26)) : null);
+  };
+  const heads = metrics ? ["#bytes in/s", "#bytes out/s", "#records in/s", "in (last minute)", "out (last minute)"] : ["#records in/s", "records in (last minute)"];
+  const brokers = Object.entries(th.brokers).sort((a, b) => Number(a[0]) - Number(b[0])).map(([id, c]) => row("broker", id, c));
+  const topics = Object.entries(th.topics).sort((a, b) => a[0].localeCompare(b[0])).map(([id, c]) => row("topic", id, c));
+  return el("section", { id: "throughput", "data-source": th.source },
+    el("h2", {}, "Throughput"),
+    el("p", { class: "note" }, metrics
+      ? "From each broker's Prometheus counters (BrokerTopicMetrics BytesIn, BytesOut, MessagesIn), as rates between two refreshes."
+      : "No metrics endpoint given (--metrics-port): records per second from the growth of the high watermarks, credited to each partition's leader."),
+    table(["#broker", ...heads], brokers, { id: "broker-throughput" }),
+    table(["topic", ...heads], topics, { id: "topic-throughput" }));
+}
+
 function renderOverview(d) {
   if (d.error) return mount(el("h1", {}, "Cluster"), errorBox(d.error));
-  const brokers = d.brokers.map((b) => el("tr", { "data-broker": b.node_id },
-    el("td", { class: "num" }, b.node_id), el("td", { class: "mono" }, `${b.host}:${b.port}`), el("td", {}, dash(b.rack)),
+  let rates = {};
+  if (d.throughput) {
+    const counters = {};
+    for (const [id, c] of Object.entries(d.throughput.brokers)) if (!c.error) counters[`broker ${id}`] = c;
+    for (const [id, c] of Object.entries(d.throughput.topics)) counters[`topic ${id}`] = c;
+    rates = overviewRates(counters, !d.throughput.partial);
+  }
+  const states = Object.fromEntries((d.broker_states || []).map((s) => [s.node_id, s]));
+  const brokers = d.brokers.map((b) => el("tr", { "data-broker": b.node_id, "data-state": "up" },
+    el("td", { class: "num" }, b.node_id), el("td", { class: "ok", "data-field": "state" }, "up"),
+    el("td", { class: "mono" }, `${b.host}:${b.port}`), el("td", {}, dash(b.rack)),
     el("td", {}, b.node_id === d.controller_id ? "Metadata's controller id" : ""),
     num(b.leaders, { "data-leaders": b.node_id }), num(b.replicas)));
+  const listed = new Set(d.brokers.map((b) => b.node_id));
+  const fenced = Object.values(states).filter((s) => !listed.has(s.node_id)).map((s) => el("tr", { "data-broker": s.node_id, "data-state": s.state },
+    el("td", { class: "num" }, s.node_id), el("td", { class: "bad", "data-field": "state" }, s.state),
+    el("td", { class: "muted", colspan: 5 }, s.caught_up_ms_ago === null || s.caught_up_ms_ago === undefined
+      ? "not in Metadata; named by a replica list" : `not in Metadata; fetched the metadata log ${s.caught_up_ms_ago} ms ago`)));
+  const nFenced = fenced.length;
   mount(
     el("h1", {}, "Cluster ", el("span", { class: "muted mono" }, dash(d.cluster_id))),
     el("div", { class: "cards" },
-      card("brokers", d.brokers.length, "", "brokers"),
+      card("brokers up", d.brokers.length, "", "brokers"),
+      card("brokers fenced or down", nFenced, nFenced ? "bad" : "ok", "fenced"),
       // In a KRaft-style cluster (epochlog's too) Metadata's controller id names a live broker that takes
       // admin requests, not the quorum's active controller: labelled for what it is.
       card("controller id (Metadata)", d.controller_id < 0 ? "none" : d.controller_id, d.controller_id < 0 ? "bad" : "", "controller"),
@@ -76,8 +148,9 @@ function renderOverview(d) {
       card("under-replicated", d.under_replicated_partitions, d.under_replicated_partitions ? "warn" : "ok", "under-replicated"),
       card("offline", d.offline_partitions, d.offline_partitions ? "bad" : "ok", "offline")),
     el("h2", {}, "Brokers"),
-    table(["#id", "address", "rack", "role", "#leaders", "#replicas"], brokers, { id: "brokers" }),
+    table(["#id", "state", "address", "rack", "role", "#leaders", "#replicas"], [...brokers, ...fenced], { id: "brokers" }),
     d.unknown_leaders.length ? errorBox(`leaders not among live brokers: ${d.unknown_leaders.join(", ")}`) : "",
+    throughputTables(d.throughput, rates),
     d.quorum ? renderQuorum(d.quorum) : el("p", { class: "note" }, "Start the console with --bootstrap-controller to see the metadata quorum."));
 }
 
@@ -198,7 +271,8 @@ function renderPartition(topic, partition, d) {
     r.error ? el("span", { class: "warn" }, r.error)
       : r.leader ? `the leader's lineage, from ${r.source}`
       : r.diverges ? el("span", { class: "bad" }, `diverges from the leader at offset ${r.diverges.offset} (epoch ${r.diverges.epoch}): it must truncate there`)
-      : `follows the leader's lineage (from ${r.source})`));
+      : `follows the leader's lineage (from ${r.source})`,
+    r.endpoint_error ? el("span", { class: "muted" }, ` (metrics endpoint did not answer: ${r.endpoint_error})`) : ""));
   mount(title,
     el("div", { class: "cards" },
       card("leader", d.leader < 0 ? "none" : d.leader, d.leader < 0 ? "bad" : "", "leader"),
