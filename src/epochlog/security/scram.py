@@ -97,6 +97,16 @@ def _text(token: bytes) -> str:
         raise SaslAuthenticationError(MALFORMED) from None
 
 
+def _nonce_matches(sent: str, client_nonce: str, nonce: str) -> bool:
+    """RFC 5802 wants the client-final nonce to be the server-first one. librdkafka before 2.6.1 (Debian's
+    kcat among them) sends its own nonce in front of it a second time; Kafka 3.8.1 to 3.9 accept that (a
+    suffix check) and Kafka 4 does not. That one form is accepted as well: it still ends with the server's
+    fresh nonce, so a replayed message fails, and the proof signs the message as sent."""
+    if hmac.compare_digest(sent.encode(), nonce.encode()):
+        return True
+    return hmac.compare_digest(sent.encode(), (client_nonce + nonce).encode())
+
+
 def _new_nonce() -> str:
     return secrets.token_urlsafe(24)  # base64url: printable and never ','
 
@@ -143,6 +153,7 @@ class ScramServer:
         self._known = False
         self._gs2 = ""
         self._nonce = ""
+        self._client_nonce = ""
         self._client_first_bare = ""
         self._server_first = ""
 
@@ -177,6 +188,7 @@ class ScramServer:
         self._claimed_user = user
         self._gs2 = m["gs2"]
         self._client_first_bare = m["bare"]
+        self._client_nonce = m["nonce"]
         self._nonce = m["nonce"] + (self._server_nonce or _new_nonce())
         salt = base64.b64encode(self._credential.salt).decode()
         self._server_first = f"r={self._nonce},s={salt},i={self._credential.iterations}"
@@ -190,7 +202,7 @@ class ScramServer:
         _check_extensions(m["ext"])
         if _b64decode(m["cbind"]) != self._gs2.encode():
             raise SaslAuthenticationError(CHANNEL_BINDING)
-        if not hmac.compare_digest(m["nonce"].encode(), self._nonce.encode()):
+        if not _nonce_matches(m["nonce"], self._client_nonce, self._nonce):
             raise SaslAuthenticationError(NONCE_MISMATCH)
         proof = _b64decode(m["proof"])
         cred = self._credential

@@ -262,3 +262,39 @@ def test_unknown_mechanism() -> None:
         ScramServer("SCRAM-SHA-1", {}.get)
     with pytest.raises(ValueError):
         ScramClient("SCRAM-MD5", "a", "b")
+
+
+def _final_with_nonce(mech: str, password: str, client_first_bare: str, server_first: str, nonce: str) -> bytes:
+    """A client-final carrying ``nonce`` with a proof that is valid for exactly that message."""
+    import hashlib
+    import hmac
+
+    from epochlog.security.scram_credentials import salted_password
+
+    attrs = dict(kv.split("=", 1) for kv in server_first.split(","))
+    salted = salted_password(mech, password, base64.b64decode(attrs["s"]), int(attrs["i"]))
+    name = "sha256" if mech == "SCRAM-SHA-256" else "sha512"
+    client_key = hmac.new(salted, b"Client Key", name).digest()
+    stored_key = hashlib.new(name, client_key).digest()
+    without_proof = f"c=biws,r={nonce}"
+    auth = f"{client_first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(stored_key, auth, name).digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+@pytest.mark.parametrize("prefix,accepted", [("client", True), ("", True), ("other", False)])
+def test_librdkafka_doubled_nonce_is_the_one_other_form_accepted(prefix: str, accepted: bool) -> None:
+    """librdkafka before 2.6.1 sends client nonce + server-first nonce; nothing else may precede it."""
+    creds = store("SCRAM-SHA-512", {"alice": "pw"})
+    srv = server("SCRAM-SHA-512", creds)
+    cnonce = "Cl1entNonce-x"
+    server_first = srv.step(f"n,,n=alice,r={cnonce}".encode()).decode()
+    full = server_first.split(",")[0][2:]
+    lead = {"client": cnonce, "": "", "other": "someoneElse"}[prefix]
+    final = _final_with_nonce("SCRAM-SHA-512", "pw", f"n=alice,r={cnonce}", server_first, lead + full)
+    if accepted:
+        assert srv.step(final).startswith(b"v=")
+    else:
+        with pytest.raises(SaslAuthenticationError, match="nonce"):
+            srv.step(final)
