@@ -90,6 +90,15 @@ class Raw:
         self.sock.close()
 
 
+def _meta() -> Any:
+    return _META(
+        topics=None,
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+
+
 def _tls(node: SecureNode) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=str(node.pki.ca_cert))
 
@@ -111,7 +120,7 @@ def _metadata_ok(node: SecureNode) -> bool:
     raw = Raw(node.sasl_ssl_port, _tls(node))
     try:
         last, _, _ = _scram_login(raw, "alice", ALICE_PASSWORD)
-        return last.error_code == 0 and len(raw.call(_META(topics=None)).brokers) == 1
+        return last.error_code == 0 and len(raw.call(_meta()).brokers) == 1
     finally:
         raw.close()
 
@@ -170,13 +179,13 @@ def test_oversized_sasl_token_closes_the_connection(node: SecureNode) -> None:
 def test_requests_before_authentication_close_the_connection(node: SecureNode) -> None:
     raw = Raw(node.sasl_plaintext_port)
     assert raw.call(_APIV()).error_code == 0  # ApiVersions is allowed before authenticating
-    raw.send(_META(topics=None))
+    raw.send(_meta())
     assert raw.closed_by_broker()
     raw.close()
     # and between the handshake and a successful SaslAuthenticate
     raw = Raw(node.sasl_plaintext_port)
     assert raw.call(_HANDSHAKE(mechanism="PLAIN")).error_code == 0
-    raw.send(_META(topics=None))
+    raw.send(_meta())
     assert raw.closed_by_broker()
     raw.close()
 
@@ -253,14 +262,14 @@ def test_expired_session_must_reauthenticate(node: SecureNode) -> None:
     assert raw.call(_HANDSHAKE(mechanism="PLAIN")).error_code == 0
     resp = raw.call(_AUTH(auth_bytes=b"\0alice\0" + ALICE_PASSWORD.encode()))
     assert resp.error_code == 0
-    assert 0 < resp.session_lifetime <= REAUTH_MS
-    assert raw.call(_META(topics=None)).brokers
+    assert 0 < resp.session_lifetime.total_seconds() * 1000 <= REAUTH_MS
+    assert raw.call(_meta()).brokers
     # Re-authenticating within the lifetime keeps the connection; the session is renewed.
     assert raw.call(_HANDSHAKE(mechanism="PLAIN")).error_code == 0
     assert raw.call(_AUTH(auth_bytes=b"\0alice\0" + ALICE_PASSWORD.encode())).error_code == 0
-    assert raw.call(_META(topics=None)).brokers
+    assert raw.call(_meta()).brokers
     time.sleep(REAUTH_MS / 1000 + 0.5)
-    raw.send(_META(topics=None))
+    raw.send(_meta())
     assert raw.closed_by_broker()
     raw.close()
 

@@ -212,7 +212,8 @@ def test_describe_configs_hides_passwords_and_keys(node: SecureNode) -> None:
     from confluent_kafka.admin import ConfigResource
 
     res = ConfigResource(ConfigResource.Type.BROKER, "1")
-    configs = AdminClient({"bootstrap.servers": node.plaintext}).describe_configs([res])[res].result(15)
+    admin = AdminClient({"bootstrap.servers": node.plaintext})
+    configs = admin.describe_configs([res])[res].result(15)
     jaas = configs["listener.name.sasl_ssl.plain.sasl.jaas.config"]
     assert jaas.is_sensitive and jaas.value is None
     assert configs["ssl.keystore.location"].value == str(node.pki.broker_keystore)  # a path is not a secret
