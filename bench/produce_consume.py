@@ -29,8 +29,10 @@ from rich.console import Console
 from rich.table import Table
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1, rf: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def create_topic(
+    bootstrap: str, name: str, partitions: int = 1, rf: int = 1, client_conf: dict[str, str] | None = None
+) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(client_conf or {})})
     config = {"min.insync.replicas": "2"} if rf > 1 else {}
     try:
         admin.create_topics([NewTopic(name, partitions, rf, config=config)])[name].result(20)
@@ -39,10 +41,18 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, rf: int = 1) ->
 
 
 def produce_throughput(
-    bootstrap: str, size: int, count: int, acks: str, partitions: int = 1, rf: int = 1, idempotence: bool = False
+    bootstrap: str,
+    size: int,
+    count: int,
+    acks: str,
+    partitions: int = 1,
+    rf: int = 1,
+    idempotence: bool = False,
+    client_conf: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """``client_conf``: more client properties (a secured listener's security.protocol, SASL, TLS)."""
     topic = f"bench-{uuid.uuid4().hex[:8]}"
-    create_topic(bootstrap, topic, partitions, rf)
+    create_topic(bootstrap, topic, partitions, rf, client_conf)
     # Only messages the broker acknowledged count: a delivery report without an error.
     acked = [0]
     errors: Counter[str] = Counter()
@@ -63,6 +73,7 @@ def produce_throughput(
             "queue.buffering.max.kbytes": 1_048_576,
             "on_delivery": on_delivery,
             "enable.idempotence": idempotence,
+            **(client_conf or {}),
         }
     )
     payload = os.urandom(size)
@@ -105,6 +116,7 @@ def consume_throughput(
     size: int,
     isolation: str = "read_uncommitted",
     from_first_message: bool = False,
+    client_conf: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """``from_first_message``: start the clock at the first message, leaving connecting and the first
     metadata round out (for comparisons of how fast reading is, not how fast a consumer starts)."""
@@ -116,6 +128,7 @@ def consume_throughput(
             "fetch.max.bytes": 52_428_800,
             "max.partition.fetch.bytes": 10_485_760,
             "isolation.level": isolation,
+            **(client_conf or {}),
         }
     )
     c.assign([TopicPartition(topic, 0, 0)])
