@@ -79,6 +79,7 @@ class ClusterImage:
         # cluster-wide default under "". Topic overrides live in TopicInfo.configs.
         self.broker_configs: dict[str, dict[str, str]] = {}
         self.acls: dict[str, AclBinding] = {}  # by the id the controller gave each
+        self.acl_version = 0  # counts changes of ``acls``: an authorizer reloads when it moves
         self.scram: dict[tuple[str, str], ScramCredential] = {}  # by (user, mechanism)
         self.bootstrapped = False  # the bootstrap file's records are in the log (BootstrapApplied)
 
@@ -130,8 +131,10 @@ class ClusterImage:
         elif isinstance(record, AclCreated):
             self.acls[record.id] = acl_binding(record)
             out.acls = True
+            self.acl_version += 1
         elif isinstance(record, AclRemoved):
             out.acls = self.acls.pop(record.id, None) is not None
+            self.acl_version += 1
         elif isinstance(record, ScramCredentialSet):
             self.scram[(record.name, record.mechanism)] = scram_credential_of(record)
         elif isinstance(record, ScramCredentialRemoved):

@@ -66,6 +66,24 @@ def _bool(props: dict[str, str], key: str, default: bool) -> bool:
     raise ConfigError(f"{key}={raw!r} is not true or false")
 
 
+def authorizer_settings(props: dict[str, str]) -> tuple[str, list[str], bool]:
+    """authorizer.class.name (Kafka's StandardAuthorizer, as written in server.properties, or unset),
+    super.users and allow.everyone.if.no.acl.found: the same for a broker and a controller."""
+    from epochlog.security.authorizer import AUTHORIZER_CLASS_NAMES
+
+    name = props.get("authorizer.class.name", "").strip()
+    if name and name not in AUTHORIZER_CLASS_NAMES:
+        raise ConfigError(
+            f"authorizer.class.name={name!r}: the authorizer is Kafka's StandardAuthorizer "
+            "(org.apache.kafka.metadata.authorizer.StandardAuthorizer)"
+        )
+    supers = [u.strip() for u in props.get("super.users", "").split(";") if u.strip()]
+    for user in supers:
+        if ":" not in user:
+            raise ConfigError(f"super.users: {user!r} is not a principal such as User:admin")
+    return name, supers, _bool(props, "allow.everyone.if.no.acl.found", False)
+
+
 def parse_listener(value: str, key: str = "listeners") -> tuple[str, int]:
     """'PLAINTEXT://127.0.0.1:9092' or 'host:port' -> (host, port) of the first listener, whatever its
     name (the listener's security protocol is epochlog.security.listeners' business)."""
@@ -272,19 +290,7 @@ class BrokerConfig:
         if mode not in ("leader-epoch", "high-watermark"):
             raise ConfigError(f"replication.truncation.mode={mode!r} is not leader-epoch or high-watermark")
         c.replication_truncation_mode = mode
-        from epochlog.security.authorizer import AUTHORIZER_CLASS_NAMES
-
-        c.authorizer_class_name = props.get("authorizer.class.name", "").strip()
-        if c.authorizer_class_name and c.authorizer_class_name not in AUTHORIZER_CLASS_NAMES:
-            raise ConfigError(
-                f"authorizer.class.name={c.authorizer_class_name!r}: the authorizer is Kafka's StandardAuthorizer "
-                "(org.apache.kafka.metadata.authorizer.StandardAuthorizer)"
-            )
-        c.super_users = [u.strip() for u in props.get("super.users", "").split(";") if u.strip()]
-        for user in c.super_users:
-            if ":" not in user:
-                raise ConfigError(f"super.users: {user!r} is not a principal such as User:admin")
-        c.allow_everyone_if_no_acl_found = _bool(props, "allow.everyone.if.no.acl.found", False)
+        c.authorizer_class_name, c.super_users, c.allow_everyone_if_no_acl_found = authorizer_settings(props)
         from epochlog.storage.cleaner.config import CleanerConfig
         from epochlog.storage.config import ConfigError as LogConfigError
         from epochlog.storage.config import LogConfig

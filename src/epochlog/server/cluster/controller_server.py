@@ -37,9 +37,11 @@ from epochlog.replication.types import AlterIsr
 from epochlog.security.listeners import Listener
 from epochlog.security.scram_credentials import ScramCredential
 from epochlog.server.cluster.bootstrap import read_bootstrap
+from epochlog.server.cluster.controller_authz import ControllerAccess, controller_authorizer
 from epochlog.server.cluster.not_controller import not_controller
 from epochlog.server.cluster.quorum_describe import describe_cluster, describe_quorum
 from epochlog.server.config import ConfigError, _bool, _int, parse_listener
+from epochlog.server.dispatch import NO_RESPONSE
 from epochlog.server.handlers.acls import binding_of, binding_row, filter_of
 from epochlog.server.handlers.admin import creatable_topic
 from epochlog.server.handlers.sasl import sasl_on_plain_listener
@@ -230,6 +232,7 @@ class ControllerServer:
         self._epochs: dict[tuple[str, int], int] = {}  # leader epochs as last persisted, to count elections
         self._bytes_since_snapshot = 0
         self._bootstrap_cache: list[MetadataRecord] | None = None
+        self.access = ControllerAccess(controller_authorizer(config.raw))
 
     async def start(self) -> None:
         self.config.log_dir.mkdir(parents=True, exist_ok=True)
@@ -937,6 +940,15 @@ def _api_versions() -> dict[str, Any]:
 
 def _dispatch(server: ControllerServer, conn: Any, header: RequestHeader, frame: memoryview) -> Any:
     key, version = header.api_key, header.api_version
+    if not server.access.allows(server.core.image, header):
+        log.warning(
+            "closing %s: %s may not send api %d to the controller",
+            getattr(conn, "peer", "?"),
+            getattr(header.session, "principal", "?"),
+            key,
+        )
+        conn.close()
+        return NO_RESPONSE
     if key == 18:
         return _api_versions()
     if key in (17, 36):
