@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
+from epochlog.security.acl import Operation
+from epochlog.server import authz
 from epochlog.server.handlers.admin import RESOURCE_BROKER, RESOURCE_TOPIC, _forward, _get
 from epochlog.server.topic_configs import (
     ConfigEntry,
@@ -22,6 +24,20 @@ from epochlog.server.topic_configs import (
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
+
+RESOURCE_GROUP = 32
+
+
+def config_denied(broker: Broker, header: RequestHeader, op: Operation, rtype: int, name: str) -> Err | None:
+    """The error for a config resource the principal may not ``op`` (DESCRIBE_CONFIGS, ALTER_CONFIGS):
+    a topic's on the topic, a group's on the group, anything else (brokers, loggers) on the cluster."""
+    if not authz.enabled(broker):
+        return None
+    if rtype == RESOURCE_TOPIC:
+        return None if authz.topic_allowed(broker, header, op, name) else Err.TOPIC_AUTHORIZATION_FAILED
+    if rtype == RESOURCE_GROUP:
+        return None if authz.group_allowed(broker, header, op, name) else Err.GROUP_AUTHORIZATION_FAILED
+    return None if authz.cluster_allowed(broker, header, op) else Err.CLUSTER_AUTHORIZATION_FAILED
 
 
 def handle_describe_configs(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
@@ -40,7 +56,11 @@ def handle_describe_configs(broker: Broker, header: RequestHeader, frame: memory
         }
         keys = set(r.configuration_keys) if r.configuration_keys else None
         entries: list[ConfigEntry] = []
-        if r.resource_type == RESOURCE_TOPIC:
+        denied = config_denied(broker, header, Operation.DESCRIBE_CONFIGS, int(r.resource_type), r.resource_name)
+        if denied is not None:
+            # Before the existence check: nothing about the resource, not even whether it exists.
+            row["error_code"] = denied
+        elif r.resource_type == RESOURCE_TOPIC:
             info = broker.image.topics.get(r.resource_name)
             if info is None:
                 row.update(
@@ -134,7 +154,13 @@ def _wrong_broker(broker: Broker, r: Any) -> str | None:
 
 
 async def _alter_configs(broker: Broker, header: RequestHeader, req: Any) -> Any:
-    refused = {i: msg for i, r in enumerate(req.resources) if (msg := _wrong_broker(broker, r)) is not None}
+    refused: dict[int, tuple[Err, str | None]] = {}
+    for i, r in enumerate(req.resources):
+        denied = config_denied(broker, header, Operation.ALTER_CONFIGS, int(r.resource_type), r.resource_name)
+        if denied is not None:
+            refused[i] = (denied, None)
+        elif (msg := _wrong_broker(broker, r)) is not None:
+            refused[i] = (Err.INVALID_REQUEST, msg)
     forwarded = [r for i, r in enumerate(req.resources) if i not in refused]
     # Taken before the controller decides: what "changed" means while waiting for this broker's metadata.
     before = {res: _config_view(broker, res) for res, _ops in _config_ops(header, req)}
@@ -147,7 +173,7 @@ async def _alter_configs(broker: Broker, header: RequestHeader, req: Any) -> Any
     from_controller = iter(answers)
     for i, r in enumerate(req.resources):
         if i in refused:
-            code, message = int(Err.INVALID_REQUEST), refused[i]
+            code, message = int(refused[i][0]), refused[i][1]
         else:
             got = next(from_controller, None)
             if got is None:

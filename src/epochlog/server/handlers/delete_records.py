@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
+from epochlog.security.acl import Operation
+from epochlog.server import authz
 from epochlog.storage.errors import KafkaStorageError
 
 if TYPE_CHECKING:
@@ -89,7 +91,12 @@ def handle_delete_records(broker: Broker, header: RequestHeader, frame: memoryvi
             wanted[(t.name, int(p.partition_index))] = int(p.offset)
     topics: dict[str, dict[int, dict[str, Any]]] = {}
     waits: list[tuple[dict[str, Any], Partition, int]] = []
+    denied = authz.denied_topics(broker, header, Operation.DELETE, (t.name for t in req.topics))
     for (name, index), offset in wanted.items():
+        if name in denied:
+            code = Err.TOPIC_AUTHORIZATION_FAILED
+            topics.setdefault(name, {})[index] = {"partition_index": index, "low_watermark": -1, "error_code": code}
+            continue
         row, part, required = _delete_one(broker, name, index, offset)
         topics.setdefault(name, {})[index] = row
         if part is not None:

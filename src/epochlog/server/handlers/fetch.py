@@ -11,6 +11,8 @@ from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.protocol.fetch_response_writer import encode_fetch_response
 from epochlog.replication.types import FetchRequest
+from epochlog.security.acl import Operation
+from epochlog.server import authz
 from epochlog.server.authz import session_of
 from epochlog.server.broker import now_ms
 from epochlog.server.handlers.leader_hints import add_hint
@@ -197,8 +199,48 @@ def _unregister(fut: asyncio.Future[None], parts: list[Any]) -> None:
             part.waiters.remove(fut)
 
 
+def _names(broker: Broker, req: Any, version: int) -> list[str | None]:
+    if version >= 13:
+        return [broker.topic_name_for_id(t.topic_id) if t.topic_id is not None else None for t in req.topics]
+    return [t.topic for t in req.topics]
+
+
+class _Everything:
+    """Every topic: a follower without CLUSTER_ACTION may read none."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+_ALL = _Everything()
+_NONE: frozenset[str] = frozenset()
+
+
+def _denied(broker: Broker, header: RequestHeader, req: Any, version: int) -> Any:
+    """The topics this fetch may not read: for a follower all of them unless it may CLUSTER_ACTION, for a
+    consumer those it may not READ (asked once per topic, whatever the partitions)."""
+    if not authz.enabled(broker):
+        return _NONE
+    if _replica_id(req, version) >= 0:
+        return _NONE if authz.cluster_allowed(broker, header, Operation.CLUSTER_ACTION) else _ALL
+    return authz.denied_topics(broker, header, Operation.READ, _names(broker, req, version))
+
+
+def _unauthorized_row(p: Any) -> dict[str, Any]:
+    return {
+        "partition_index": p.partition,
+        "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }
+
+
 def _fetch_once(
-    broker: Broker, req: Any, version: int, deferred: list[_Deferred] | None = None
+    broker: Broker, req: Any, version: int, deferred: list[_Deferred] | None = None, denied: Any = _NONE
 ) -> tuple[list[dict[str, Any]], int, bool, list[list[Any]]]:
     replica_id = _replica_id(req, version)
     spliced: list[list[Any]] = []
@@ -215,6 +257,11 @@ def _fetch_once(
         if version >= 13:
             name = broker.topic_name_for_id(topic_id) if topic_id is not None else None
         parts_out = []
+        if denied and name is not None and name in denied:
+            # Nothing about the topic (not even whether it exists); like Kafka, it does not end a long poll.
+            rows = [_unauthorized_row(p) for p in t.partitions]
+            topics_out.append({"topic": name, "topic_id": topic_id, "partitions": rows})
+            continue
         for p in t.partitions:
             if version >= 13 and name is None:
                 parts_out.append(
@@ -247,11 +294,13 @@ def _fetch_once(
     return topics_out, total, errors, spliced
 
 
-async def _fetch_with_wait(broker: Broker, header: RequestHeader, req: Any, version: int, deadline: float) -> list[Any]:
-    keys = []
+async def _fetch_with_wait(
+    broker: Broker, header: RequestHeader, req: Any, version: int, deadline: float, denied: Any = _NONE
+) -> list[Any]:
+    keys: list[tuple[str, int]] = []
     for t in req.topics:
         name = t.topic if version < 13 else broker.topic_name_for_id(t.topic_id)
-        if name:
+        if name and not (denied and name in denied):
             keys.extend((name, p.partition) for p in t.partitions)
     while True:
         # Register before looking: data appended between the handler's first look and this task starting
@@ -259,7 +308,7 @@ async def _fetch_with_wait(broker: Broker, header: RequestHeader, req: Any, vers
         fut, parts = _register(broker, keys)
         try:
             deferred: list[_Deferred] = []
-            topics_out, total, errors, spliced = _fetch_once(broker, req, version, deferred)
+            topics_out, total, errors, spliced = _fetch_once(broker, req, version, deferred, denied)
             remaining = deadline - time.monotonic()
             if total >= req.min_bytes or errors or remaining <= 0:
                 await _read_deferred(broker, deferred, spliced)
@@ -302,11 +351,13 @@ def handle_fetch(broker: Broker, header: RequestHeader, frame: memoryview) -> An
     req = decode_body(frame, header)
     version = header.api_version
     deferred: list[_Deferred] = []
-    topics_out, total, errors, spliced = _fetch_once(broker, req, version, deferred)
+    denied = _denied(broker, header, req, version)
+    topics_out, total, errors, spliced = _fetch_once(broker, req, version, deferred, denied)
     max_wait_ms = req.max_wait.total_seconds() * 1000
-    if total >= req.min_bytes or errors or max_wait_ms <= 0 or not req.topics:
+    nothing_to_wait_for = denied is _ALL or (denied and all(n in denied for n in _names(broker, req, version)))
+    if total >= req.min_bytes or errors or max_wait_ms <= 0 or not req.topics or nothing_to_wait_for:
         if deferred:
             return _respond_after_reads(broker, header, topics_out, spliced, deferred)
         return _response(broker, header, topics_out, spliced)
     deadline = time.monotonic() + max_wait_ms / 1000
-    return _fetch_with_wait(broker, header, req, version, deadline)
+    return _fetch_with_wait(broker, header, req, version, deadline, denied)

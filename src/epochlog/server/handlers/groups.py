@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
+from epochlog.security.acl import Operation
+from epochlog.server import authz
 from epochlog.server.authz import session_of
 
 if TYPE_CHECKING:
@@ -13,6 +15,8 @@ if TYPE_CHECKING:
 
 COORDINATOR_KEY_GROUP = 0
 COORDINATOR_KEY_TRANSACTION = 1
+
+GROUP_DENIED = Err.GROUP_AUTHORIZATION_FAILED
 
 
 def _ms(value: Any) -> int:
@@ -28,6 +32,12 @@ def handle_find_coordinator(broker: Broker, header: RequestHeader, frame: memory
         row: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1}
         if key_type not in (COORDINATOR_KEY_GROUP, COORDINATOR_KEY_TRANSACTION):
             row.update(error_code=Err.INVALID_REQUEST, error_message=f"unknown coordinator key type {key_type}")
+        elif key_type == COORDINATOR_KEY_GROUP and not authz.group_allowed(broker, header, Operation.DESCRIBE, key):
+            row.update(error_code=GROUP_DENIED)
+        elif key_type == COORDINATOR_KEY_TRANSACTION and not authz.txn_allowed(
+            broker, header, Operation.DESCRIBE, key
+        ):
+            row.update(error_code=Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         else:
             # The leader of the key's __consumer_offsets (or __transaction_state) partition coordinates it.
             if key_type == COORDINATOR_KEY_GROUP:
@@ -86,7 +96,20 @@ async def _join(broker: Broker, header: RequestHeader, req: Any) -> dict[str, An
 
 
 def handle_join_group(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
-    return _join(broker, header, decode_body(frame, header))
+    req = decode_body(frame, header)
+    if not authz.group_allowed(broker, header, Operation.READ, req.group_id):
+        return {
+            "throttle_time": 0,
+            "error_code": GROUP_DENIED,
+            "generation_id": -1,
+            "protocol_type": None,
+            "protocol_name": None,
+            "leader": "",
+            "skip_assignment": False,
+            "member_id": req.member_id,
+            "members": [],
+        }
+    return _join(broker, header, req)
 
 
 async def _sync(broker: Broker, header: RequestHeader, req: Any) -> dict[str, Any]:
@@ -109,11 +132,22 @@ async def _sync(broker: Broker, header: RequestHeader, req: Any) -> dict[str, An
 
 
 def handle_sync_group(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
-    return _sync(broker, header, decode_body(frame, header))
+    req = decode_body(frame, header)
+    if not authz.group_allowed(broker, header, Operation.READ, req.group_id):
+        return {
+            "throttle_time": 0,
+            "error_code": GROUP_DENIED,
+            "protocol_type": None,
+            "protocol_name": None,
+            "assignment": b"",
+        }
+    return _sync(broker, header, req)
 
 
 def handle_heartbeat(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
+    if not authz.group_allowed(broker, header, Operation.READ, req.group_id):
+        return {"throttle_time": 0, "error_code": GROUP_DENIED}
     code = broker.groups.heartbeat(
         req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None)
     )
@@ -136,7 +170,10 @@ async def _leave(broker: Broker, header: RequestHeader, req: Any) -> dict[str, A
 
 
 def handle_leave_group(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
-    return _leave(broker, header, decode_body(frame, header))
+    req = decode_body(frame, header)
+    if not authz.group_allowed(broker, header, Operation.READ, req.group_id):
+        return {"throttle_time": 0, "error_code": GROUP_DENIED, "members": []}
+    return _leave(broker, header, req)
 
 
 async def _commit(broker: Broker, header: RequestHeader, req: Any) -> dict[str, Any]:
@@ -148,7 +185,9 @@ async def _commit(broker: Broker, header: RequestHeader, req: Any) -> dict[str, 
     for t in req.topics:
         name = broker.topic_name_for_id(t.topic_id) if by_id else t.name
         names.append((t, name))
-        if name is None:
+    denied = authz.denied_topics(broker, header, Operation.READ, (n for _t, n in names))
+    for t, name in names:
+        if name is None or name in denied:
             continue
         for p in t.partitions:
             if (name, p.partition_index) not in broker.image.states:
@@ -172,34 +211,94 @@ async def _commit(broker: Broker, header: RequestHeader, req: Any) -> dict[str, 
         for p in t.partitions:
             if name is None:
                 code = Err.UNKNOWN_TOPIC_ID
+            elif name in denied:
+                code = Err.TOPIC_AUTHORIZATION_FAILED
             elif (name, p.partition_index) not in broker.image.states:
                 code = Err.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 code = results.get((name, p.partition_index), Err.NONE)
             parts.append({"partition_index": p.partition_index, "error_code": code})
-        topics.append({"name": name or "", "topic_id": getattr(t, "topic_id", None), "partitions": parts})
+        # Asked by id, an unauthorized topic's name is not told.
+        shown = "" if name is None or (by_id and name in denied) else name
+        topics.append({"name": shown, "topic_id": getattr(t, "topic_id", None), "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
 
 
 def handle_offset_commit(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
-    return _commit(broker, header, decode_body(frame, header))
+    req = decode_body(frame, header)
+    if not authz.group_allowed(broker, header, Operation.READ, req.group_id):
+        # Kafka's answer: the group's error on every partition, nothing committed.
+        topics = [
+            {
+                "name": t.name if header.api_version < 10 else "",
+                "topic_id": getattr(t, "topic_id", None),
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": GROUP_DENIED} for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ]
+        return {"throttle_time": 0, "topics": topics}
+    return _commit(broker, header, req)
+
+
+def _offset_row(index: int, code: Err) -> dict[str, Any]:
+    return {
+        "partition_index": index,
+        "committed_offset": -1,
+        "committed_leader_epoch": -1,
+        "metadata": None,
+        "error_code": code,
+    }
+
+
+def _group_refused(topics: Any, by_id: bool) -> list[dict[str, Any]]:
+    """The asked partitions, each with the group's authorization error (what the client asked, nothing more)."""
+    if topics is None:
+        return []
+    return [
+        {
+            "name": "" if by_id else t.name,
+            "topic_id": getattr(t, "topic_id", None),
+            "partitions": [_offset_row(p, GROUP_DENIED) for p in t.partition_indexes],
+        }
+        for t in topics
+    ]
 
 
 def _fetch_group(
-    broker: Broker, group_id: str, topics: Any, by_id: bool, require_stable: bool = False
+    broker: Broker,
+    header: RequestHeader,
+    group_id: str,
+    topics: Any,
+    by_id: bool,
+    require_stable: bool = False,
 ) -> tuple[int, list[dict[str, Any]]]:
+    if not authz.group_allowed(broker, header, Operation.DESCRIBE, group_id):
+        return GROUP_DENIED, _group_refused(topics, by_id)
     wanted: list[tuple[str, int]] | None = None
     id_of: dict[str, Any] = {}
+    refused: list[dict[str, Any]] = []
+    checking = authz.enabled(broker)
     if topics is not None:
         wanted = []
         for t in topics:
             name = broker.topic_name_for_id(t.topic_id) if by_id else t.name
             if name is None:
                 continue
+            if checking and not authz.topic_allowed(broker, header, Operation.DESCRIBE, name):
+                row = {"name": "" if by_id else name, "topic_id": getattr(t, "topic_id", None)}
+                row["partitions"] = [_offset_row(p, Err.TOPIC_AUTHORIZATION_FAILED) for p in t.partition_indexes]
+                refused.append(row)
+                continue
             if by_id:
                 id_of[name] = t.topic_id
             wanted.extend((name, p) for p in t.partition_indexes)
     code, rows = broker.groups.fetch_offsets(group_id, wanted)
+    if checking and topics is None:
+        # Every committed topic: those the principal may not describe are left out.
+        hidden = authz.denied_topics(broker, header, Operation.DESCRIBE, {r.topic for r in rows})
+        rows = [r for r in rows if r.topic not in hidden]
     grouped: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         grouped.setdefault(r.topic, []).append(
@@ -219,7 +318,7 @@ def _fetch_group(
         info = broker.image.topics.get(name)
         topic_id = id_of.get(name) or (info.topic_id if info else None)
         out.append({"name": name, "topic_id": topic_id, "partitions": parts})
-    return code, out
+    return code, out + refused
 
 
 def handle_offset_fetch(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
@@ -227,26 +326,35 @@ def handle_offset_fetch(broker: Broker, header: RequestHeader, frame: memoryview
     if header.api_version >= 8:
         groups = []
         for g in req.groups:
-            code, topics = _fetch_group(broker, g.group_id, g.topics, header.api_version >= 10, req.require_stable)
+            code, topics = _fetch_group(
+                broker, header, g.group_id, g.topics, header.api_version >= 10, req.require_stable
+            )
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"throttle_time": 0, "groups": groups}
-    code, topics = _fetch_group(broker, req.group_id, req.topics, False, getattr(req, "require_stable", False))
+    code, topics = _fetch_group(
+        broker, header, req.group_id, req.topics, False, getattr(req, "require_stable", False)
+    )
     return {"throttle_time": 0, "topics": topics, "error_code": code}
 
 
 def handle_list_groups(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
     states = list(getattr(req, "states_filter", ()) or ()) or None
+    listed = broker.groups.list_groups(states)
+    if not authz.cluster_allowed(broker, header, Operation.DESCRIBE):
+        listed = [x for x in listed if authz.group_allowed(broker, header, Operation.DESCRIBE, x[0])]
     groups = [
-        {"group_id": g, "protocol_type": pt, "group_state": st, "group_type": "classic"}
-        for g, pt, st in broker.groups.list_groups(states)
+        {"group_id": g, "protocol_type": pt, "group_state": st, "group_type": "classic"} for g, pt, st in listed
     ]
     return {"throttle_time": 0, "error_code": Err.NONE, "groups": groups}
 
 
 def handle_describe_groups(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
-    groups = broker.groups.describe_groups(list(req.groups))
+    wanted = list(req.groups)
+    refused = {g for g in wanted if not authz.group_allowed(broker, header, Operation.DESCRIBE, g)}
+    described = iter(broker.groups.describe_groups([g for g in wanted if g not in refused]))
+    groups = [_group_denied_row(g) if g in refused else next(described) for g in wanted]
     if header.api_version >= 6:
         # KIP-1043: from v6 a group that does not exist is GROUP_ID_NOT_FOUND, not a "Dead" group.
         for g in groups:
@@ -256,24 +364,47 @@ def handle_describe_groups(broker: Broker, header: RequestHeader, frame: memoryv
     return {"throttle_time": 0, "groups": groups}
 
 
-async def _delete(broker: Broker, req: Any) -> dict[str, Any]:
-    results = await broker.groups.delete_groups(list(req.groups_names))
-    return {"throttle_time": 0, "results": [{"group_id": g, "error_code": c} for g, c in results]}
+def _group_denied_row(group_id: str) -> dict[str, Any]:
+    from epochlog.server.groups.coordinator import AUTHORIZED_OPERATIONS_OMITTED
+
+    return {
+        "error_code": GROUP_DENIED,
+        "error_message": None,
+        "group_id": group_id,
+        "group_state": "",
+        "protocol_type": "",
+        "protocol_data": "",
+        "members": [],
+        "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+async def _delete(broker: Broker, header: RequestHeader, req: Any) -> dict[str, Any]:
+    wanted = list(req.groups_names)
+    refused = {g for g in wanted if not authz.group_allowed(broker, header, Operation.DELETE, g)}
+    allowed = [g for g in wanted if g not in refused]
+    results = await broker.groups.delete_groups(allowed) if allowed else []
+    rows = [{"group_id": g, "error_code": c} for g, c in results]
+    rows += [{"group_id": g, "error_code": GROUP_DENIED} for g in wanted if g in refused]
+    return {"throttle_time": 0, "results": rows}
 
 
 def handle_delete_groups(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
-    return _delete(broker, decode_body(frame, header))
+    return _delete(broker, header, decode_body(frame, header))
 
 
-async def _offset_delete(broker: Broker, req: Any) -> dict[str, Any]:
+async def _offset_delete(broker: Broker, header: RequestHeader, req: Any) -> dict[str, Any]:
     # As Kafka's KafkaApis: partitions the metadata does not know are answered here and never reach the
     # coordinator; the rest are its to decide.
     rows: dict[str, dict[int, int]] = {}
     asked: list[tuple[str, int]] = []
+    denied = authz.denied_topics(broker, header, Operation.READ, (t.name for t in req.topics))
     for t in req.topics:
         for p in t.partitions:
             index = int(p.partition_index)
-            if (t.name, index) in broker.image.states:
+            if t.name in denied:
+                rows.setdefault(t.name, {})[index] = Err.TOPIC_AUTHORIZATION_FAILED
+            elif (t.name, index) in broker.image.states:
                 asked.append((t.name, index))
             else:
                 rows.setdefault(t.name, {})[index] = Err.UNKNOWN_TOPIC_OR_PARTITION
@@ -289,4 +420,7 @@ async def _offset_delete(broker: Broker, req: Any) -> dict[str, Any]:
 
 
 def handle_offset_delete(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
-    return _offset_delete(broker, decode_body(frame, header))
+    req = decode_body(frame, header)
+    if not authz.group_allowed(broker, header, Operation.DELETE, req.group_id):
+        return {"error_code": GROUP_DENIED, "throttle_time": 0, "topics": []}
+    return _offset_delete(broker, header, req)

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
+from epochlog.security.acl import Operation
+from epochlog.server import authz
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
@@ -22,6 +24,9 @@ UNKNOWN_BYTES = -1
 
 def handle_describe_log_dirs(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = decode_body(frame, header)
+    if not authz.cluster_allowed(broker, header, Operation.DESCRIBE):
+        # Kafka's answer: no directories at all (the error code exists from v3).
+        return {"throttle_time": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     wanted: dict[str, set[int]] | None = None
     if req.topics is not None:
         wanted = {}

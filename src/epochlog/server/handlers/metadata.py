@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 from epochlog.protocol.api_versions import advertised
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
+from epochlog.security.acl import Operation
+from epochlog.server import authz
 from epochlog.server.authz import session_of
 from epochlog.server.topics import validate_topic_name
 
@@ -83,11 +85,18 @@ def handle_metadata(broker: Broker, header: RequestHeader, frame: memoryview) ->
     if req.topics is None or (version == 0 and not req.topics):
         # null (v1+) or empty (v0) means every topic
         names = sorted(broker.image.topics)
+        if authz.enabled(broker):
+            # Topics the principal may not describe are left out, not refused: it learns nothing of them.
+            hidden = authz.denied_topics(broker, header, Operation.DESCRIBE, names)
+            names = [n for n in names if n not in hidden]
         topics_out = [_topic_row(broker, n) for n in names]
     else:
         allow_auto = getattr(req, "allow_auto_topic_creation", True)
+        checking = authz.enabled(broker)
+        may_create_any: bool | None = None
         for t in req.topics:
             name = t.name
+            by_id = name is None
             if name is None:
                 # by id (v10+); a null name with a null id names nothing either
                 topic_id = getattr(t, "topic_id", None)
@@ -97,12 +106,31 @@ def handle_metadata(broker: Broker, header: RequestHeader, frame: memoryview) ->
                         {"error_code": Err.UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id, "partitions": []}
                     )
                     continue
+            if checking and not authz.topic_allowed(broker, header, Operation.DESCRIBE, name):
+                # Whether or not it exists; asked by id, not even its name.
+                topics_out.append(
+                    {
+                        "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
+                        "name": None if by_id else name,
+                        "topic_id": getattr(t, "topic_id", None) if by_id else None,
+                        "partitions": [],
+                    }
+                )
+                continue
             if name not in broker.image.topics:
                 reason = validate_topic_name(name)
                 if reason:
                     topics_out.append({"error_code": Err.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []})
                     continue
                 if allow_auto and broker.config.auto_create_topics_enable:
+                    if checking:
+                        if may_create_any is None:
+                            may_create_any = authz.cluster_allowed(broker, header, Operation.CREATE)
+                        if not may_create_any and not authz.topic_allowed(broker, header, Operation.CREATE, name):
+                            topics_out.append(
+                                {"error_code": Err.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": []}
+                            )
+                            continue
                     broker.maybe_auto_create(name)
                     # Kafka's answer while the controller creates it: retry shortly.
                     topics_out.append({"error_code": Err.LEADER_NOT_AVAILABLE, "name": name, "partitions": []})

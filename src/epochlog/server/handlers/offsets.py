@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
+from epochlog.security.acl import Operation
+from epochlog.server import authz
 from epochlog.storage.errors import KafkaStorageError
 
 if TYPE_CHECKING:
@@ -66,12 +68,27 @@ def _list_one(broker: Broker, name: str, p: Any, read_committed: bool = False) -
 def handle_list_offsets(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
     committed = getattr(req, "isolation_level", 0) == 1
+    denied = authz.denied_topics(broker, header, Operation.DESCRIBE, (t.name for t in req.topics))
     topics = []
     for t in req.topics:
+        if t.name in denied:
+            topics.append({"name": t.name, "partitions": [_unauthorized(p.partition_index) for p in t.partitions]})
+            continue
         topics.append(
             {"name": t.name, "partitions": [_list_one_guarded(broker, t.name, p, committed) for p in t.partitions]}
         )
     return {"throttle_time": 0, "topics": topics}
+
+
+def _unauthorized(index: int) -> dict[str, Any]:
+    return {
+        "partition_index": index,
+        "timestamp": -1,
+        "offset": -1,
+        "leader_epoch": -1,
+        "old_style_offsets": [],
+        "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
+    }
 
 
 def _list_one_guarded(broker: Broker, name: str, p: Any, read_committed: bool) -> dict[str, Any]:
@@ -92,13 +109,19 @@ def _list_one_guarded(broker: Broker, name: str, p: Any, read_committed: bool) -
 
 def handle_offset_for_leader_epoch(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
+    denied: set[str] = set()
+    # KIP-320: followers ask with CLUSTER_ACTION; consumers checking for truncation need DESCRIBE on the topic.
+    if authz.enabled(broker) and not authz.cluster_allowed(broker, header, Operation.CLUSTER_ACTION):
+        denied = authz.denied_topics(broker, header, Operation.DESCRIBE, (t.topic for t in req.topics))
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             row: dict[str, Any] = {"partition": p.partition, "leader_epoch": -1, "end_offset": -1}
             part = broker.partition(t.topic, p.partition)
-            if part is None:
+            if t.topic in denied:
+                row["error_code"] = Err.TOPIC_AUTHORIZATION_FAILED
+            elif part is None:
                 row["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 code = part.check_epoch(getattr(p, "current_leader_epoch", -1))

@@ -12,6 +12,8 @@ from epochlog.protocol.log_validator import TopicRules, ValidationError, validat
 from epochlog.protocol.produce_request import parse_produce
 from epochlog.protocol.produce_response_writer import encode_produce_response
 from epochlog.protocol.record_batch import read_header
+from epochlog.security.acl import Operation
+from epochlog.server import authz
 from epochlog.server.authz import session_of
 from epochlog.server.broker import now_ms
 from epochlog.server.dispatch import NO_RESPONSE
@@ -129,13 +131,15 @@ async def _await_acks(
     return _answer(broker, header, responses)
 
 
-def _unverified(broker: Broker, req: Any) -> list[tuple[str, int, int, int, int]]:
+def _unverified(broker: Broker, req: Any, denied: set[str]) -> list[tuple[str, int, int, int, int]]:
     """(topic, partition, producer id, epoch, markers applied so far) of each transactional batch whose
     producer has no open transaction on its partition yet: KIP-890 part 1 asks the coordinator before the
     first write, and the count guards the answer (a marker landing meanwhile voids it)."""
     out = []
     for topic in req.topics:
         name = broker.topic_name_for_id(topic.topic_id) if topic.topic_id is not None else topic.name
+        if name in denied:
+            continue  # answered TOPIC_AUTHORIZATION_FAILED: no coordinator is asked about it
         for pd in topic.partitions:
             part = broker.partition(name, pd.index) if name else None
             if part is None or pd.records is None or len(pd.records) < 61:
@@ -161,7 +165,11 @@ _COORDINATOR_BUSY = frozenset(
 
 
 async def _verify_then_produce(
-    broker: Broker, header: RequestHeader, req: Any, unverified: list[tuple[str, int, int, int, int]]
+    broker: Broker,
+    header: RequestHeader,
+    req: Any,
+    unverified: list[tuple[str, int, int, int, int]],
+    denied: set[str],
 ) -> Any:
     refused: dict[tuple[str, int], Err] = {}
     # Produce v11 clients know TRANSACTION_ABORTABLE (KIP-890): the transaction aborts and goes on.
@@ -184,24 +192,64 @@ async def _verify_then_produce(
         if part is not None and part.log.producer_state.markers_applied.get(pid, 0) != markers:
             # The transaction was decided while we asked: the verified write would begin a new one.
             refused.setdefault((name, index), not_in_txn)
-    result = _produce(broker, header, req, refused)
+    result = _produce(broker, header, req, refused, denied)
     return await result if asyncio.iscoroutine(result) else result
+
+
+_NO_DENIED: set[str] = set()
+
+
+def _denied(broker: Broker, header: RequestHeader, req: Any) -> set[str] | None:
+    """The topics this principal may not write (one check per topic, not per partition); None when the
+    request's transactional id may not be written, which fails every partition (Kafka's order: the
+    transactional id first, then each topic, before anything about the topic is looked at)."""
+    if req.transactional_id is not None and not authz.txn_allowed(
+        broker, header, Operation.WRITE, req.transactional_id
+    ):
+        return None
+    names = (
+        broker.topic_name_for_id(t.topic_id) if t.topic_id is not None else t.name for t in req.topics
+    )
+    return authz.denied_topics(broker, header, Operation.WRITE, names)
 
 
 def handle_produce(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = parse_produce(frame[header.size :], header.api_version)
+    denied = _NO_DENIED
+    if authz.enabled(broker):
+        checked = _denied(broker, header, req)
+        if checked is None:
+            return _txn_id_refused(broker, header, req)
+        denied = checked
     if (
         req.transactional_id is not None
         and req.acks in (0, 1, -1)
         and broker.config.transaction_partition_verification_enable
     ):
-        unverified = _unverified(broker, req)
+        unverified = _unverified(broker, req, denied)
         if unverified:
-            return _verify_then_produce(broker, header, req, unverified)
-    return _produce(broker, header, req, {})
+            return _verify_then_produce(broker, header, req, unverified, denied)
+    return _produce(broker, header, req, {}, denied)
 
 
-def _produce(broker: Broker, header: RequestHeader, req: Any, refused: dict[tuple[str, int], Err]) -> Any:
+def _txn_id_refused(broker: Broker, header: RequestHeader, req: Any) -> Any:
+    if req.acks == 0:
+        return NO_RESPONSE
+    code = Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    responses = [
+        {
+            "name": t.name or "",
+            "topic_id": t.topic_id,
+            "partition_responses": [{"index": pd.index, "error_code": code, "base_offset": -1} for pd in t.partitions],
+        }
+        for t in req.topics
+    ]
+    return _answer(broker, header, responses)
+
+
+def _produce(
+    broker: Broker, header: RequestHeader, req: Any, refused: dict[tuple[str, int], Err], denied: set[str]
+) -> Any:
     responses = []
     waits: list[tuple[dict[str, Any], Partition, int]] = []
     bad_acks = req.acks not in (0, 1, -1)
@@ -210,6 +258,12 @@ def _produce(broker: Broker, header: RequestHeader, req: Any, refused: dict[tupl
         if topic.topic_id is not None:
             name = broker.topic_name_for_id(topic.topic_id)
         parts_out = []
+        if name in denied:
+            # Before any existence check: the answer must not tell whether the topic exists.
+            code = Err.TOPIC_AUTHORIZATION_FAILED
+            parts_out = [{"index": pd.index, "error_code": code, "base_offset": -1} for pd in topic.partitions]
+            responses.append({"name": name, "topic_id": topic.topic_id, "partition_responses": parts_out})
+            continue
         for pd in topic.partitions:
             part = broker.partition(name, pd.index) if name else None
             if bad_acks:

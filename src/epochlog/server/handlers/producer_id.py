@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
+from epochlog.security.acl import Operation, ResourceType
+from epochlog.server import authz
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
@@ -15,10 +17,21 @@ if TYPE_CHECKING:
 def handle_init_producer_id(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = decode_body(frame, header)
     if req.transactional_id is not None:
+        if not authz.txn_allowed(broker, header, Operation.WRITE, req.transactional_id):
+            return _refused(Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return _transactional(broker, header, req)
+    # KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+    if not authz.cluster_allowed(broker, header, Operation.IDEMPOTENT_WRITE) and not authz.any_allowed(
+        broker, header, Operation.WRITE, ResourceType.TOPIC
+    ):
+        return _refused(Err.CLUSTER_AUTHORIZATION_FAILED)
     # A producer that asks again with its id (KIP-360, after a fatal sequence error) gets a
     # fresh id: with no transactional state there is nothing to fence.
     return _from_controller(broker.producer_ids.allocate_async)
+
+
+def _refused(code: Err) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
 
 
 async def _from_controller(allocate_async: Any) -> dict[str, Any]:

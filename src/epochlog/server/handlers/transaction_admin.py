@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import NO_TIME, RequestHeader, decode_body
 from epochlog.protocol.errors import Err
+from epochlog.security.acl import Operation
+from epochlog.server import authz
 from epochlog.transactions.admin import ListFilter, list_transactions, partitions_by_topic
 
 if TYPE_CHECKING:
@@ -61,8 +63,17 @@ def _producers_of(broker: Broker, topic: str, index: int) -> dict[str, Any]:
 
 def handle_describe_producers(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
+    denied = authz.denied_topics(broker, header, Operation.READ, (t.name for t in req.topics))
     topics = [
-        {"name": t.name, "partitions": [_producers_of(broker, t.name, int(p)) for p in t.partition_indexes]}
+        {
+            "name": t.name,
+            "partitions": [
+                {"partition_index": int(p), "error_code": Err.TOPIC_AUTHORIZATION_FAILED, "active_producers": []}
+                if t.name in denied
+                else _producers_of(broker, t.name, int(p))
+                for p in t.partition_indexes
+            ],
+        }
         for t in req.topics
     ]
     return {"throttle_time": 0, "topics": topics}
@@ -99,7 +110,27 @@ def _describe_one(broker: Broker, tid: str) -> dict[str, Any]:
 
 def handle_describe_transactions(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
-    return {"throttle_time": 0, "transaction_states": [_describe_one(broker, str(t)) for t in req.transactional_ids]}
+    rows = []
+    for t in req.transactional_ids:
+        tid = str(t)
+        if authz.txn_allowed(broker, header, Operation.DESCRIBE, tid):
+            rows.append(_describe_one(broker, tid))
+        else:
+            rows.append(_txn_denied_row(tid))
+    return {"throttle_time": 0, "transaction_states": rows}
+
+
+def _txn_denied_row(tid: str) -> dict[str, Any]:
+    return {
+        "transactional_id": tid,
+        "error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        "transaction_state": "",
+        "transaction_timeout": 0,
+        "transaction_start_time": -1,
+        "producer_id": -1,
+        "producer_epoch": -1,
+        "topics": [],
+    }
 
 
 # -- ListTransactions -----------------------------------------------------------------------------------
@@ -113,6 +144,7 @@ def handle_list_transactions(broker: Broker, header: RequestHeader, frame: memor
     rows = [
         {"transactional_id": t.transactional_id, "producer_id": t.producer_id, "transaction_state": t.state.display}
         for t in list_transactions(broker.txn.all_transactions(), flt, _now_ms())
+        if authz.txn_allowed(broker, header, Operation.DESCRIBE, t.transactional_id)
     ]
     return {
         "throttle_time": 0,

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
+from epochlog.security.acl import Operation
+from epochlog.server import authz
 from epochlog.server.groups.results import OffsetCommit
 from epochlog.server.transactions.partition_markers import MarkerRequest, write_markers
 
@@ -44,6 +46,9 @@ async def _add_partitions(broker: Broker, header: RequestHeader, req: Any) -> di
             verify_only=False,
         )
         return {"throttle_time": 0, "results_by_topic_v3_and_below": rows}
+    if not authz.cluster_allowed(broker, header, Operation.CLUSTER_ACTION):
+        # v4+ batches come from partition leaders (KIP-890), never from clients.
+        return {"throttle_time": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED, "results_by_transaction": []}
     results = []
     for t in req.transactions:
         rows = await _add_one(
@@ -58,8 +63,20 @@ async def _add_one(
 ) -> list[dict[str, Any]]:
     wanted = [(t.name, int(p)) for t in topics for p in t.partitions]
     codes: dict[tuple[str, int], Err] = {}
+    if not authz.txn_allowed(broker, header, Operation.WRITE, tid):
+        return _rows(dict.fromkeys(wanted, Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    denied = authz.denied_topics(broker, header, Operation.WRITE, (t.name for t in topics))
     unknown = [tp for tp in wanted if tp not in broker.image.states]
-    if unknown:
+    if denied:
+        # As Kafka: one refused partition fails them all; unauthorized ones say so before whether they exist.
+        for tp in wanted:
+            if tp[0] in denied:
+                codes[tp] = Err.TOPIC_AUTHORIZATION_FAILED
+            elif tp in unknown:
+                codes[tp] = Err.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                codes[tp] = Err.OPERATION_NOT_ATTEMPTED
+    elif unknown:
         # As Kafka: nothing is added when one partition is unknown; the others are not tried.
         codes = {tp: Err.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else Err.OPERATION_NOT_ATTEMPTED for tp in wanted}
     elif verify_only:
@@ -67,6 +84,10 @@ async def _add_one(
     else:
         reply = await broker.txn.add_partitions(tid, pid, epoch, wanted, _now_ms())
         codes = dict.fromkeys(wanted, client_error(reply.error, header.api_version))
+    return _rows(codes)
+
+
+def _rows(codes: dict[tuple[str, int], Err]) -> list[dict[str, Any]]:
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (name, p), code in codes.items():
         by_topic.setdefault(name, []).append({"partition_index": p, "partition_error_code": code})
@@ -92,7 +113,12 @@ async def _add_offsets(broker: Broker, header: RequestHeader, req: Any) -> dict[
 
 
 def handle_add_offsets_to_txn(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
-    return _add_offsets(broker, header, decode_body(frame, header))
+    req = decode_body(frame, header)
+    if not authz.txn_allowed(broker, header, Operation.WRITE, req.transactional_id):
+        return {"throttle_time": 0, "error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    if not authz.group_allowed(broker, header, Operation.READ, req.group_id):
+        return {"throttle_time": 0, "error_code": Err.GROUP_AUTHORIZATION_FAILED}
+    return _add_offsets(broker, header, req)
 
 
 # -- EndTxn ------------------------------------------------------------------------------------------
@@ -107,16 +133,23 @@ async def _end_txn(broker: Broker, header: RequestHeader, req: Any) -> dict[str,
 
 
 def handle_end_txn(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
-    return _end_txn(broker, header, decode_body(frame, header))
+    req = decode_body(frame, header)
+    if not authz.txn_allowed(broker, header, Operation.WRITE, req.transactional_id):
+        code = Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return {"throttle_time": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+    return _end_txn(broker, header, req)
 
 
 # -- TxnOffsetCommit ---------------------------------------------------------------------------------
 async def _txn_offset_commit(broker: Broker, header: RequestHeader, req: Any) -> dict[str, Any]:
     commits = []
     unknown: set[tuple[str, int]] = set()
+    denied = authz.denied_topics(broker, header, Operation.READ, (t.name for t in req.topics))
     for t in req.topics:
         for p in t.partitions:
             tp = (t.name, int(p.partition_index))
+            if t.name in denied:
+                continue
             if tp not in broker.image.states:
                 unknown.add(tp)
                 continue
@@ -143,14 +176,34 @@ async def _txn_offset_commit(broker: Broker, header: RequestHeader, req: Any) ->
         rows = []
         for p in t.partitions:
             tp = (t.name, int(p.partition_index))
-            code = Err.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else Err(results.get(tp, Err.NONE))
+            if t.name in denied:
+                code = Err.TOPIC_AUTHORIZATION_FAILED
+            elif tp in unknown:
+                code = Err.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                code = Err(results.get(tp, Err.NONE))
             rows.append({"partition_index": p.partition_index, "error_code": client_error(code, header.api_version)})
         topics.append({"name": t.name, "partitions": rows})
     return {"throttle_time": 0, "topics": topics}
 
 
 def handle_txn_offset_commit(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
-    return _txn_offset_commit(broker, header, decode_body(frame, header))
+    req = decode_body(frame, header)
+    code = None
+    if not authz.txn_allowed(broker, header, Operation.WRITE, req.transactional_id):
+        code = Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not authz.group_allowed(broker, header, Operation.READ, req.group_id):
+        code = Err.GROUP_AUTHORIZATION_FAILED
+    if code is not None:
+        topics = [
+            {
+                "name": t.name,
+                "partitions": [{"partition_index": p.partition_index, "error_code": code} for p in t.partitions],
+            }
+            for t in req.topics
+        ]
+        return {"throttle_time": 0, "topics": topics}
+    return _txn_offset_commit(broker, header, req)
 
 
 # -- WriteTxnMarkers ---------------------------------------------------------------------------------
@@ -172,4 +225,24 @@ async def _write_txn_markers(broker: Broker, req: Any) -> dict[str, Any]:
 
 
 def handle_write_txn_markers(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
-    return _write_txn_markers(broker, decode_body(frame, header))
+    req = decode_body(frame, header)
+    # Kafka accepts ALTER on the cluster as well as CLUSTER_ACTION here.
+    if not authz.cluster_allowed(broker, header, Operation.ALTER) and not authz.cluster_allowed(
+        broker, header, Operation.CLUSTER_ACTION
+    ):
+        code = Err.CLUSTER_AUTHORIZATION_FAILED
+        markers = [
+            {
+                "producer_id": m.producer_id,
+                "topics": [
+                    {
+                        "name": t.name,
+                        "partitions": [{"partition_index": p, "error_code": code} for p in t.partition_indexes],
+                    }
+                    for t in m.topics
+                ],
+            }
+            for m in req.markers
+        ]
+        return {"markers": markers}
+    return _write_txn_markers(broker, req)
