@@ -252,9 +252,10 @@ def _offset_row(index: int, code: Err) -> dict[str, Any]:
     }
 
 
-def _group_refused(topics: Any, by_id: bool) -> list[dict[str, Any]]:
-    """The asked partitions, each with the group's authorization error (what the client asked, nothing more)."""
-    if topics is None:
+def _group_refused(topics: Any, by_id: bool, version: int) -> list[dict[str, Any]]:
+    """Kafka's answer to a group the principal may not describe: its error and no topics, except before v2
+    (no group-level error code) where each asked partition carries it (what the client asked, nothing more)."""
+    if topics is None or version >= 2:
         return []
     return [
         {
@@ -275,7 +276,7 @@ def _fetch_group(
     require_stable: bool = False,
 ) -> tuple[int, list[dict[str, Any]]]:
     if not authz.group_allowed(broker, header, Operation.DESCRIBE, group_id):
-        return GROUP_DENIED, _group_refused(topics, by_id)
+        return GROUP_DENIED, _group_refused(topics, by_id, header.api_version)
     wanted: list[tuple[str, int]] | None = None
     id_of: dict[str, Any] = {}
     refused: list[dict[str, Any]] = []
