@@ -96,8 +96,12 @@ class AuthzNode:
 
         self.call(apply())
 
-    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        """One request over a plaintext connection (principal User:ANONYMOUS), its decoded response."""
+    def request(self, api_key: int, version: int, body: dict[str, Any], decode: Any = None) -> Any:
+        """One request over a plaintext connection (principal User:ANONYMOUS), its decoded response
+        (``decode(frame, correlation_id)`` for one kio cannot read)."""
         if self._conn is None:
             self._conn = Connection("127.0.0.1", self.port, timeout=20, client_id="authz-test")
-        return self._conn.request(build(request_class(api_key, version), body))
+        req = build(request_class(api_key, version), body)
+        if decode is not None:
+            return decode(*self._conn.request_frame(req))
+        return self._conn.request(req)
