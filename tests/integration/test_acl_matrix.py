@@ -711,6 +711,84 @@ CASES: list[Case] = [
         nested("topics", "partitions", with_top=True),
         (need(G30, ("group", Operation.DELETE)), need(T29, ("topic", Operation.READ))),
     ),
+    Case(
+        "describe-acls",
+        29,
+        3,
+        lambda w: {
+            "resource_type_filter": 1,
+            "resource_name_filter": None,
+            "pattern_type_filter": 1,
+            "principal_filter": None,
+            "host_filter": None,
+            "operation": 1,
+            "permission_type": 1,
+        },
+        top,
+        (need(C31, ("cluster", Operation.DESCRIBE)),),
+        lambda r, w: None if int(r.error_code) == 0 or not r.resources else pytest.fail("ACLs shown"),
+    ),
+    Case(
+        # A MATCH pattern is never stored (INVALID_REQUEST once allowed): the matrix adds no ACL of its own.
+        "create-acls",
+        30,
+        3,
+        lambda w: {
+            "creations": [
+                {
+                    "resource_type": 2,
+                    "resource_name": w.topic,
+                    "resource_pattern_type": 2,
+                    "principal": "User:nobody",
+                    "host": "*",
+                    "operation": 3,
+                    "permission_type": 3,
+                }
+            ]
+        },
+        nested("results"),
+        (need(C31, ("cluster", Operation.ALTER)),),
+    ),
+    Case(
+        "delete-acls",
+        31,
+        3,
+        lambda w: {
+            "filters": [
+                {
+                    "resource_type_filter": 2,
+                    "resource_name_filter": f"no-such-{w.topic}",
+                    "pattern_type_filter": 3,
+                    "principal_filter": None,
+                    "host_filter": None,
+                    "operation": 1,
+                    "permission_type": 1,
+                }
+            ]
+        },
+        nested("filter_results"),
+        (need(C31, ("cluster", Operation.ALTER)),),
+    ),
+    Case(
+        "describe-user-scram-credentials",
+        50,
+        0,
+        lambda w: {"users": None},
+        top,
+        (need(C31, ("cluster", Operation.DESCRIBE)),),
+        lambda r, w: None if int(r.error_code) == 0 or not r.results else pytest.fail("credentials shown"),
+    ),
+    Case(
+        "alter-user-scram-credentials",
+        51,
+        0,
+        lambda w: {"deletions": [{"name": f"nobody-{w.group}", "mechanism": 1}], "upsertions": []},
+        nested("results"),
+        (need(C31, ("cluster", Operation.ALTER)),),
+    ),
+    # On a listener without SASL they are answered ILLEGAL_SASL_STATE, whatever the ACLs.
+    Case("sasl-handshake", 17, 1, lambda w: {"mechanism": "PLAIN"}, top),
+    Case("sasl-authenticate", 36, 2, lambda w: {"auth_bytes": b"\0a\0b"}, top),
     Case("describe-cluster", 60, 1, lambda w: {"endpoint_type": 1}, top),
     Case(
         "describe-producers",
