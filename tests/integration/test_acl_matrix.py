@@ -9,10 +9,9 @@ granted with the rest and no authorization error may remain. With no ACL at all 
 must show (APIs without a check: none).
 
 The requests go as User:ANONYMOUS over plaintext with the raw wire client. ``acl_backend`` grants ACLs to
-that principal and runs the world's set-up as an administrator: the real one (CreateAcls/DeleteAcls
-through an admin principal) is not written yet, so the matrix is skipped unless
-EPOCHLOG_ACL_MATRIX_IN_PROCESS=1, which runs it against an in-process node whose authorizer is handed the
-ACLs directly (tests/integration/authz_node.py)."""
+that principal and runs the world's set-up: by default a real node whose admin (SCRAM, a super user)
+grants with CreateAcls/DeleteAcls; EPOCHLOG_ACL_MATRIX_BACKEND=in-process hands the ACLs to the
+authorizer of a node in this process instead (tests/integration/authz_node.py)."""
 
 from __future__ import annotations
 
@@ -34,11 +33,10 @@ from tests.integration.authz_node import EVERYTHING, AuthzNode, acl
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
-IN_PROCESS = os.environ.get("EPOCHLOG_ACL_MATRIX_IN_PROCESS") == "1"
-SKIP_REASON = (
-    "grant() needs CreateAcls/DeleteAcls and an admin principal (SASL), not on main yet; "
-    "EPOCHLOG_ACL_MATRIX_IN_PROCESS=1 runs the matrix against an in-process node instead"
-)
+# "process" (default): a real `epochlog up` process; ACLs granted with CreateAcls/DeleteAcls by an admin
+# (SCRAM over SASL_PLAINTEXT, a super user). "in-process": the authorizer of a node in this process handed
+# the ACLs directly (quicker, and independent of the ACL APIs).
+BACKEND = os.environ.get("EPOCHLOG_ACL_MATRIX_BACKEND", "process")
 
 T29, G30, C31, X53 = (
     Err.TOPIC_AUTHORIZATION_FAILED,
@@ -871,15 +869,125 @@ class InProcessBackend:
         return int(self.node.broker_config.node_id)
 
 
+ADMIN_PASSWORD = "matrix-admin-Secr3t"
+ANONYMOUS = "User:ANONYMOUS"
+
+
+class ProcessBackend:
+    """A real node: User:ANONYMOUS on its PLAINTEXT listener is the principal under test; User:admin, a
+    super user logging in with SCRAM-SHA-512 on SASL_PLAINTEXT, grants and revokes with CreateAcls and
+    DeleteAcls (answered once the broker's authorizer has them). The world's set-up runs as
+    User:ANONYMOUS holding every ACL for its length (the raw wire client speaks no SASL)."""
+
+    def __init__(self, tmp: Path) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        from tests.broker_process import BrokerProcess, free_port
+        from tests.integration.security_node import format_scram
+
+        data = tmp / "data"
+        format_scram(data, ("SCRAM-SHA-512", "admin", ADMIN_PASSWORD))
+        sasl_port = free_port()
+        settings = {
+            "listeners": f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:admin",
+            "auto.create.topics.enable": "true",
+        }
+        self.process = BrokerProcess(data, settings=settings).start()
+        self.admin = AdminClient(
+            {
+                "bootstrap.servers": f"127.0.0.1:{sasl_port}",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": "admin",
+                "sasl.password": ADMIN_PASSWORD,
+            }
+        )
+        from epochlog.client.wire import Connection
+
+        self.conn = Connection("127.0.0.1", self.process.port, timeout=20, client_id="acl-matrix")
+        self.current: list[AclBinding] = []
+        self._set([])
+
+    def _set(self, acls: list[AclBinding]) -> None:
+        from confluent_kafka.admin import (
+            AclBinding as CkBinding,
+        )
+        from confluent_kafka.admin import (
+            AclBindingFilter,
+            AclOperation,
+            AclPermissionType,
+            ResourcePatternType,
+        )
+        from confluent_kafka.admin import (
+            ResourceType as CkType,
+        )
+
+        everything = AclBindingFilter(
+            CkType.ANY, None, ResourcePatternType.ANY, ANONYMOUS, None, AclOperation.ANY, AclPermissionType.ANY
+        )
+        for f in self.admin.delete_acls([everything], request_timeout=20).values():
+            f.result()
+        if not acls:
+            return
+        names = {ResourceType.CLUSTER: "BROKER"}
+        wanted = [
+            CkBinding(
+                CkType[names.get(a.resource_type, a.resource_type.name)],
+                a.resource_name,
+                ResourcePatternType[a.pattern_type.name],
+                a.principal,
+                a.host,
+                AclOperation[a.operation.name],
+                AclPermissionType[a.permission.name],
+            )
+            for a in acls
+        ]
+        for f in self.admin.create_acls(wanted, request_timeout=20).values():
+            f.result()
+
+    def grant(self, acls: list[AclBinding]) -> None:
+        if acls != self.current:
+            self._set(acls)
+            self.current = list(acls)
+
+    def request(self, api: int, version: int, body: dict[str, Any], decode: Any = None) -> Any:
+        from epochlog.protocol.codec import build, request_class
+
+        req = build(request_class(api, version), body)
+        return decode(*self.conn.request_frame(req)) if decode is not None else self.conn.request(req)
+
+    def admin_request(self, api: int, version: int, body: dict[str, Any]) -> Any:
+        # Not restored afterwards: every request of a case grants exactly what it needs first.
+        self.grant(EVERYTHING)
+        return self.request(api, version, body)
+
+    @property
+    def node_id(self) -> int:
+        return 1
+
+    def stop(self) -> None:
+        self.conn.close()
+        self.process.stop()
+
+
 @pytest.fixture(scope="module")
 def acl_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBackend]:
-    if not IN_PROCESS:
-        pytest.skip(SKIP_REASON)
-    node = AuthzNode(Path(tmp_path_factory.mktemp("acl-matrix")) / "data").start()
+    tmp = Path(tmp_path_factory.mktemp("acl-matrix"))
+    if BACKEND == "in-process":
+        node = AuthzNode(tmp / "data").start()
+        try:
+            yield InProcessBackend(node)
+        finally:
+            node.stop()
+        return
+    backend = ProcessBackend(tmp)
     try:
-        yield InProcessBackend(node)
+        yield backend
     finally:
-        node.stop()
+        backend.stop()
 
 
 def _retry(fn: Callable[[], Any], busy: Callable[[Any], bool], timeout: float = 20) -> Any:
