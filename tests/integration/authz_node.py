@@ -26,8 +26,9 @@ def acl(
     perm: Permission = Permission.ALLOW,
     pattern: PatternType = PatternType.LITERAL,
     principal: str = ANONYMOUS,
+    host: str = "*",
 ) -> AclBinding:
-    return AclBinding(rtype, name, pattern, principal, "*", op, perm)
+    return AclBinding(rtype, name, pattern, principal, host, op, perm)
 
 
 # Everything, for setting a test's topics up before its own ACLs replace these.

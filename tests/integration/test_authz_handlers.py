@@ -191,6 +191,23 @@ def test_metadata_auto_creation_needs_create(node: AuthzNode) -> None:
     assert int(resp.topics[0].error_code) == 0 and resp.topics[0].partitions
 
 
+def test_acl_hosts_match_the_client_address(node: AuthzNode) -> None:
+    topic = _name("host")
+    _create(node, topic, 1)
+    node.set_acls([acl(TOPIC, topic, Operation.DESCRIBE, host="10.9.9.9")])
+    assert _codes(_metadata(node, [topic]).topics) == [Err.TOPIC_AUTHORIZATION_FAILED]
+    node.set_acls([acl(TOPIC, topic, Operation.DESCRIBE, host="127.0.0.1")])
+    assert _codes(_metadata(node, [topic]).topics) == [0]
+    # A DENY for this address wins over an ALLOW for every address.
+    node.set_acls(
+        [
+            acl(TOPIC, topic, Operation.DESCRIBE),
+            acl(TOPIC, topic, Operation.DESCRIBE, Permission.DENY, host="127.0.0.1"),
+        ]
+    )
+    assert _codes(_metadata(node, [topic]).topics) == [Err.TOPIC_AUTHORIZATION_FAILED]
+
+
 # -- Offsets ---------------------------------------------------------------------------------------
 
 
