@@ -59,10 +59,9 @@ def handle_create_topics(broker: Broker, header: RequestHeader, frame: memoryvie
     refused = _may_on_topics(broker, header, Operation.CREATE, [t.name for t in req.topics])
     answered: list[dict[str, Any]] = []
     if refused:
-        no = dataclasses.replace(req, topics=tuple(t for t in req.topics if t.name in refused))
-        answered = error_on_every_item(19, header.api_version, no, Err.TOPIC_AUTHORIZATION_FAILED, DENIED_MESSAGE)[
-            "topics"
-        ]
+        not_forwarded = dataclasses.replace(req, topics=tuple(t for t in req.topics if t.name in refused))
+        code = Err.TOPIC_AUTHORIZATION_FAILED
+        answered = error_on_every_item(19, header.api_version, not_forwarded, code, DENIED_MESSAGE)["topics"]
         req = dataclasses.replace(req, topics=tuple(t for t in req.topics if t.name not in refused))
     names = None if getattr(req, "validate_only", False) else [t.name for t in req.topics]
     if refused and not req.topics:
