@@ -17,6 +17,30 @@ from tests.broker_process import free_port
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ANONYMOUS = "User:ANONYMOUS"
+BROKER_USER, BROKER_PASSWORD = "broker", "broker-Secr3t-pw"
+
+
+def controller_over_sasl(data_dir: Path, controller_port: int, *users: tuple[str, str, str]) -> dict[str, str]:
+    """Settings (and the formatted credential) for the node's broker to reach its controller as User:broker,
+    a super user, over SCRAM: the controller listener authorizes too, and the broker's requests there must
+    not depend on what a test grants User:ANONYMOUS. ``users`` are formatted with it (mechanism, name,
+    password)."""
+    from tests.integration.security_node import format_scram
+
+    format_scram(data_dir, ("SCRAM-SHA-512", BROKER_USER, BROKER_PASSWORD), *users)
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{BROKER_USER}" password="{BROKER_PASSWORD}";'
+    )
+    return {
+        "listeners": f"CONTROLLER://127.0.0.1:{controller_port}",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "sasl.mechanism.controller.protocol": "SCRAM-SHA-512",
+        "listener.name.controller.scram-sha-512.sasl.jaas.config": jaas,
+        "super.users": f"User:{BROKER_USER}",
+    }
 
 
 def acl(
@@ -46,6 +70,7 @@ class AuthzNode:
             "authorizer.class.name": STANDARD_AUTHORIZER,
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "true",
+            **controller_over_sasl(data_dir, free_port()),
             **(settings or {}),
         }
         self.broker_config, self.controller_config = _build_config(

@@ -29,7 +29,7 @@ from epochlog.client import describe_transactions_wire
 from epochlog.protocol.errors import Err
 from epochlog.protocol.records import build_batch
 from epochlog.security.acl import AclBinding, Operation, ResourceType
-from tests.integration.authz_node import EVERYTHING, AuthzNode, acl
+from tests.integration.authz_node import EVERYTHING, AuthzNode, acl, controller_over_sasl
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -883,16 +883,15 @@ class ProcessBackend:
         from confluent_kafka.admin import AdminClient
 
         from tests.broker_process import BrokerProcess, free_port
-        from tests.integration.security_node import format_scram
 
         data = tmp / "data"
-        format_scram(data, ("SCRAM-SHA-512", "admin", ADMIN_PASSWORD))
+        controller = controller_over_sasl(data, free_port(), ("SCRAM-SHA-512", "admin", ADMIN_PASSWORD))
         sasl_port = free_port()
         settings = {
-            "listeners": f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            **controller,
+            "listeners": f"SASL_PLAINTEXT://127.0.0.1:{sasl_port},{controller['listeners']}",
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": "User:admin",
+            "super.users": f"User:admin;{controller['super.users']}",
             "auto.create.topics.enable": "true",
         }
         self.process = BrokerProcess(data, settings=settings).start()
