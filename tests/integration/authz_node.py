@@ -1,6 +1,6 @@
 """A single node (controller and broker, as `epochlog up` runs them) on its own event loop in a thread of
-the test process, with StandardAuthorizer on, so a test can hand the authorizer ACLs directly (before
-CreateAcls exists) and talk to the node over 127.0.0.1 with the raw wire client."""
+the test process, with StandardAuthorizer on, so a test can hand the authorizer ACLs directly (no ACL
+API in the way) and talk to the node over 127.0.0.1 with the raw wire client."""
 
 from __future__ import annotations
 

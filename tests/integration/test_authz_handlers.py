@@ -1,7 +1,8 @@
 """The per-API checks on a real node with StandardAuthorizer on: ACLs handed to the authorizer directly
-(CreateAcls is not there yet), requests over 127.0.0.1 as User:ANONYMOUS. Each case grants what the API
-needs but one thing and checks the refusal, that the refusal tells nothing (no names, offsets, configs,
-not even whether the resource exists), and that the same request succeeds once the missing ACL is there."""
+(so these checks do not depend on the ACL APIs), requests over 127.0.0.1 as User:ANONYMOUS. Each case
+grants what the API needs but one thing and checks the refusal, that the refusal tells nothing (no names,
+offsets, configs, not even whether the resource exists), and that the same request succeeds once the
+missing ACL is there."""
 
 from __future__ import annotations
 
