@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, To
 from confluent_kafka.admin import AdminClient
 
 from epochlog.server.cluster.local import LocalCluster, wait_for_port
+from tests.integration.browser import chromium, recording_page
 from tests.integration.cluster_helpers import create_topic, leader_epoch, new_cluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -34,7 +34,6 @@ GROUP = "console-readers"
 PARTITIONS = 3
 PER_PARTITION = 10
 COMMITTED = {0: 4, 1: 7}  # partition 2 has no committed offset: its lag is unknown, not 10
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 UPDATE_WITHIN = 5.0  # seconds from the kill -9 to the page showing the new leader (issue 18)
 
 
@@ -165,30 +164,15 @@ def test_api_messages_and_group(console: str) -> None:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail(f"chromium is missing at {CHROMIUM}: scripts/setup installs it")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        # --no-sandbox: CI and these machines run as root, where Chromium refuses its sandbox.
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"], timeout=30_000)
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium() as b:
+        yield b
 
 
 class Page:
     """A fresh page that records every console error and uncaught exception."""
 
     def __init__(self, browser: Any) -> None:
-        self.page = browser.new_page()
-        self.page.set_default_timeout(15_000)
-        self.errors: list[str] = []
-        self.page.on("console", lambda m: self.errors.append(f"console: {m.text}") if m.type == "error" else None)
-        self.page.on("pageerror", lambda e: self.errors.append(f"exception: {e}"))
+        self.page, self.errors = recording_page(browser, timeout_ms=15_000)
 
     def close(self) -> None:
         self.page.close()

@@ -9,9 +9,6 @@ ClusterReader) so each test can point it at the endpoints it wants, including a 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -19,11 +16,11 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from confluent_kafka import Producer
 
 from epochlog.console.app import create_app
@@ -31,12 +28,12 @@ from epochlog.console.broker_metrics import MetricsEndpoints, parse_port_map
 from epochlog.console.reader import ClusterReader
 from epochlog.server.cluster.local import LocalCluster, wait_for_port
 from tests.broker_process import free_port
+from tests.integration.browser import chromium, recording_page, served
 from tests.integration.cluster_helpers import create_topic, leader_epoch, new_cluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 TOPIC = "lineage"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
 def _get(url: str) -> tuple[int, Any]:
@@ -72,37 +69,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClu
         lc.stop()
 
 
-def _serve(reader: ClusterReader) -> tuple[str, uvicorn.Server, threading.Thread]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    server = uvicorn.Server(uvicorn.Config(create_app(reader, refresh=0.3), host="127.0.0.1", port=port,
-                                           log_level="warning"))  # fmt: skip
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the console did not start"
-        time.sleep(0.05)
-    return f"http://127.0.0.1:{port}", server, thread
-
-
 @pytest.fixture
 def console_with(cluster: tuple[LocalCluster, dict[int, int]]) -> Iterator[Any]:
-    started: list[tuple[ClusterReader, uvicorn.Server, threading.Thread]] = []
+    with ExitStack() as stack:
 
-    def start(endpoints: MetricsEndpoints) -> str:
-        reader = ClusterReader(cluster[0].bootstrap, bootstrap_controllers=cluster[0].bootstrap_controllers,
-                               endpoints=endpoints)  # fmt: skip
-        url, server, thread = _serve(reader)
-        started.append((reader, server, thread))
-        return url
+        def start(endpoints: MetricsEndpoints) -> str:
+            reader = ClusterReader(cluster[0].bootstrap, bootstrap_controllers=cluster[0].bootstrap_controllers,
+                                   endpoints=endpoints)  # fmt: skip
+            stack.callback(reader.close)
+            return stack.enter_context(served(create_app(reader, refresh=0.3)))
 
-    yield start
-    for reader, server, thread in started:
-        server.should_exit = True
-        thread.join(10)
-        reader.close()
+        yield start
 
 
 def test_the_broker_serves_its_replicas_epoch_cache(cluster: tuple[LocalCluster, dict[int, int]]) -> None:
@@ -193,16 +170,12 @@ def test_overview_throughput_and_a_fenced_broker_in_chromium(
 ) -> None:
     """Per-broker bytes in/out per second from the metrics while records arrive; then a kill -9 shows the
     broker as fenced or down. Runs last in this module: it takes a broker down."""
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's chromium is not installed")
     lc, ports = cluster
     url = console_with(MetricsEndpoints(port_map={n: (None, p) for n, p in ports.items()}))
     ov = _get(f"{url}/api/overview")[1]
     assert ov["throughput"]["source"] == "metrics"
     assert ov["throughput"]["topics"][TOPIC]["messages_in"] == 12  # counted once, on the leader
     assert [s["state"] for s in ov["broker_states"]] == ["up", "up", "up"]
-    from playwright.sync_api import sync_playwright
-
     stop = threading.Event()
 
     def produce() -> None:
@@ -216,35 +189,28 @@ def test_overview_throughput_and_a_fenced_broker_in_chromium(
         prod.flush(15)
 
     leader, _ = leader_epoch(lc.bootstrap, TOPIC)
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"], timeout=30_000)
+    with chromium() as b:
+        p, errors = recording_page(b)
+        p.goto(url + "/")
+        p.wait_for_selector("#broker-throughput tbody tr")
+        t = threading.Thread(target=produce, daemon=True)
+        t.start()
         try:
-            p = b.new_page()
-            errors: list[str] = []
-            p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            p.on("pageerror", lambda e: errors.append(str(e)))
-            p.goto(url + "/")
-            p.wait_for_selector("#broker-throughput tbody tr")
-            t = threading.Thread(target=produce, daemon=True)
-            t.start()
-            try:
-                cell = f'#broker-throughput tr[data-broker="{leader}"] [data-field=bytes-in]'
-                p.wait_for_function(
-                    f"() => Number((document.querySelector('{cell}') || {{}}).dataset?.value || 0) > 1000",
-                    timeout=10_000,
-                )
-                topic_cell = f'#topic-throughput tr[data-topic="{TOPIC}"] [data-field=records-in]'
-                assert float(p.inner_text(topic_cell)) > 10
-                # The live chart draws once it has two rates.
-                p.wait_for_selector(f'#broker-throughput tr[data-broker="{leader}"] svg polyline', timeout=5_000)
-            finally:
-                stop.set()
-                t.join(30)
-            victim = next(n for n in lc.broker_ids() if n != leader)
-            lc.kill9(f"broker-{victim}")
-            p.wait_for_selector(f'#brokers tr[data-broker="{victim}"][data-state="fenced or down"]', timeout=10_000)
-            assert p.inner_text('[data-card="fenced"] .v') == "1"
-            assert p.inner_text('[data-card="brokers"] .v') == "2"
-            assert errors == []
+            cell = f'#broker-throughput tr[data-broker="{leader}"] [data-field=bytes-in]'
+            p.wait_for_function(
+                f"() => Number((document.querySelector('{cell}') || {{}}).dataset?.value || 0) > 1000",
+                timeout=10_000,
+            )
+            topic_cell = f'#topic-throughput tr[data-topic="{TOPIC}"] [data-field=records-in]'
+            assert float(p.inner_text(topic_cell)) > 10
+            # The live chart draws once it has two rates.
+            p.wait_for_selector(f'#broker-throughput tr[data-broker="{leader}"] svg polyline', timeout=5_000)
         finally:
-            b.close()
+            stop.set()
+            t.join(30)
+        victim = next(n for n in lc.broker_ids() if n != leader)
+        lc.kill9(f"broker-{victim}")
+        p.wait_for_selector(f'#brokers tr[data-broker="{victim}"][data-state="fenced or down"]', timeout=10_000)
+        assert p.inner_text('[data-card="fenced"] .v') == "1"
+        assert p.inner_text('[data-card="brokers"] .v') == "2"
+        assert errors == []

@@ -4,21 +4,16 @@ web app runs in-process over a fake reader, so what is checked is only how the p
 
 from __future__ import annotations
 
-import os
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 
 from epochlog.console.app import create_app
+from tests.integration.browser import chromium, recording_page, served
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-CHROMIUM = "/usr/bin/chromium"
 
 
 def _entries(*pairs: tuple[int, int]) -> list[dict[str, int]]:
@@ -57,41 +52,14 @@ class CraftedReader:
 
 @pytest.fixture(scope="module")
 def console() -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    app = create_app(CraftedReader(), refresh=0.2)  # type: ignore[arg-type]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the console did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    with served(create_app(CraftedReader(), refresh=0.2)) as url:  # type: ignore[arg-type]
+        yield url
 
 
 @pytest.fixture(scope="module")
 def page() -> Iterator[tuple[Any, list[str]]]:
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail(f"chromium is missing at {CHROMIUM}: scripts/setup installs it")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"], timeout=30_000)
-        p = b.new_page()
-        p.set_default_timeout(10_000)
-        errors: list[str] = []
-        p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        p.on("pageerror", lambda e: errors.append(str(e)))
-        try:
-            yield p, errors
-        finally:
-            b.close()
+    with chromium() as b:
+        yield recording_page(b)
 
 
 def test_a_diverged_replica_is_outlined_from_its_divergence(console: str, page: tuple[Any, list[str]]) -> None:

@@ -25,11 +25,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from epochlog.server.cluster.local import wait_for_port
 from tests.broker_process import BrokerProcess
+from tests.integration.browser import chromium, recording_page
 from tests.integration.cluster_helpers import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-CHROMIUM = "/usr/bin/chromium"
 TOPICS = [f"scale-{i}" for i in range(10)]
 PARTITIONS = 100
 PAGE_READY_S = 5.0
@@ -83,18 +83,8 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail(f"chromium is missing at {CHROMIUM}: scripts/setup installs it")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"], timeout=30_000)
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium() as b:
+        yield b
 
 
 # Counts the live events a page receives, before its own script runs.
@@ -110,10 +100,7 @@ window.EventSource = function (url) {
 
 
 def _timed_load(browser: Any, url: str, ready: str) -> tuple[Any, list[str], float]:
-    page = browser.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    page, errors = recording_page(browser)
     page.add_init_script(COUNT_EVENTS)
     t0 = time.monotonic()
     page.goto(url)

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from tests.broker_process import free_port
+from tests.integration.browser import chromium, recording_page
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-CHROMIUM = "/usr/bin/chromium"
 SCENARIO = "kip101-scenario1"
 
 
@@ -51,23 +51,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def page() -> Iterator[tuple[Any, list[str]]]:
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail(f"chromium is missing at {CHROMIUM}: scripts/setup installs it")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"], timeout=30_000)
-        p = b.new_page()
-        p.set_default_timeout(10_000)
-        errors: list[str] = []
-        p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        p.on("pageerror", lambda e: errors.append(str(e)))
-        try:
-            yield p, errors
-        finally:
-            b.close()
+    with chromium() as b:
+        yield recording_page(b)
 
 
 def test_report_loads_with_the_narratives_names(served: str, page: tuple[Any, list[str]]) -> None:

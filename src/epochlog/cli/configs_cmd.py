@@ -11,9 +11,8 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 ENTITY_TYPES = {"topics": 2, "brokers": 4}
 
 
-def split_configs(text: str) -> dict[str, str]:
-    """k=v[,k=v]; a list value goes in brackets as in kafka-configs.sh: cleanup.policy=[compact,delete]."""
-    out: dict[str, str] = {}
+def split_outside_brackets(text: str) -> list[str]:
+    """The comma-separated parts of ``text``, commas inside [...] kept (kafka-configs.sh's list values)."""
     depth, start = 0, 0
     parts = []
     for i, ch in enumerate(text):
@@ -25,9 +24,13 @@ def split_configs(text: str) -> dict[str, str]:
             parts.append(text[start:i])
             start = i + 1
     parts.append(text[start:])
-    for part in (p.strip() for p in parts):
-        if not part:
-            continue
+    return [p.strip() for p in parts if p.strip()]
+
+
+def split_configs(text: str) -> dict[str, str]:
+    """k=v[,k=v]; a list value goes in brackets as in kafka-configs.sh: cleanup.policy=[compact,delete]."""
+    out: dict[str, str] = {}
+    for part in split_outside_brackets(text):
         if "=" not in part:
             raise ValueError(f"{part!r} is not key=value")
         k, v = part.split("=", 1)

@@ -12,22 +12,13 @@ from typing import Annotated, Any
 import typer
 
 from epochlog.cli.acls_cmd import DEFAULT_BOOTSTRAP, connect, error_name, fail
+from epochlog.cli.configs_cmd import split_outside_brackets
 
 
 def split_mechanisms(text: str) -> dict[str, str]:
     """'SCRAM-SHA-256=[iterations=8192,password=p],SCRAM-SHA-512=[password=p]' -> mechanism -> inside."""
     out: dict[str, str] = {}
-    depth, start, parts = 0, 0, []
-    for i, ch in enumerate(text):
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    for part in (p.strip() for p in parts if p.strip()):
+    for part in split_outside_brackets(text):
         mech, eq, value = part.partition("=")
         value = value.strip()
         if not eq or not (value.startswith("[") and value.endswith("]")):

@@ -49,6 +49,15 @@ def _covers(acl: AclBinding, op: Operation) -> bool:
     return acl.operation == Operation.ALL or acl.operation == op
 
 
+def _applies(acl: AclBinding, principal: str, host: str, op: Operation) -> bool:
+    """The binding speaks of this principal (or User:*), this host (or *) and this operation."""
+    if acl.principal != principal and acl.principal != WILDCARD_PRINCIPAL:
+        return False
+    if acl.host != WILDCARD and acl.host != host:
+        return False
+    return _covers(acl, op)
+
+
 @dataclass
 class _TypeIndex:
     """The ACLs of one resource type: literal ones by name, prefixed ones by prefix, and the prefix lengths
@@ -138,11 +147,7 @@ class StandardAuthorizer:
         allowed = False
         for acl in idx.matching(name):
             any_acl = True
-            if acl.principal != principal and acl.principal != WILDCARD_PRINCIPAL:
-                continue
-            if acl.host != WILDCARD and acl.host != host:
-                continue
-            if not _covers(acl, op):
+            if not _applies(acl, principal, host, op):
                 continue
             if acl.permission == Permission.DENY:
                 return False
@@ -180,11 +185,7 @@ class StandardAuthorizer:
         allow_literal: list[str] = []
         allow_prefix: list[str] = []
         for acl in idx.every():
-            if acl.principal != principal and acl.principal != WILDCARD_PRINCIPAL:
-                continue
-            if acl.host != WILDCARD and acl.host != host:
-                continue
-            if not _covers(acl, op):
+            if not _applies(acl, principal, host, op):
                 continue
             literal = acl.pattern_type == PatternType.LITERAL
             if acl.permission == Permission.DENY:

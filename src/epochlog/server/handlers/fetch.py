@@ -91,15 +91,7 @@ def _read_partition(
 ) -> tuple[dict[str, Any], int]:
     """One partition of a Fetch. The core decides for followers and consumers alike (leadership, KIP-320
     fencing, divergence, range, how far to read); this reads the bytes it allows."""
-    out: dict[str, Any] = {
-        "partition_index": p.partition,
-        "high_watermark": -1,
-        "last_stable_offset": -1,
-        "log_start_offset": -1,
-        "aborted_transactions": None,
-        "preferred_read_replica": -1,
-        "records": b"",
-    }
+    out = _empty_row(p.partition)
     part = broker.partition(name, p.partition) if name else None
     if part is None:
         exists = (name, p.partition) in broker.image.states
@@ -226,10 +218,10 @@ def _denied(broker: Broker, header: RequestHeader, req: Any, version: int) -> An
     return authz.denied_topics(broker, header, Operation.READ, _names(broker, req, version))
 
 
-def _unauthorized_row(p: Any) -> dict[str, Any]:
+def _empty_row(partition: int) -> dict[str, Any]:
+    """A partition's answer before anything is known of it (and all a refused caller gets)."""
     return {
-        "partition_index": p.partition,
-        "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
+        "partition_index": partition,
         "high_watermark": -1,
         "last_stable_offset": -1,
         "log_start_offset": -1,
@@ -237,6 +229,10 @@ def _unauthorized_row(p: Any) -> dict[str, Any]:
         "preferred_read_replica": -1,
         "records": b"",
     }
+
+
+def _unauthorized_row(p: Any) -> dict[str, Any]:
+    return {**_empty_row(p.partition), "error_code": Err.TOPIC_AUTHORIZATION_FAILED}
 
 
 def _fetch_once(

@@ -81,15 +81,7 @@ def handle_describe_producers(broker: Broker, header: RequestHeader, frame: memo
 
 # -- DescribeTransactions -------------------------------------------------------------------------------
 def _describe_one(broker: Broker, tid: str) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "transactional_id": tid,
-        "transaction_state": "",
-        "transaction_timeout": 0,
-        "transaction_start_time": -1,
-        "producer_id": -1,
-        "producer_epoch": -1,
-        "topics": [],
-    }
+    row = _unknown_txn_row(tid)
     # NOT_COORDINATOR when this broker does not lead the id's __transaction_state partition,
     # COORDINATOR_NOT_AVAILABLE before the topic exists, TRANSACTIONAL_ID_NOT_FOUND for an id it does not
     # know (the core is loaded synchronously when leadership arrives, so there is no load in progress).
@@ -120,10 +112,9 @@ def handle_describe_transactions(broker: Broker, header: RequestHeader, frame: m
     return {"throttle_time": 0, "transaction_states": rows}
 
 
-def _txn_denied_row(tid: str) -> dict[str, Any]:
+def _unknown_txn_row(tid: str) -> dict[str, Any]:
     return {
         "transactional_id": tid,
-        "error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         "transaction_state": "",
         "transaction_timeout": 0,
         "transaction_start_time": -1,
@@ -131,6 +122,10 @@ def _txn_denied_row(tid: str) -> dict[str, Any]:
         "producer_epoch": -1,
         "topics": [],
     }
+
+
+def _txn_denied_row(tid: str) -> dict[str, Any]:
+    return {**_unknown_txn_row(tid), "error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
 
 
 # -- ListTransactions -----------------------------------------------------------------------------------
