@@ -195,6 +195,9 @@ class ControlClient:
         self.errors: list[str] = []
         self.consumed: list[bytes] = []
         self.stop = threading.Event()
+        # Set once the producer has flushed: until then more acknowledgements may come, and the consumer
+        # must not stop at a count the producer is still adding to.
+        self.produced = threading.Event()
         self.threads = [
             threading.Thread(target=self._produce, daemon=True),
             threading.Thread(target=self._consume, daemon=True),
@@ -229,6 +232,7 @@ class ControlClient:
                     pending.pop(j, None)
         if p.flush(30) != 0:
             self.errors.append("control producer could not flush")
+        self.produced.set()
 
     def _consume(self) -> None:
         c = Consumer(
@@ -237,7 +241,7 @@ class ControlClient:
         )
         c.assign([TopicPartition(self.topic, 0, 0)])
         try:
-            while not self.stop.is_set() or len(self.consumed) < len(self.acked):
+            while not self.produced.is_set() or len(self.consumed) < len(self.acked):
                 if self.stop_time is not None and time.monotonic() - self.stop_time > 30:
                     break
                 m = c.poll(0.2)
