@@ -34,6 +34,8 @@ class Pki:
     other_client_keystore: Path  # "mallory", signed by the other CA
     other_client_cert: Path
     other_client_key: Path
+    elsewhere_cert: Path  # a server certificate of the same CA for other.example only: a hostname mismatch
+    elsewhere_key: Path
 
     def server_props(self, client_auth: str = "none", encrypted: bool = False) -> dict[str, str]:
         props = {
@@ -173,6 +175,13 @@ def make_pki(dir: Path) -> Pki:
         ),
         [ExtendedKeyUsageOID.CLIENT_AUTH],
     )
+    elsewhere_key, elsewhere_cert = _leaf(
+        ca_key,
+        ca_cert,
+        _name((NameOID.ORGANIZATION_NAME, "epochlog"), (NameOID.COMMON_NAME, "other.example")),
+        [ExtendedKeyUsageOID.SERVER_AUTH],
+        [x509.DNSName("other.example")],
+    )
     other_ca_key, other_ca_cert = _ca("unrelated CA")
     mallory_key, mallory_cert = _leaf(
         other_ca_key,
@@ -203,6 +212,8 @@ def make_pki(dir: Path) -> Pki:
         ),
         other_client_cert=_write(dir / "mallory.crt", _pem_cert(mallory_cert)),
         other_client_key=_write(dir / "mallory.key", _pem_key(mallory_key)),
+        elsewhere_cert=_write(dir / "elsewhere.crt", _pem_cert(elsewhere_cert)),
+        elsewhere_key=_write(dir / "elsewhere.key", _pem_key(elsewhere_key)),
     )
     _CACHE[dir] = pki
     return pki

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from epochlog.client.epochs import connect_first
+from epochlog.client.epochs import connect_first, metadata_request
 from epochlog.client.wire import Connection, WireError
 
 TOPIC, BROKER = 2, 4
@@ -94,11 +94,7 @@ def _send(conn: Connection, req: Any, resource_type: int, name: str, timeout: fl
 
 
 def _broker_address(conn: Connection, broker_id: int) -> tuple[str, int] | None:
-    from kio.schema.metadata.v12.request import MetadataRequest
-
-    md = conn.request(
-        MetadataRequest(topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False)
-    )
+    md = conn.request(metadata_request((), version=12))
     for b in md.brokers:
         if int(b.node_id) == broker_id:
             return str(b.host), int(b.port)

@@ -12,13 +12,15 @@ offset, and then nothing is out of range even though records were lost.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from epochlog.client.security import ClientSecurity
-from epochlog.client.wire import Connection, WireError
+from epochlog.client.wire import Connection, ConnectionPool, WireError
 from epochlog.protocol.codec import request_class
 
 log = logging.getLogger("epochlog.client.epochs")
@@ -35,6 +37,22 @@ UNKNOWN_LEADER_EPOCH = 75
 _RETRIABLE = {LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH}
 
 METADATA_VERSION = 9  # first flexible version; Kafka >= 2.4 and epochlog serve it
+
+
+def metadata_request(topics: Iterable[str] | None, version: int = METADATA_VERSION) -> Any:
+    """A Metadata request for the named topics (every topic when None), creating none and asking for no
+    authorized operations; the fields each version has (topic ids from v10, no cluster operations from v11)."""
+    cls = request_class(3, version)
+    topic_cls = __import__(cls.__module__, fromlist=["MetadataRequestTopic"]).MetadataRequestTopic
+    by_id = {"topic_id": None} if "topic_id" in {f.name for f in dataclasses.fields(topic_cls)} else {}
+    fields: dict[str, Any] = {
+        "topics": None if topics is None else tuple(topic_cls(name=t, **by_id) for t in topics),
+        "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False,
+    }
+    if "include_cluster_authorized_operations" in {f.name for f in dataclasses.fields(cls)}:
+        fields["include_cluster_authorized_operations"] = False
+    return cls(**fields)
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4  # flexible, carries CurrentLeaderEpoch (KIP-320)
 
 
@@ -136,19 +154,14 @@ class LeaderEpochClient:
     def __init__(self, bootstrap: str, timeout: float = 10.0, retries: int = 5, backoff: float = 0.5) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
-        self._conns: dict[tuple[str, int], Connection] = {}
+        self._pool = ConnectionPool(timeout, client_id="epochlog-spark")
         self._brokers: dict[int, tuple[str, int]] = {}
 
     def _conn(self, addr: tuple[str, int]) -> Connection:
-        c = self._conns.get(addr)
-        if c is None:
-            c = self._conns[addr] = Connection(addr[0], addr[1], self.timeout)
-        return c
+        return self._pool.get(addr)
 
     def close(self) -> None:
-        for c in self._conns.values():
-            c.close()
-        self._conns.clear()
+        self._pool.close()
 
     def __enter__(self) -> LeaderEpochClient:
         return self
@@ -157,14 +170,7 @@ class LeaderEpochClient:
         self.close()
 
     def metadata(self, topics: Iterable[str]) -> dict[TopicPartition, PartitionLeader]:
-        req_cls = request_class(3, METADATA_VERSION)
-        mod = __import__(req_cls.__module__, fromlist=["MetadataRequestTopic"])
-        req = req_cls(
-            topics=tuple(mod.MetadataRequestTopic(name=t) for t in sorted(set(topics))),
-            allow_auto_topic_creation=False,
-            include_cluster_authorized_operations=False,
-            include_topic_authorized_operations=False,
-        )
+        req = metadata_request(sorted(set(topics)))
         last: Exception | None = None
         addrs = list(self._brokers.values()) + self.bootstrap
         for addr in addrs:

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from epochlog.client.epochs import connect_first
+from epochlog.client.epochs import connect_first, metadata_request
 from epochlog.client.wire import Connection, WireError
 
 __all__ = ["ReassignError", "WireError"]
@@ -135,15 +135,7 @@ def _connect(bootstrap: str, timeout: float) -> Connection:
 
 def current_assignment(bootstrap: str, topics: list[str] | None, timeout: float = 15.0) -> tuple[Assignment, list[int]]:
     """(replicas of every partition of ``topics`` (all topics if None), the live broker ids) from Metadata."""
-    from kio.index import load_request_schema
-
-    req_cls = load_request_schema(3, 12)
-    mod = __import__(req_cls.__module__, fromlist=["MetadataRequestTopic"])
-    req = req_cls(
-        topics=None if topics is None else tuple(mod.MetadataRequestTopic(name=t, topic_id=None) for t in topics),
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False,
-    )
+    req = metadata_request(topics, version=12)
     with _connect(bootstrap, timeout) as conn:
         resp = conn.request(req)
     out: Assignment = {}

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from epochlog.client.epochs import parse_bootstrap
+from epochlog.client.epochs import metadata_request, parse_bootstrap
 from epochlog.client.wire import Connection, WireError
 from epochlog.transactions.state import TopicPartition, partitions_by_topic
 
@@ -102,12 +102,7 @@ class Cluster:
 
     def metadata(self, topics: list[str] | None) -> None:
         """Brokers and the named topics' partitions (every topic when None)."""
-        from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-
-        wanted = None if topics is None else tuple(MetadataRequestTopic(topic_id=None, name=t) for t in topics)  # type: ignore[arg-type]
-        md = self.bootstrap.request(
-            MetadataRequest(topics=wanted, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
-        )
+        md = self.bootstrap.request(metadata_request(topics, version=12))
         self.brokers = {int(b.node_id): (str(b.host), int(b.port)) for b in md.brokers}
         for t in md.topics:
             _check(t.error_code, f"topic {t.name}")

@@ -198,3 +198,22 @@ class Connection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ConnectionPool:
+    """One Connection per broker address, opened on first use and kept for the next request."""
+
+    def __init__(self, timeout: float, client_id: str = "epochlog", security: ClientSecurity | None = None) -> None:
+        self.timeout, self.client_id, self.security = timeout, client_id, security
+        self._conns: dict[tuple[str, int], Connection] = {}
+
+    def get(self, addr: tuple[str, int]) -> Connection:
+        c = self._conns.get(addr)
+        if c is None:
+            c = self._conns[addr] = Connection(addr[0], addr[1], self.timeout, self.client_id, self.security)
+        return c
+
+    def close(self) -> None:
+        for c in self._conns.values():
+            c.close()
+        self._conns.clear()

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from epochlog.client.wire import Connection, WireError
+from epochlog.client.wire import Connection, ConnectionPool, WireError
 from epochlog.console.broker_metrics import EndpointError, MetricsEndpoints
 from epochlog.console.log_dirs import describe_replicas
 from epochlog.protocol.codec import request_class
@@ -87,19 +87,14 @@ class LineageReader:
     def __init__(self, timeout: float = 5.0, endpoints: MetricsEndpoints | None = None) -> None:
         self.timeout = timeout
         self.endpoints = endpoints or MetricsEndpoints()
-        self._conns: dict[tuple[str, int], Connection] = {}
+        self._pool = ConnectionPool(timeout, client_id="epochlog-console")
 
     def conn(self, addr: tuple[str, int]) -> Connection:
         """One connection per broker, shared by the lineage walk and DescribeLogDirs."""
-        c = self._conns.get(addr)
-        if c is None:
-            c = self._conns[addr] = Connection(addr[0], addr[1], self.timeout, client_id="epochlog-console")
-        return c
+        return self._pool.get(addr)
 
     def close(self) -> None:
-        for c in self._conns.values():
-            c.close()
-        self._conns.clear()
+        self._pool.close()
 
     def ask_epoch(self, addr: tuple[str, int], topic: str, partition: int, current: int, epoch: int) -> tuple[int, int]:
         req_cls = request_class(23, OFFSET_FOR_LEADER_EPOCH_VERSION)

@@ -10,11 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from epochlog.client.epochs import parse_bootstrap
-from epochlog.client.wire import Connection, WireError
-from epochlog.protocol.codec import request_class
-
-METADATA_VERSION = 9
+from epochlog.client.epochs import metadata_request, parse_bootstrap
+from epochlog.client.wire import Connection, ConnectionPool, WireError
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,26 +92,16 @@ class MetadataClient:
     def __init__(self, bootstrap: str, timeout: float = 5.0) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.timeout = timeout
-        self._conns: dict[tuple[str, int], Connection] = {}
+        self._pool = ConnectionPool(timeout, client_id="epochlog-console")
         self._known: list[tuple[str, int]] = []
         self._first: list[tuple[str, int]] = []
 
     def _conn(self, addr: tuple[str, int]) -> Connection:
-        c = self._conns.get(addr)
-        if c is None:
-            c = self._conns[addr] = Connection(addr[0], addr[1], self.timeout, client_id="epochlog-console")
-        return c
+        return self._pool.get(addr)
 
     def fetch(self, topics: list[str] | None = None) -> ClusterMetadata:
         """All topics when topics is None."""
-        req_cls = request_class(3, METADATA_VERSION)
-        mod = __import__(req_cls.__module__, fromlist=["MetadataRequestTopic"])
-        req = req_cls(
-            topics=None if topics is None else tuple(mod.MetadataRequestTopic(name=t) for t in topics),
-            allow_auto_topic_creation=False,
-            include_cluster_authorized_operations=False,
-            include_topic_authorized_operations=False,
-        )
+        req = metadata_request(topics)
         last: Exception | None = None
         # The broker that answered last is asked first: a killed broker refuses at once, but a stopped one
         # (SIGSTOP, a partition) costs a whole timeout each time it is tried, and once is enough.
@@ -131,6 +118,4 @@ class MetadataClient:
         raise WireError(f"no broker answered Metadata: {last}")
 
     def close(self) -> None:
-        for c in self._conns.values():
-            c.close()
-        self._conns.clear()
+        self._pool.close()

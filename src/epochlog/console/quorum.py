@@ -13,7 +13,7 @@ from typing import Any
 from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
 
 from epochlog.client.epochs import parse_bootstrap
-from epochlog.client.wire import Connection, WireError
+from epochlog.client.wire import Connection, ConnectionPool, WireError
 
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -49,13 +49,10 @@ class QuorumClient:
     def __init__(self, bootstrap_controllers: str, timeout: float = 2.0) -> None:
         self.addrs = parse_bootstrap(bootstrap_controllers)
         self.timeout = timeout
-        self._conns: dict[tuple[str, int], Connection] = {}
+        self._pool = ConnectionPool(timeout, client_id="epochlog-console")
 
     def _conn(self, addr: tuple[str, int]) -> Connection:
-        c = self._conns.get(addr)
-        if c is None:
-            c = self._conns[addr] = Connection(addr[0], addr[1], self.timeout, client_id="epochlog-console")
-        return c
+        return self._pool.get(addr)
 
     def describe(self, now_ms: int) -> dict[str, Any]:
         req = DescribeQuorumRequest(
@@ -80,6 +77,4 @@ class QuorumClient:
         raise WireError("no controller answered DescribeQuorum: " + "; ".join(errors))
 
     def close(self) -> None:
-        for c in self._conns.values():
-            c.close()
-        self._conns.clear()
+        self._pool.close()

@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from epochlog.client.epochs import parse_bootstrap
+from epochlog.client.epochs import metadata_request, parse_bootstrap
 from epochlog.client.wire import Connection, WireError, encode_request
 from epochlog.protocol.codec import request_class
 from epochlog.protocol.errors import InvalidRequest
@@ -33,7 +33,6 @@ from epochlog.spark.batch_decode import decode_fetch
 
 log = logging.getLogger("epochlog.spark.fetch_reader")
 
-METADATA_VERSION = 9
 PARTITION_MAX_BYTES = 8 << 20
 MAX_WAIT_MS = 500
 SOCKET_TIMEOUT_S = 30.0
@@ -67,14 +66,7 @@ def unsupported_reason(conf: Mapping[str, str], reader: str = "auto") -> str | N
 
 def find_leader(bootstrap: str, topic: str, partition: int, timeout: float = 10.0) -> tuple[str, int]:
     """(host, port) of the partition's leader, from a Metadata request to the first bootstrap that answers."""
-    req_cls = request_class(3, METADATA_VERSION)
-    mod = __import__(req_cls.__module__, fromlist=["MetadataRequestTopic"])
-    req = req_cls(
-        topics=(mod.MetadataRequestTopic(name=topic),),
-        allow_auto_topic_creation=False,
-        include_cluster_authorized_operations=False,
-        include_topic_authorized_operations=False,
-    )
+    req = metadata_request([topic])
     last: Exception | None = None
     for host, port in parse_bootstrap(bootstrap):
         try:

@@ -4,11 +4,9 @@ wiring is not used here)."""
 
 from __future__ import annotations
 
-import shutil
 import socket
 import ssl
 import struct
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +21,7 @@ from epochlog.client.wire import Connection, WireError
 from epochlog.protocol.codec import decode_body, encode_response, finish_header, parse_header, request_class
 from epochlog.security.sasl import SaslAuthenticator
 from epochlog.security.scram_credentials import ScramCredential, credential_from_password
+from tests.pki import Pki, make_pki
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
@@ -116,80 +115,48 @@ def test_load_command_config(tmp_path: Path) -> None:
         load_command_config(tmp_path / "missing.properties")
 
 
-# -- certificates (openssl CLI) -------------------------------------------------------------------
-
-
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=30)
-
-
-def _leaf(d: Path, name: str, san: str, usage: str) -> None:
-    _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", f"{name}.raw.key", cwd=d)
-    _openssl("pkcs8", "-topk8", "-nocrypt", "-in", f"{name}.raw.key", "-out", f"{name}.key", cwd=d)
-    _openssl("req", "-new", "-key", f"{name}.key", "-subj", f"/CN={name}", "-out", f"{name}.csr", cwd=d)
-    (d / f"{name}.ext").write_text(
-        f"subjectAltName={san}\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n"
-        f"extendedKeyUsage={usage}\nauthorityKeyIdentifier=keyid\nsubjectKeyIdentifier=hash\n"
-    )
-    _openssl(
-        "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-        "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=d,
-    )  # fmt: skip
+# -- certificates: the tests' PKI (tests/pki.py) ------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl CLI not available")
-    d = tmp_path_factory.mktemp("pki")
-    _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "ca.key", cwd=d)
-    _openssl(
-        "req", "-x509", "-new", "-key", "ca.key", "-subj", "/CN=epochlog-test-ca", "-days", "2", "-out", "ca.pem",
-        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d,
-    )  # fmt: skip
-    _leaf(d, "broker", "DNS:localhost,IP:127.0.0.1", "serverAuth,clientAuth")
-    _leaf(d, "elsewhere", "DNS:other.example", "serverAuth")
-    _leaf(d, "client", "DNS:client", "clientAuth")
-    # A keystore PEM as Kafka takes it: key and chain in one file; and an encrypted key.
-    (d / "client-keystore.pem").write_text((d / "client.key").read_text() + (d / "client.pem").read_text())
-    _openssl("pkcs8", "-topk8", "-in", "client.key", "-out", "client-enc.key", "-passout", "pass:kpw", cwd=d)
-    return d
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
-def test_ssl_context_from_pem(pki: Path) -> None:
-    sec = ClientSecurity.from_properties({"security.protocol": "SSL", "ssl.truststore.location": str(pki / "ca.pem")})
+def test_ssl_context_from_pem(pki: Pki) -> None:
+    sec = ClientSecurity.from_properties({"security.protocol": "SSL", "ssl.truststore.location": str(pki.ca_cert)})
     ctx = sec.ssl_context()
     assert ctx is not None and ctx.check_hostname and ctx.verify_mode == ssl.CERT_REQUIRED
     no_check = ClientSecurity.from_properties(
         {
             "security.protocol": "SSL",
-            "ssl.ca.location": str(pki / "ca.pem"),
+            "ssl.ca.location": str(pki.ca_cert),
             "ssl.endpoint.identification.algorithm": "",
-            "ssl.keystore.location": str(pki / "client-keystore.pem"),
+            "ssl.keystore.location": str(pki.client_keystore),
         }
     ).ssl_context()
     assert no_check is not None and not no_check.check_hostname
     enc = ClientSecurity.from_properties(
         {
             "security.protocol": "SSL",
-            "ssl.certificate.location": str(pki / "client.pem"),
-            "ssl.key.location": str(pki / "client-enc.key"),
-            "ssl.key.password": "kpw",
+            "ssl.certificate.location": str(pki.broker_cert),
+            "ssl.key.location": str(pki.broker_keystore_encrypted),
+            "ssl.key.password": pki.broker_key_password,
         }
     )
     assert enc.ssl_context() is not None
     wrong = ClientSecurity.from_properties(
         {
             "security.protocol": "SSL",
-            "ssl.certificate.location": str(pki / "client.pem"),
-            "ssl.key.location": str(pki / "client-enc.key"),
+            "ssl.certificate.location": str(pki.broker_cert),
+            "ssl.key.location": str(pki.broker_keystore_encrypted),
             "ssl.key.password": "nope",
         }
     )
     with pytest.raises(ValueError, match="TLS"):
         wrong.ssl_context()
     with pytest.raises(ValueError, match="TLS"):
-        ClientSecurity(protocol="SSL", ca_location=str(pki / "absent.pem")).ssl_context()
+        ClientSecurity(protocol="SSL", ca_location=str(pki.dir / "absent.pem")).ssl_context()
 
 
 # -- a fake broker: TLS, then SASL via SaslAuthenticator, then ApiVersions -----------------------
@@ -337,20 +304,23 @@ def test_expired_session_reconnects(broker_factory: Callable[..., FakeBroker]) -
     assert b.principals == ["User:alice", "User:alice"] and b.connections == 2
 
 
-def _server_ctx(pki: Path, cert: str, require_client: bool = False) -> ssl.SSLContext:
+def _server_ctx(pki: Pki, elsewhere: bool = False, require_client: bool = False) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(str(pki / f"{cert}.pem"), str(pki / f"{cert}.key"))
+    if elsewhere:
+        ctx.load_cert_chain(str(pki.elsewhere_cert), str(pki.elsewhere_key))
+    else:
+        ctx.load_cert_chain(str(pki.broker_cert), str(pki.broker_key))
     if require_client:
-        ctx.load_verify_locations(str(pki / "ca.pem"))
+        ctx.load_verify_locations(str(pki.ca_cert))
         ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
 
 
-def test_sasl_ssl_with_mutual_tls(broker_factory: Callable[..., FakeBroker], pki: Path) -> None:
-    b = broker_factory(sasl=True, ssl_ctx=_server_ctx(pki, "broker", require_client=True))
+def test_sasl_ssl_with_mutual_tls(broker_factory: Callable[..., FakeBroker], pki: Pki) -> None:
+    b = broker_factory(sasl=True, ssl_ctx=_server_ctx(pki, require_client=True))
     props = sasl_props("SCRAM-SHA-512", protocol="SASL_SSL") | {
-        "ssl.truststore.location": str(pki / "ca.pem"),
-        "ssl.keystore.location": str(pki / "client-keystore.pem"),
+        "ssl.truststore.location": str(pki.ca_cert),
+        "ssl.keystore.location": str(pki.client_keystore),
     }
     for host in ("127.0.0.1", "localhost"):
         with Connection(host, b.port, timeout=5.0, security=ClientSecurity.from_properties(props)) as conn:
@@ -359,10 +329,10 @@ def test_sasl_ssl_with_mutual_tls(broker_factory: Callable[..., FakeBroker], pki
 
 
 def test_ssl_hostname_mismatch_fails_unless_identification_is_off(
-    broker_factory: Callable[..., FakeBroker], pki: Path
+    broker_factory: Callable[..., FakeBroker], pki: Pki
 ) -> None:
-    b = broker_factory(sasl=False, ssl_ctx=_server_ctx(pki, "elsewhere"))
-    props = {"security.protocol": "SSL", "ssl.ca.location": str(pki / "ca.pem")}
+    b = broker_factory(sasl=False, ssl_ctx=_server_ctx(pki, elsewhere=True))
+    props = {"security.protocol": "SSL", "ssl.ca.location": str(pki.ca_cert)}
     with Connection("127.0.0.1", b.port, timeout=5.0, security=ClientSecurity.from_properties(props)) as conn:
         with pytest.raises(WireError, match="TLS handshake"):
             conn.request(api_versions())
@@ -371,8 +341,8 @@ def test_ssl_hostname_mismatch_fails_unless_identification_is_off(
         assert int(conn.request(api_versions()).error_code) == 0
 
 
-def test_ssl_untrusted_ca_fails(broker_factory: Callable[..., FakeBroker], pki: Path) -> None:
-    b = broker_factory(sasl=False, ssl_ctx=_server_ctx(pki, "broker"))
+def test_ssl_untrusted_ca_fails(broker_factory: Callable[..., FakeBroker], pki: Pki) -> None:
+    b = broker_factory(sasl=False, ssl_ctx=_server_ctx(pki))
     sec = ClientSecurity.from_properties({"security.protocol": "SSL", "ssl.endpoint.identification.algorithm": ""})
     with Connection("127.0.0.1", b.port, timeout=5.0, security=sec) as conn, pytest.raises(WireError, match="TLS"):
         conn.request(api_versions())

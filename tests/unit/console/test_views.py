@@ -143,7 +143,9 @@ def test_metadata_client_asks_the_broker_that_answered_last_first(monkeypatch: p
         def close(self) -> None:
             pass
 
-    monkeypatch.setattr(md_mod, "Connection", FakeConn)
+    from epochlog.client import wire
+
+    monkeypatch.setattr(wire, "Connection", FakeConn)  # what the client's connection pool opens
     c = md_mod.MetadataClient("127.0.0.1:9001,127.0.0.1:9002")
     c.fetch()
     asked.clear()
