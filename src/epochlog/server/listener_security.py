@@ -62,37 +62,28 @@ class ListenerSecurity:
 PLAINTEXT = ListenerSecurity()
 
 
-def _int_prop(cfg: dict[str, str], key: str, default: int) -> int:
-    from epochlog.server.config import ConfigError
-
-    raw = cfg.get(key, "")
-    if not raw:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(f"{key}={raw!r} is not an integer") from None
-
-
-def listener_security(props: dict[str, str], listener: Any) -> ListenerSecurity:
-    """One listener's security from the node's properties (``listener`` a security.listeners.Listener)."""
+def listener_security(
+    props: dict[str, str], listener: Any, ssl_context: ssl.SSLContext | None = None
+) -> ListenerSecurity:
+    """One listener's security from the node's properties (``listener`` a security.listeners.Listener).
+    ``ssl_context``: the server context already built while the configuration was checked, if it was."""
     from epochlog.security.listeners import jaas_for, listener_config
     from epochlog.security.plain import parse_jaas
     from epochlog.security.tls import server_context
+    from epochlog.server.config import _int
 
     cfg = listener_config(props, listener.name)
     sec = ListenerSecurity(name=listener.name, protocol=listener.protocol)
     if listener.protocol in TLS_PROTOCOLS:
-        sec.ssl_context = server_context(cfg)
+        sec.ssl_context = ssl_context or server_context(cfg)
     if listener.protocol in SASL_PROTOCOLS:
         enabled = cfg.get("sasl.enabled.mechanisms", "")
         sec.sasl_mechanisms = [m.strip().upper() for m in enabled.split(",") if m.strip()]
         if "PLAIN" in sec.sasl_mechanisms:
             jaas = jaas_for(props, listener.name, "PLAIN")
             if jaas:
-                options = parse_jaas(jaas).options
-                sec.plain_users = {k[len("user_") :]: v for k, v in options.items() if k.startswith("user_")}
-        sec.reauth_ms = _int_prop(cfg, "connections.max.reauth.ms", 0)
-        sec.max_receive_size = _int_prop(cfg, "sasl.server.max.receive.size", 524_288)
-    sec.failed_auth_delay_ms = _int_prop(cfg, "connection.failed.authentication.delay.ms", 100)
+                sec.plain_users = parse_jaas(jaas).plain_users()
+        sec.reauth_ms = _int(cfg, "connections.max.reauth.ms", 0)
+        sec.max_receive_size = _int(cfg, "sasl.server.max.receive.size", 524_288)
+    sec.failed_auth_delay_ms = _int(cfg, "connection.failed.authentication.delay.ms", 100)
     return sec

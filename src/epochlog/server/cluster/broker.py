@@ -121,7 +121,7 @@ class ClusterBroker(Broker):
         loop = asyncio.get_running_loop()
         servers = []
         for listener in self.config.broker_listeners():
-            sec = listener_security(self.config.raw, listener)
+            sec = listener_security(self.config.raw, listener, self.config.ssl_server_contexts.get(listener.name))
             servers.append(
                 await loop.create_server(
                     lambda sec=sec: KafkaConnection(self, sec),  # type: ignore[misc]
