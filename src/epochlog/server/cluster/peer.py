@@ -88,17 +88,9 @@ class PeerConnection:
             raise PeerError(f"SASL authentication to {self.host}:{self.port} failed: {e}") from None
 
     async def _send_now(self, body: Any, timeout: float) -> Any:
-        assert self._transport is not None
+        """A request on the connection as it is, not (re)connecting: the SASL exchange inside connect()."""
         key, version = int(type(body).__api_key__), int(type(body).__version__)
-        cid = next(self._ids) & 0x7FFFFFFF
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[cid] = (fut, key, version, None)
-        self._transport.write(encode_request(body, cid, self.client_id))
-        try:
-            return await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            self._pending.pop(cid, None)
-            raise PeerError(f"{self.host}:{self.port} did not answer SASL within {timeout}s") from None
+        return await self._exchange(key, version, lambda cid: encode_request(body, cid, self.client_id), timeout, None)
 
     def _on_frame(self, frame: bytes | memoryview) -> None:
         (cid,) = _I32.unpack_from(frame, 0)
@@ -149,6 +141,16 @@ class PeerConnection:
         whole, size prefix included."""
         if not self.connected:
             await self.connect()
+        return await self._exchange(api_key, version, frame, timeout, parse)
+
+    async def _exchange(
+        self,
+        api_key: int,
+        version: int,
+        frame: Callable[[int], bytes],
+        timeout: float,
+        parse: Callable[[memoryview], Any] | None,
+    ) -> Any:
         assert self._transport is not None
         cid = next(self._ids) & 0x7FFFFFFF
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
