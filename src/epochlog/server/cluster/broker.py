@@ -118,6 +118,12 @@ class ClusterBroker(Broker):
         from epochlog.server.connection import KafkaConnection
         from epochlog.server.listener_security import listener_security
 
+        # The metrics endpoint is up before the client listeners: whoever sees the broker accept connections
+        # can scrape it (a listener accepts at listen(), before this coroutine goes on).
+        self.metrics.bind(self)
+        storage_metrics.on_flush = self.metrics.observe_flush
+        if self.config.metrics_port:
+            self.metrics.serve(self.config.host, self.config.metrics_port)
         loop = asyncio.get_running_loop()
         servers = []
         for listener in self.config.broker_listeners():
@@ -137,10 +143,6 @@ class ClusterBroker(Broker):
             self._tasks.append(asyncio.create_task(coro))
         self.fetchers.start()
         self.cleaner.start(loop)
-        self.metrics.bind(self)
-        storage_metrics.on_flush = self.metrics.observe_flush
-        if self.config.metrics_port:
-            self.metrics.serve(self.config.host, self.config.metrics_port)
         leaders = sum(1 for p in self.partitions.values() if p.is_leader)
         log.info(
             "broker %d (epoch %d) serving on %s:%d; metadata at offset %d; leads %d of %d replicas",
