@@ -5,6 +5,25 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 
+class AppendInfo(Protocol):
+    """What a log reports of one leader append."""
+
+    @property
+    def first_offset(self) -> int: ...
+
+    @property
+    def last_offset(self) -> int: ...
+
+    @property
+    def duplicate(self) -> bool: ...
+
+    @property
+    def record_count(self) -> int: ...
+
+    @property
+    def log_append_time_ms(self) -> int: ...
+
+
 class ReplicaLog(Protocol):
     """What a partition replica asks of its log. Batches are opaque to the core."""
 
@@ -30,8 +49,9 @@ class ReplicaLog(Protocol):
         """Record that ``epoch`` starts at ``start_offset`` and make it durable."""
         ...
 
-    def append_as_leader(self, records: Any, epoch: int, now_ms: int) -> tuple[int, int]:
-        """Append, stamping ``epoch``; returns (first offset, last offset)."""
+    def append_as_leader(self, records: Any, epoch: int, now_ms: int) -> AppendInfo:
+        """Append, stamping ``epoch``; a batch the producer state shows already appended is not written
+        again (``duplicate``, with the earlier offsets). Refusals (sequence, size, I/O) raise."""
         ...
 
     def append_as_follower(self, batches: Any) -> None: ...

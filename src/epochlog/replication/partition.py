@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from epochlog.offsets import last_stable_offset
 from epochlog.replication.log import ReplicaLog
 from epochlog.replication.types import (
     FENCED_LEADER_EPOCH,
@@ -43,6 +44,7 @@ from epochlog.replication.types import (
     FetchDecision,
     FetchRequest,
     FetchResponse,
+    LeaderAppend,
     PartitionState,
     Role,
     TruncationMode,
@@ -56,6 +58,10 @@ class FollowerState:
     last_fetch_ms: int = 0
     leader_end_at_last_fetch: int = -1
     log_start_offset: int = -1  # as its last fetch said; -1 until it fetches in this term
+
+
+# An ISR change unanswered this long is sent again.
+ALTER_RETRY_MS = 500
 
 
 def check_epoch(request_epoch: int, my_epoch: int) -> int:
@@ -76,7 +82,10 @@ class PartitionReplica:
         min_insync_replicas: int = 1,
         replica_lag_time_max_ms: int = 30_000,
         truncation_mode: TruncationMode = TruncationMode.LEADER_EPOCH,
+        high_watermark: int = 0,
     ) -> None:
+        """``high_watermark``: where the durable checkpoint left it (capped at the log end): from then on
+        this object is its only owner; storage, the checkpoints and every reader read it here."""
         self.broker_id = broker_id
         self.topic = topic
         self.partition = partition
@@ -90,9 +99,10 @@ class PartitionReplica:
         self.partition_epoch = 0
         self.isr: frozenset[int] = frozenset()
         self.replicas: tuple[int, ...] = ()
-        self.high_watermark = 0
+        self.high_watermark = max(0, min(high_watermark, log.log_end_offset))
         self.followers: dict[int, FollowerState] = {}
         self.pending_isr: AlterIsr | None = None
+        self.alter_sent_ms = 0  # when pending_isr was last sent to the controller
         # The epoch in which this replica last learned its HW from its leader (or set it as leader):
         # a HW carried over from an older term says nothing about the current leader's log.
         self.hw_epoch = UNDEFINED_EPOCH
@@ -195,15 +205,27 @@ class PartitionReplica:
             return NOT_ENOUGH_REPLICAS
         return NONE
 
-    def append(self, records: Any, now_ms: int) -> tuple[int, int]:
-        """Append as leader after check_produce said yes; returns (first, last) offsets."""
-        first, last = self.log.append_as_leader(records, self.leader_epoch, now_ms)
+    def append(
+        self, records: Any, now_ms: int, acks: int = -1, producer_epoch: int = UNDEFINED_EPOCH
+    ) -> LeaderAppend:
+        """The one way to write as leader (a produce, a coordinator's internal write, a transaction marker):
+        check_produce's rules, then the append stamped with this term's epoch, then the HW (it moves at once
+        when the ISR is this replica alone). A refusal writes nothing; a storage refusal (sequence, size,
+        I/O) raises from the log, also having written nothing."""
+        code = self.check_produce(acks, producer_epoch)
+        if code:
+            return LeaderAppend(code)
+        info = self.log.append_as_leader(records, self.leader_epoch, now_ms)
         self._maybe_advance_hw()
-        return first, last
-
-    def on_append(self) -> None:
-        """The server appended through the log itself (it needs the append's details); the HW may move."""
-        self._maybe_advance_hw()
+        return LeaderAppend(
+            NONE,
+            info.first_offset,
+            info.last_offset,
+            info.duplicate,
+            info.record_count,
+            info.log_append_time_ms,
+            info.last_offset if acks == -1 else -1,
+        )
 
     def is_committed(self, last_offset: int) -> bool:
         return self.high_watermark > last_offset
@@ -248,8 +270,7 @@ class PartitionReplica:
         ), proposal
 
     def last_stable_offset(self) -> int:
-        first = self.log.first_unstable_offset(self.high_watermark)
-        return self.high_watermark if first is None else min(first, self.high_watermark)
+        return last_stable_offset(self.log.first_unstable_offset(self.high_watermark), self.high_watermark)
 
     def _update_follower(self, replica: int, fetch_offset: int, now_ms: int) -> AlterIsr | None:
         f = self.followers[replica]
@@ -263,15 +284,15 @@ class PartitionReplica:
         f.last_fetch_ms = now_ms
         f.leader_end_at_last_fetch = leo
         self._maybe_advance_hw()
-        return self._maybe_expand_isr(replica)
+        return self._maybe_expand_isr(replica, now_ms)
 
-    def _maybe_expand_isr(self, replica: int) -> AlterIsr | None:
+    def _maybe_expand_isr(self, replica: int, now_ms: int) -> AlterIsr | None:
         if replica in self.isr or replica in self.ineligible or self.pending_isr is not None:
             return None
         f = self.followers[replica]
         epoch_start = self.log.epoch_start_offset(self.leader_epoch)
         if f.log_end_offset >= self.high_watermark and f.log_end_offset >= max(epoch_start, 0):
-            return self._propose(self.isr | {replica})
+            return self._propose(self.isr | {replica}, now_ms)
         return None
 
     def maybe_shrink_isr(self, now_ms: int) -> AlterIsr | None:
@@ -286,16 +307,46 @@ class PartitionReplica:
         }
         if not out:
             return None
-        return self._propose(self.isr - out)
+        return self._propose(self.isr - out, now_ms)
 
-    def _propose(self, new_isr: frozenset[int]) -> AlterIsr:
+    def _propose(self, new_isr: frozenset[int], now_ms: int) -> AlterIsr:
         self.pending_isr = AlterIsr(
             self.topic, self.partition, self.broker_id, self.leader_epoch, frozenset(new_isr), self.partition_epoch
         )
+        self.alter_sent_ms = now_ms
         return self.pending_isr
 
     def isr_change_failed(self) -> None:
         self.pending_isr = None
+
+    def next_isr_change(self, now_ms: int) -> AlterIsr | None:
+        """What a leader sends the controller now (called on a timer): a shrink of the ISR, or the change
+        in flight again once it has gone unanswered for ALTER_RETRY_MS (the request or its answer was
+        lost; Kafka's AlterPartitionManager retries the same way, and a stale repeat is refused by its
+        partition epoch)."""
+        if self.role is not Role.LEADER:
+            return None
+        if self.pending_isr is not None:
+            if now_ms - self.alter_sent_ms < ALTER_RETRY_MS:
+                return None
+            self.alter_sent_ms = now_ms
+            return self.pending_isr
+        return self.maybe_shrink_isr(now_ms)
+
+    def on_isr_change_answer(
+        self, proposal: AlterIsr, error: int, state: PartitionState | None, now_ms: int
+    ) -> None:
+        """The controller's answer to ``proposal`` (an error, or the partition's state after the change; no
+        answer at all counts as an error). Only the answer to the change in flight counts. Accepted within
+        this leader epoch: the new ISR and partition epoch apply at once (the metadata record will say the
+        same). Refused, or accepted at a new leader epoch (the change completed a reassignment, and only
+        the metadata carries the new replica set): the proposal is dropped and the metadata decides."""
+        if self.pending_isr is not proposal:
+            return
+        if error or state is None or state.leader_epoch != proposal.leader_epoch:
+            self.isr_change_failed()
+            return
+        self.apply_state(state, now_ms)
 
     def _maybe_advance_hw(self) -> None:
         if self.role is not Role.LEADER:

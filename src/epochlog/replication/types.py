@@ -75,6 +75,24 @@ class FetchResponse:
     asked_offset: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class LeaderAppend:
+    """The core's answer to a leader append: everything the server needs to answer the producer.
+
+    ``error`` is NONE or the refusal (not the leader, a KIP-359 epoch mismatch, too small an ISR for
+    acks=all); nothing was written then. ``wait_offset``: an acks=all answer waits until the HW passes it
+    (-1: answer now). ``duplicate``: the producer's sequence showed the batch already in the log, and the
+    offsets are the earlier append's (an idempotent retry)."""
+
+    error: int
+    first_offset: int = -1
+    last_offset: int = -1
+    duplicate: bool = False
+    record_count: int = 0
+    log_append_time_ms: int = -1
+    wait_offset: int = -1
+
+
 @dataclass(frozen=True)
 class AlterIsr:
     """A leader's proposal to the controller, guarded by the partition epoch."""

@@ -20,12 +20,11 @@ class InternalWriteFailed(RuntimeError):
 
 async def append_durably(part: Partition, batch: bytes, timeout_s: float, now_ms: int) -> int:
     """Append as leader and return the batch's last offset once the ISR has it (as acks=all)."""
-    if code := part.replica.check_produce(-1, -1):
-        raise InternalWriteFailed(f"{part.topic}-{part.partition} refuses the write: {Err(code).name}")
-    result = part.log.append_as_leader(batch, part.leader_epoch, now_ms)
-    part.appended_as_leader()
+    result = part.append(batch, now_ms, acks=-1)
+    if result.error:
+        raise InternalWriteFailed(f"{part.topic}-{part.partition} refuses the write: {Err(result.error).name}")
     try:
-        code = await asyncio.wait_for(part.wait_committed(result.last_offset), timeout_s)
+        code = await asyncio.wait_for(part.wait_committed(result.wait_offset), timeout_s)
     except TimeoutError:
         raise InternalWriteFailed(f"{part.topic}-{part.partition}: no commit by the ISR in {timeout_s} s") from None
     if code:

@@ -1,8 +1,10 @@
 """A partition as a broker serves it: its log, leader epoch, waiting fetches and acks=all produces.
 
 The sans-IO core in replication/ (``replica``) decides roles, epochs, the ISR and the HW, on a single
-node as in a cluster (a single node is a cluster of one); this object mirrors the core's HW into the
-log (for checkpoints and reads) and wakes whoever waits on it.
+node as in a cluster (a single node is a cluster of one), and it is the only way to write as leader
+(``append``); this object carries out what the core decided: it answers acks=all waiters once the core
+says so and wakes fetches waiting for data. The HW and the LSO live in the core alone; the log reads them
+there (PartitionLog.bind_high_watermark).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from epochlog.protocol.errors import Err
 from epochlog.replication.partition import PartitionReplica, check_epoch
-from epochlog.replication.types import Role
+from epochlog.replication.types import LeaderAppend, Role
 
 
 def _offset(waiter: tuple[int, Any]) -> int:
@@ -25,6 +27,7 @@ class Partition:
     __slots__ = (
         "acks_waiters",
         "delete_waiters",
+        "last_hw",
         "log",
         "offline",
         "partition",
@@ -54,6 +57,8 @@ class Partition:
         self.delete_waiters: list[tuple[int, asyncio.Future[int]]] = []
         # Its log directory failed: it answers KAFKA_STORAGE_ERROR until the broker restarts.
         self.offline = False
+        log.bind_high_watermark(replica)
+        self.last_hw = replica.high_watermark  # the HW fetches were last woken for
 
     @property
     def leader_epoch(self) -> int:
@@ -65,7 +70,7 @@ class Partition:
 
     @property
     def high_watermark(self) -> int:
-        return self.log.high_watermark
+        return self.replica.high_watermark
 
     def check_epoch(self, current_leader_epoch: int) -> Err:
         """KIP-320 fencing: a client's view of the epoch must match ours when it gives one; only the
@@ -77,14 +82,13 @@ class Partition:
         return Err(check_epoch(current_leader_epoch, self.leader_epoch))
 
     def sync(self) -> None:
-        """After the core moved: mirror its HW into the log, answer acks=all waiters, wake fetches."""
+        """After the core moved: answer the acks=all waiters it releases, wake fetches if the HW moved."""
         if self.offline:
             self._fail_waiters(Err.KAFKA_STORAGE_ERROR)
             return
         r = self.replica
-        hw = min(r.high_watermark, self.log.log_end_offset)
-        moved = hw != self.log.high_watermark
-        self.log.high_watermark = hw
+        moved = r.high_watermark != self.last_hw
+        self.last_hw = r.high_watermark
         waiting = self.acks_waiters
         if waiting:
             # Sorted by offset: the answerable ones are a prefix, and the scan stops at the first the core
@@ -139,12 +143,17 @@ class Partition:
         self.acks_waiters.clear()
         self.delete_waiters.clear()
 
-    def appended_as_leader(self) -> None:
-        """After a leader append the core learns the new log end (the HW moves at once when the ISR is
-        this replica alone); then fetches waiting for data wake."""
-        self.replica.on_append()
-        self.sync()
-        self.notify()
+    def append(self, records: Any, now_ms: int, acks: int = -1, producer_epoch: int = -1) -> LeaderAppend:
+        """Write as leader through the core (Produce, coordinator records, transaction markers alike), then
+        carry out what follows: waiters the HW now releases are answered and fetches waiting for data wake.
+        Storage refusals raise, as the core's append does."""
+        if self.offline:
+            return LeaderAppend(Err.KAFKA_STORAGE_ERROR)
+        result = self.replica.append(records, now_ms, acks, producer_epoch)
+        if result.error == Err.NONE and not result.duplicate:
+            self.sync()
+            self.notify()
+        return result
 
     def wait_committed(self, last_offset: int) -> asyncio.Future[int]:
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()

@@ -15,6 +15,16 @@ class Entry(NamedTuple):
     value: str
 
 
+class Appended(NamedTuple):
+    """One leader append, as the replication core asks a log to report it."""
+
+    first_offset: int
+    last_offset: int
+    duplicate: bool = False
+    record_count: int = 0
+    log_append_time_ms: int = -1
+
+
 class SimLog:
     def __init__(self) -> None:
         self.entries: list[Entry] = []
@@ -45,13 +55,13 @@ class SimLog:
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
         self.cache.assign(epoch, start_offset)
 
-    def append_as_leader(self, records: list[str], epoch: int, now_ms: int) -> tuple[int, int]:
+    def append_as_leader(self, records: list[str], epoch: int, now_ms: int) -> Appended:
         first = len(self.entries)
         self.cache.assign(epoch, first)
         self.entries.extend(Entry(epoch, v) for v in records)
         if self.flush_every_append:
             self.flush()
-        return first, len(self.entries) - 1
+        return Appended(first, len(self.entries) - 1, record_count=len(records))
 
     def append_as_follower(self, batches: list[tuple[int, Entry]]) -> None:
         for offset, entry in batches:

@@ -15,7 +15,6 @@ from typing import Any
 from epochlog.controller.controller import Controller
 from epochlog.replication.partition import PartitionReplica
 from epochlog.replication.types import (
-    NONE,
     FetchRequest,
     FetchResponse,
     PartitionState,
@@ -29,7 +28,6 @@ TOPIC = "t"
 PARTITION = 0
 CONTROLLER = 0
 PRODUCER = -1
-ALTER_RETRY_MS = 500
 
 
 @dataclass
@@ -51,7 +49,6 @@ class SimBroker:
     persisted_hw: int = 0
     fetch_in_flight_until: int = 0
     pending_acks: list[tuple[int, str]] = field(default_factory=list)
-    alter_sent_at: int = 0  # when the leader last sent its pending ISR proposal
     inbox: list[tuple[int, Any]] = field(default_factory=list)  # held while paused
 
 
@@ -201,7 +198,7 @@ class World:
                 self.send(CONTROLLER, src, ("state", self.state()))
             elif kind == "alter":
                 err, st = self.controller.alter_partition(msg[1])
-                self.send(CONTROLLER, src, ("alter_result", err, st))
+                self.send(CONTROLLER, src, ("alter_result", msg[1], err, st))
             self._push_states()
             return
         if dst == PRODUCER:
@@ -224,13 +221,8 @@ class World:
                 b.pending_acks = [] if r.role is not Role.LEADER else b.pending_acks
                 self.checker.on_role_change(dst)
         elif kind == "alter_result":
-            _, err, st = msg
-            if err == NONE and st is not None:
-                r.apply_state(st, self.now)
-            else:
-                r.isr_change_failed()
-                if st is not None:
-                    r.apply_state(st, self.now)
+            _, proposal, err, st = msg
+            r.on_isr_change_answer(proposal, err, st, self.now)
         elif kind == "fetch":
             req: FetchRequest = msg[1]
             decision, proposal = r.handle_fetch(req, self.now)
@@ -247,7 +239,6 @@ class World:
             )
             self.send(dst, src, ("fetch_response", resp))
             if proposal is not None:
-                b.alter_sent_at = self.now
                 self.send(dst, CONTROLLER, ("alter", proposal))
             self._release_acks(b)
         elif kind == "fetch_response":
@@ -261,12 +252,11 @@ class World:
                 )
         elif kind == "produce":
             _, value = msg
-            err = r.check_produce(-1)
-            if err:
+            appended = r.append([value], self.now, acks=-1)
+            if appended.error:
                 return
-            first, _last = r.append([value], self.now)
             self.checker.on_leader_append(dst, r.leader_epoch, value)
-            b.pending_acks.append((first, value))
+            b.pending_acks.append((appended.first_offset, value))
             self._release_acks(b)
 
     def _release_acks(self, b: SimBroker) -> None:
@@ -296,13 +286,8 @@ class World:
                 b.fetch_in_flight_until = self.now + 200
                 self.send(bid, r.leader_id, ("fetch", req))
         if r.role is Role.LEADER:
-            proposal = r.maybe_shrink_isr(self.now)
-            if proposal is None and r.pending_isr is not None and self.now - b.alter_sent_at >= ALTER_RETRY_MS:
-                # Unanswered (the request or its answer was lost): send it again, as Kafka's
-                # AlterPartitionManager and the server's request timeout do; a stale one is refused.
-                proposal = r.pending_isr
+            proposal = r.next_isr_change(self.now)  # a shrink, or the unanswered change again
             if proposal is not None:
-                b.alter_sent_at = self.now
                 self.send(bid, CONTROLLER, ("alter", proposal))
             self._release_acks(b)
         if self.rng.random() < 0.2:
@@ -419,7 +404,10 @@ class World:
     def leader_append(self, bid: int, value: str) -> int:
         """Append directly at a leader (a produce that arrived), returning the offset."""
         b = self.brokers[bid]
-        first, _ = b.replica.append([value], self.now)
+        appended = b.replica.append([value], self.now, acks=1)  # a script's write: min.insync.replicas aside
+        if appended.error:
+            raise AssertionError(f"broker {bid} refuses the scripted write of {value}: error {appended.error}")
+        first = appended.first_offset
         self.checker.on_leader_append(bid, b.replica.leader_epoch, value)
         b.pending_acks.append((first, value))
         self.log_event(f"leader {bid} appends {value} at offset {first} (epoch {b.replica.leader_epoch})")
@@ -437,9 +425,8 @@ class World:
         leader = self.brokers[r.leader_id]
         decision, proposal = leader.replica.handle_fetch(req, self.now)
         if proposal is not None:
-            _err, st = self.controller.alter_partition(proposal)
-            if st is not None:
-                leader.replica.apply_state(st, self.now)
+            err, st = self.controller.alter_partition(proposal)
+            leader.replica.on_isr_change_answer(proposal, err, st, self.now)
             self.controller.drain_changes()
         self._release_acks(leader)
         self.run_for(10)  # deliver the acks

@@ -16,8 +16,9 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
+from epochlog.offsets import last_stable_offset
 from epochlog.protocol.control_records import Marker, read_marker
 from epochlog.protocol.record_batch import (
     BatchHeader,
@@ -133,6 +134,15 @@ class AppendResult:
     duplicate: bool = False
 
 
+class HighWatermarkOwner(Protocol):
+    """The replication core of a served partition: the one owner of its HW and LSO."""
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    def last_stable_offset(self) -> int: ...
+
+
 @dataclass(slots=True)
 class ReadResult:
     chunks: list[bytes | memoryview] = field(default_factory=list)
@@ -190,7 +200,10 @@ class PartitionLog:
         self._bases: list[int] = []
         self.log_start_offset = 0
         self.recovery_point = 0
-        self.high_watermark = 0
+        # The HW as the checkpoint left it, until a replication core takes the partition over
+        # (bind_high_watermark); from then on the core owns it and this log only reads it.
+        self._hw = 0
+        self._hw_owner: HighWatermarkOwner | None = None
         self.topic_id: uuid.UUID | None = None
         self.epoch_cache = LeaderEpochCache(on_change=self._save_epochs)
         self.producer_state = ProducerStateManager(directory)
@@ -209,6 +222,22 @@ class PartitionLog:
         # Counts truncations: a cleaning that began before one is not swapped in, since its offset map
         # may name records that are gone (Kafka aborts the cleaning of a log it truncates).
         self.truncations = 0
+
+    @property
+    def high_watermark(self) -> int:
+        owner = self._hw_owner
+        return self._hw if owner is None else owner.high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        if self._hw_owner is not None:
+            raise RuntimeError(f"{self}: the replication core owns the high watermark of a served partition")
+        self._hw = value
+
+    def bind_high_watermark(self, owner: HighWatermarkOwner) -> None:
+        """Hand the HW (and the LSO) to ``owner``, the partition's replication core: retention, compaction, the
+        HW checkpoint and ListOffsets read the core's values from then on, never a copy."""
+        self._hw_owner = owner
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.topic}-{self.partition} [{self.log_start_offset}, {self.log_end_offset}))"
@@ -261,7 +290,7 @@ class PartitionLog:
         if self.log_start_offset > self.log_end_offset:
             self.log_start_offset = self.log_end_offset
         self.recovery_point = min(max(recovery_point, 0), self.log_end_offset) if not recover else self.log_end_offset
-        self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+        self._hw = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
         try:
             entries = checkpoints.read_epochs(directory / EPOCH_CHECKPOINT)
         except (checkpoints.CheckpointError, ValueError) as e:
@@ -545,8 +574,10 @@ class PartitionLog:
     def last_stable_offset(self) -> int:
         """Where read_committed reads stop: the first offset of a transaction not yet decided (or decided by
         a marker not yet below the high watermark), capped by the high watermark."""
-        first = self.producer_state.first_unstable_offset(self.high_watermark)
-        return self.high_watermark if first is None else min(first, self.high_watermark)
+        owner = self._hw_owner
+        if owner is not None:
+            return owner.last_stable_offset()
+        return last_stable_offset(self.producer_state.first_unstable_offset(self._hw), self._hw)
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """The aborted transactions a read_committed reader of [fetch_offset, upper_bound) must know of."""
@@ -714,7 +745,7 @@ class PartitionLog:
         # back the cut records under offsets that new, acknowledged records were given.
         seg.flush()
         self.epoch_cache.truncate_from_end(self.log_end_offset)
-        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self._hw = min(self._hw, self.log_end_offset)  # a bound core caps its own HW when it truncates
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         seg.txn_index.truncate_to(self.log_end_offset)
         self.producer_state.delete_snapshots_above(self.log_end_offset)
@@ -728,7 +759,7 @@ class PartitionLog:
         self.segments, self._bases = [], []
         self._new_segment(offset, _now_ms())
         self.log_start_offset = offset
-        self.high_watermark = offset
+        self._hw = offset  # a bound core moves its own HW to the new start
         self.recovery_point = offset
         self.epoch_cache.clear()
         self.producer_state.delete_snapshots_above(-1)

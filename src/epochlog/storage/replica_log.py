@@ -6,7 +6,7 @@ this adapter is how the server hands it files. Batches stay bytes end to end.
 
 from __future__ import annotations
 
-from epochlog.storage.partition_log import PartitionLog
+from epochlog.storage.partition_log import AppendResult, PartitionLog
 
 
 class PartitionReplicaLog:
@@ -34,9 +34,10 @@ class PartitionReplicaLog:
         # The cache writes leader-epoch-checkpoint atomically (with fsync) on every change.
         self.log.epoch_cache.assign(epoch, start_offset)
 
-    def append_as_leader(self, records: bytes | memoryview, epoch: int, now_ms: int) -> tuple[int, int]:
-        result = self.log.append_as_leader(records, epoch, now_ms)
-        return result.first_offset, result.last_offset
+    def append_as_leader(self, records: bytes | memoryview, epoch: int, now_ms: int) -> AppendResult:
+        # Every leader write reaches the core either from Produce, whose validation checked each batch's CRC
+        # on these very bytes, or built by the broker itself (coordinator records, transaction markers).
+        return self.log.append_as_leader(records, epoch, now_ms, crc_checked=True)
 
     def append_as_follower(self, batches: bytes | memoryview) -> None:
         if batches:

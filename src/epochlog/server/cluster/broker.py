@@ -538,8 +538,8 @@ class ClusterBroker(Broker):
                 min_insync_replicas=self._min_isr(info),
                 replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
                 truncation_mode=self.mode,
+                high_watermark=plog.high_watermark,  # the checkpoint's; the core owns it from here
             )
-            replica.high_watermark = min(plog.high_watermark, plog.log_end_offset)
             part = Partition(topic, p, info.topic_id, plog, replica)
             self.partitions[(topic, p)] = part
         before = (part.replica.role, part.replica.leader_epoch)
@@ -639,10 +639,10 @@ class ClusterBroker(Broker):
                 r = part.replica
                 if r is None or r.role is not Role.LEADER or part.offline:
                     continue
-                proposal = r.maybe_shrink_isr(now)
+                proposal = r.next_isr_change(now)  # a shrink, or the unanswered change again
                 if proposal is not None:
                     log.info(
-                        "%s-%d: shrinking ISR %s -> %s", r.topic, r.partition, sorted(r.isr), sorted(proposal.new_isr)
+                        "%s-%d: proposing ISR %s -> %s", r.topic, r.partition, sorted(r.isr), sorted(proposal.new_isr)
                     )
                     self.submit_alter(part, proposal)
 
@@ -678,34 +678,34 @@ class ClusterBroker(Broker):
             resp = await self.controller.request("rpc", req, timeout=5)
         except PeerError as e:
             log.info("AlterPartition for %s-%d failed: %s", part.topic, part.partition, e)
-            if r.pending_isr is proposal:
-                r.isr_change_failed()
+            r.on_isr_change_answer(proposal, Err.REQUEST_TIMED_OUT, None, now_ms())
             return
         row = resp.topics[0].partitions[0] if resp.topics and resp.topics[0].partitions else None
         if row is None or row.error_code:
-            if r.pending_isr is proposal:
-                r.isr_change_failed()
             log.info(
                 "AlterPartition for %s-%d refused: %s",
                 part.topic,
                 part.partition,
                 Err(row.error_code).name if row is not None else "empty response",
             )
+            code = Err(row.error_code) if row is not None else Err.UNKNOWN_SERVER_ERROR
+            r.on_isr_change_answer(proposal, code, None, now_ms())
             return
-        if int(row.leader_epoch) != proposal.leader_epoch:
-            # The change completed a reassignment (replicas left, so a new leader epoch): the answer does
-            # not carry the new replica set, the metadata record does; take the state from there.
-            if r.pending_isr is proposal:
-                r.isr_change_failed()
-            return
-        st = PartitionState(
-            int(row.leader_id),
-            int(row.leader_epoch),
-            frozenset(int(b) for b in row.isr),
-            r.replicas,
-            int(row.partition_epoch),
+        # The core decides what the answer changes (only the change in flight, only within its leader epoch).
+        was_leading, isr = r.role is Role.LEADER, r.isr
+        r.on_isr_change_answer(
+            proposal,
+            Err.NONE,
+            PartitionState(
+                int(row.leader_id),
+                int(row.leader_epoch),
+                frozenset(int(b) for b in row.isr),
+                r.replicas,
+                int(row.partition_epoch),
+            ),
+            now_ms(),
         )
-        self._apply_state(part, st)
+        self.metrics.isr_changed(isr, r.isr, was_leading and r.role is Role.LEADER)
         part.sync()
 
     def _apply_state(self, part: Partition, st: PartitionState) -> None:

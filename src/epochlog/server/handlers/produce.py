@@ -49,7 +49,9 @@ def _append(
         "log_append_time": -1,
     }
     plog = part.log
-    # The core decides: leadership, the KIP-359 epoch, min.insync.replicas for acks=all.
+    # The core's rules (leadership, the KIP-359 epoch, min.insync.replicas for acks=all) asked before the
+    # bytes are looked at, Kafka's order: a follower answers NOT_LEADER whatever it was sent. The core's
+    # append below applies them again at the moment of writing.
     code = Err(part.replica.check_produce(acks, epoch))
     if code:
         out["error_code"] = code
@@ -75,7 +77,7 @@ def _append(
         out["error_message"] = "transactional records need the request's transactional id"
         return out, -1
     try:
-        result = plog.append_as_leader(records, part.leader_epoch, now, crc_checked=True)
+        result = part.append(records, now, acks, epoch)
     except Exception as e:
         code = getattr(e, "error_code", None)
         if code is None:
@@ -88,7 +90,9 @@ def _append(
         broker.metrics.failed_produce.labels(part.topic).inc()
         out["log_start_offset"] = plog.log_start_offset
         return out, -1
-    part.appended_as_leader()
+    if result.error:
+        out["error_code"] = Err(result.error)
+        return out, -1
     if not result.duplicate:
         broker.metrics.messages_in.labels(part.topic).inc(result.record_count)
         broker.metrics.bytes_in.labels(part.topic).inc(len(records))
@@ -96,8 +100,7 @@ def _append(
     out["base_offset"] = result.first_offset
     out["log_append_time"] = result.log_append_time_ms
     out["log_start_offset"] = plog.log_start_offset
-    wait = result.last_offset if acks == -1 else -1
-    return out, wait
+    return out, result.wait_offset
 
 
 def _answer(broker: Broker, header: RequestHeader, responses: list[dict[str, Any]]) -> bytes:

@@ -71,20 +71,19 @@ async def write_markers(broker: Broker, req: MarkerRequest) -> dict[TopicPartiti
         if part is None:
             out[tp] = Err.NOT_LEADER_OR_FOLLOWER if tp in broker.image.states else Err.UNKNOWN_TOPIC_OR_PARTITION
             continue
-        if code := part.replica.check_produce(-1, -1):
-            out[tp] = err_of(code)
-            continue
         batch = marker_batch(req.producer_id, req.producer_epoch, kind, req.coordinator_epoch, now_ms())
         try:
-            result = part.log.append_as_leader(batch, part.leader_epoch, now_ms())
+            result = part.append(batch, now_ms(), acks=-1)
         except Exception as e:
             code = getattr(e, "error_code", None)
             if code is None:
                 log.exception("marker for %s-%d failed", *tp)
             out[tp] = err_of(code) if code is not None else Err.UNKNOWN_SERVER_ERROR
             continue
-        part.appended_as_leader()
-        waits.append((tp, part, result.last_offset))
+        if result.error:
+            out[tp] = err_of(result.error)
+            continue
+        waits.append((tp, part, result.wait_offset))
     timeout = broker.config.request_timeout_ms / 1000
     futs = [part.wait_committed(last) for _tp, part, last in waits]
     if futs:

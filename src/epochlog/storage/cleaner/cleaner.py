@@ -119,8 +119,8 @@ class LogView:
 
     @property
     def cleanable_end(self) -> int:
-        lso = self.last_stable_offset
-        return self.high_watermark if lso < 0 else min(lso, self.high_watermark)
+        # The LSO is never past the HW (the log's owner computes both): -1 says the view has no LSO.
+        return self.high_watermark if self.last_stable_offset < 0 else self.last_stable_offset
 
     def close(self) -> None:
         for s in self.segments:
