@@ -58,9 +58,7 @@ def test_a_produce_behind_a_verifying_one_waits_its_turn(broker: BrokerProcess) 
         # The coordinator is this broker, once __transaction_state exists.
         _until_ok(lambda: w.request(10, 3, key=tid, key_type=1), lambda r: int(r.error_code))
         init = {"transactional_id": tid, "transaction_timeout": timedelta(seconds=60)}
-        r = _until_ok(
-            lambda: w.request(22, 4, **init, producer_id=-1, producer_epoch=-1), lambda r: int(r.error_code)
-        )
+        r = _until_ok(lambda: w.request(22, 4, **init, producer_id=-1, producer_epoch=-1), lambda r: int(r.error_code))
         pid, epoch = int(r.producer_id), int(r.producer_epoch)
 
         from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnTopic
