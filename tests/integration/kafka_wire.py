@@ -28,7 +28,8 @@ class WireClient:
             buf += chunk
         return buf
 
-    def request(self, api_key: int, version: int, **fields: Any) -> Any:
+    def frame(self, api_key: int, version: int, **fields: Any) -> tuple[int, bytes]:
+        """(correlation id, the size-prefixed request), not sent: callers that pipeline send several at once."""
         cls = load_request_schema(api_key, version)
         self.corr += 1
         out = io.BytesIO()
@@ -37,14 +38,22 @@ class WireClient:
             out.write(b"\x00")
         entity_writer(cls)(out, cls(**fields))
         body = out.getvalue()
-        self.sock.sendall(struct.pack(">i", len(body)) + body)
+        return self.corr, struct.pack(">i", len(body)) + body
+
+    def response(self, api_key: int, version: int, corr: int) -> Any:
+        """The next response on the socket, which must answer request ``corr``."""
         size = struct.unpack(">i", self._recv(4))[0]
         frame = self._recv(size)
         resp_cls = load_response_schema(api_key, version)
         pos = 4 + (1 if resp_cls.__flexible__ and api_key != 18 else 0)
-        assert struct.unpack_from(">i", frame)[0] == self.corr
+        assert struct.unpack_from(">i", frame)[0] == corr
         obj, _ = entity_reader(resp_cls)(frame[pos:], 0)
         return obj
+
+    def request(self, api_key: int, version: int, **fields: Any) -> Any:
+        corr, data = self.frame(api_key, version, **fields)
+        self.sock.sendall(data)
+        return self.response(api_key, version, corr)
 
 
 def schema_module(api_key: int, version: int) -> Any:

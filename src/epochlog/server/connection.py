@@ -1,8 +1,14 @@
-"""One client connection: dispatch, responses in request order, backpressure.
+"""One client connection: dispatch, requests in order, responses in request order, backpressure.
 
 Protocol-style (every whole frame read is handled at once; framing.py cuts them): the notes measured the
 Streams style 5-10x slower on small frames. A frame that cannot be a Kafka request closes this
 connection only; nothing a client sends can stop the broker.
+
+Requests take effect in the order they were sent, as in Kafka, which handles one request per connection
+at a time: a handler that answers with a coroutine holds the frames behind it until the coroutine is
+done, unless it answers ``Waiting`` (server/responses.py) once the request has taken effect and only the
+answer is pending (acks=all replication, a long-polling Fetch). A pipelined Produce cannot overtake one
+that is still asking the transaction coordinator, and so cannot break its producer's sequence order.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from epochlog.security.session import Session
 from epochlog.server.dispatch import NO_RESPONSE, dispatch
 from epochlog.server.framing import BIG_FRAME, FramedProtocol
 from epochlog.server.listener_security import PLAINTEXT, ListenerSecurity
+from epochlog.server.responses import Waiting
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
@@ -57,6 +64,9 @@ class KafkaConnection(FramedProtocol):
         self._writev = False
         self.transport: asyncio.Transport | None = None
         self.pending: deque[_Slot] = deque()
+        # True while a request has not taken effect yet; frames that arrive meanwhile wait in _held.
+        self._ordering = False
+        self._held: deque[bytes | memoryview] = deque()
         self.peer = "?"
         self.closed = False
         self._reading_paused = False
@@ -108,10 +118,11 @@ class KafkaConnection(FramedProtocol):
                 self.limits.release(self._ip)
                 self._ip = None
             self.limits.paused.discard(self)
-            held = sum(s.size for s in self.pending)
+            held = sum(s.size for s in self.pending) + sum(len(f) for f in self._held)
             self.pending.clear()
             if held:
                 self.limits.give_back(held)
+        self._held.clear()
         self.broker.connections.discard(self)
         hook = getattr(self.broker, "on_connection_lost", None)
         if hook is not None:
@@ -145,12 +156,21 @@ class KafkaConnection(FramedProtocol):
 
     def frame_received(self, frame: bytes | memoryview) -> None:
         self.last_active = time.monotonic()
+        if self._ordering or self._held:
+            # An earlier request has not taken effect yet: this one waits its turn, and its bytes count
+            # against queued.max.request.bytes meanwhile (the frame owns its buffer: framing.py copies
+            # frames out of the shared scratch buffer).
+            self._held.append(frame)
+            self._hold(len(frame))
+            self._update_reading()
+            return
         self._handle_frame(frame)
 
     @property
     def busy(self) -> bool:
-        """Requests still being answered (a long-polling Fetch): not idle, whatever the clock says."""
-        return bool(self.pending)
+        """Requests still being answered (a long-polling Fetch) or waiting their turn: not idle, whatever
+        the clock says."""
+        return bool(self.pending or self._held)
 
     def pool_has_room(self) -> None:
         self._pool_paused = False
@@ -222,11 +242,27 @@ class KafkaConnection(FramedProtocol):
         slot = _Slot(len(mv), header.api_key)
         self._hold(slot.size)
         self.pending.append(slot)
-        if asyncio.iscoroutine(result):
-            task = asyncio.ensure_future(result)
-            task.add_done_callback(lambda t, s=slot, h=header: self._complete(t, s, h))
+        if isinstance(result, Waiting):
+            self._run(result.coro, slot, header, ordering=False)
+        elif asyncio.iscoroutine(result):
+            self._ordering = True
+            self._run(result, slot, header, ordering=True)
         else:
             self._fill(slot, header, result)
+
+    def _run(self, coro: Any, slot: _Slot, header: codec.RequestHeader, ordering: bool) -> None:
+        task = asyncio.ensure_future(coro)
+        task.add_done_callback(lambda t: self._complete(t, slot, header, ordering))
+
+    def _next_held(self) -> None:
+        """The request that held the others has taken effect: handle the frames that arrived meanwhile, in
+        order, until one of them holds the rest again."""
+        held = self._held
+        while held and not self._ordering and not self.closed:
+            frame = held.popleft()
+            self._release(len(frame))  # _handle_frame counts the request again while it is answered
+            self._handle_frame(frame)
+        self._update_reading()
 
     # -- SASL ---------------------------------------------------------------------------
     def _sasl_admits(self, header: codec.RequestHeader, mv: memoryview) -> bool:
@@ -305,8 +341,11 @@ class KafkaConnection(FramedProtocol):
             self._reading_paused = True
         asyncio.get_running_loop().call_later(self.security.failed_auth_delay_ms / 1000, self.close)
 
-    def _complete(self, task: asyncio.Future[Any], slot: _Slot, header: codec.RequestHeader) -> None:
+    def _complete(self, task: asyncio.Future[Any], slot: _Slot, header: codec.RequestHeader, ordering: bool) -> None:
         if self.closed:
+            return
+        if task.cancelled():  # the loop is shutting down
+            self.close()
             return
         try:
             result = task.result()
@@ -314,7 +353,16 @@ class KafkaConnection(FramedProtocol):
             log.exception("closing %s: handler for api %d v%d failed", self.peer, header.api_key, header.api_version)
             self.close()
             return
-        self._fill(slot, header, result)
+        if isinstance(result, Waiting):
+            self._run(result.coro, slot, header, ordering=False)
+        elif result is NO_RESPONSE:
+            slot.data = b""  # acks=0 after a wait: nothing to write, and the answers behind it need not wait
+            self._flush()
+        else:
+            self._fill(slot, header, result)
+        if ordering:
+            self._ordering = False
+            self._next_held()
 
     def _fill(self, slot: _Slot, header: codec.RequestHeader, body: Any) -> None:
         if self._observe is not None:
@@ -374,7 +422,11 @@ class KafkaConnection(FramedProtocol):
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
-        should_pause = self._writing_paused or self._pool_paused or len(self.pending) >= MAX_IN_FLIGHT
+        # Held frames pause reading outright (Kafka mutes such a connection), so they count against
+        # MAX_IN_FLIGHT too: at most one read's worth of frames is ever held.
+        should_pause = (
+            self._writing_paused or self._pool_paused or bool(self._held) or len(self.pending) >= MAX_IN_FLIGHT
+        )
         if should_pause and not self._reading_paused:
             self.transport.pause_reading()
             self._reading_paused = True

@@ -14,6 +14,7 @@ from epochlog.protocol.records import build_batch
 from epochlog.security.acl import Operation, ResourceType
 from epochlog.server.handlers.fetch import handle_fetch
 from epochlog.server.handlers.produce import handle_produce
+from epochlog.server.responses import Waiting
 
 pytestmark = pytest.mark.unit
 
@@ -66,6 +67,8 @@ def _frame(api: int, version: int, body: dict[str, Any]) -> tuple[RequestHeader,
 
 def _run(result: Any) -> Any:
     async def run() -> Any:
+        if isinstance(result, Waiting):
+            return await result.coro
         return await result if asyncio.iscoroutine(result) else result
 
     return asyncio.run(run())

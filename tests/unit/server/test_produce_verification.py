@@ -25,6 +25,7 @@ from epochlog.replication.partition import PartitionReplica
 from epochlog.replication.types import PartitionState
 from epochlog.server.handlers.produce import handle_produce
 from epochlog.server.partition import Partition
+from epochlog.server.responses import Waiting
 from epochlog.storage.config import LogConfig
 from epochlog.storage.partition_log import PartitionLog
 from epochlog.storage.replica_log import PartitionReplicaLog
@@ -95,7 +96,8 @@ def _produce(broker: Any) -> int:
     result = handle_produce(broker, header, frame)
 
     async def run() -> Any:
-        return await result if asyncio.iscoroutine(result) else result
+        out = await result if asyncio.iscoroutine(result) else result
+        return await out.coro if isinstance(out, Waiting) else out
 
     raw = bytes(asyncio.run(run()))
     pos = 4 + 4 + 1  # frame size, correlation id, the flexible header's empty tagged fields

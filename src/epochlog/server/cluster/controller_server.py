@@ -47,6 +47,7 @@ from epochlog.server.handlers.admin import creatable_topic
 from epochlog.server.handlers.sasl import sasl_on_plain_listener
 from epochlog.server.metrics import ControllerMetrics
 from epochlog.server.quorum.driver import NotLeader, QuorumDriver
+from epochlog.server.responses import Waiting
 from epochlog.server.topic_configs import invalid_topic_configs
 from epochlog.server.topics import validate_topic_name
 
@@ -959,7 +960,9 @@ def _dispatch(server: ControllerServer, conn: Any, header: RequestHeader, frame:
         assert server.quorum is not None
         # Controllers dial each other as "controller-<id>-raft"; everyone else follows the log as an observer.
         observer = not (header.client_id or "").startswith("controller-")
-        return server.quorum.handle(key, req, observer)
+        # Raft tolerates messages out of order, and a Vote must not wait behind a long-polling Fetch on the
+        # same connection; the tasks still start in the order the frames came.
+        return Waiting(server.quorum.handle(key, req, observer))
     if key == 55:
         return describe_quorum(server, req, version)
     if key == 60:
@@ -972,7 +975,8 @@ def _dispatch(server: ControllerServer, conn: Any, header: RequestHeader, frame:
     except NotLeader:
         return not_controller(key, version, req)
     if server.proposed_last != before:
-        return server._answer_when_committed(key, version, req, resp)
+        # Decided and proposed above, in request order: only the answer waits for the commit.
+        return Waiting(server._answer_when_committed(key, version, req, resp))
     return resp
 
 

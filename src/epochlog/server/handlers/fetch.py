@@ -16,6 +16,7 @@ from epochlog.server import authz
 from epochlog.server.authz import session_of
 from epochlog.server.broker import now_ms
 from epochlog.server.handlers.leader_hints import add_hint
+from epochlog.server.responses import Waiting
 from epochlog.storage.errors import KafkaStorageError
 from epochlog.storage.partition_log import FileRead
 
@@ -353,7 +354,9 @@ def handle_fetch(broker: Broker, header: RequestHeader, frame: memoryview) -> An
     nothing_to_wait_for = denied is _ALL or (denied and all(n in denied for n in _names(broker, req, version)))
     if total >= req.min_bytes or errors or max_wait_ms <= 0 or not req.topics or nothing_to_wait_for:
         if deferred:
-            return _respond_after_reads(broker, header, topics_out, spliced, deferred)
+            return Waiting(_respond_after_reads(broker, header, topics_out, spliced, deferred))
         return _response(broker, header, topics_out, spliced)
     deadline = time.monotonic() + max_wait_ms / 1000
-    return _fetch_with_wait(broker, header, req, version, deadline, denied)
+    # A Fetch changes nothing a later request could race with (a follower's position was taken above):
+    # the requests behind a long poll need not wait for it.
+    return Waiting(_fetch_with_wait(broker, header, req, version, deadline, denied))

@@ -19,6 +19,7 @@ from epochlog.server.broker import now_ms
 from epochlog.server.dispatch import NO_RESPONSE
 from epochlog.server.handlers.leader_hints import add_hint
 from epochlog.server.partition import Partition
+from epochlog.server.responses import Waiting
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
@@ -195,8 +196,8 @@ async def _verify_then_produce(
         if part is not None and part.log.producer_state.markers_applied.get(pid, 0) != markers:
             # The transaction was decided while we asked: the verified write would begin a new one.
             refused.setdefault((name, index), not_in_txn)
-    result = _produce(broker, header, req, refused, denied)
-    return await result if asyncio.iscoroutine(result) else result
+    # Appended now, before the connection handles the next request; only an acks=all wait goes on meanwhile.
+    return _produce(broker, header, req, refused, denied)
 
 
 _NO_DENIED: set[str] = set()
@@ -298,5 +299,5 @@ def _produce(
     if req.acks == 0:
         return NO_RESPONSE
     if waits:
-        return _await_acks(broker, header, responses, waits, req.timeout_ms)
+        return Waiting(_await_acks(broker, header, responses, waits, req.timeout_ms))
     return _answer(broker, header, responses)
