@@ -43,7 +43,7 @@ from epochlog.server.cluster.not_controller import not_controller
 from epochlog.server.cluster.quorum_describe import describe_cluster, describe_quorum
 from epochlog.server.config import _bool, _int, parse_listener
 from epochlog.server.handlers.acls import binding_of, binding_row, filter_of
-from epochlog.server.handlers.admin import creatable_topic
+from epochlog.server.handlers.item_errors import creatable_topic
 from epochlog.server.handlers.sasl import sasl_on_plain_listener
 from epochlog.server.metrics import ControllerMetrics
 from epochlog.server.quorum.driver import NotLeader, QuorumDriver
