@@ -37,7 +37,7 @@ from rich.console import Console
 from rich.table import Table
 from tests.integration.cluster_helpers import leader_epoch, wait_until
 
-from epochlog.cli.metadata_quorum_cmd import leader_of
+from epochlog.client.quorum import leader_of
 from epochlog.server.cluster.local import LocalCluster, free_base_port
 
 

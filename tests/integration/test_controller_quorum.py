@@ -9,7 +9,7 @@ import signal
 import time
 from pathlib import Path
 
-from epochlog.cli.metadata_quorum_cmd import leader_of
+from epochlog.client.quorum import leader_of
 from epochlog.controller.quorum_controller import ACTIVATION_GRACE_MS
 from epochlog.server.cluster.local import LocalCluster, free_base_port
 from tests.integration.cluster_helpers import (

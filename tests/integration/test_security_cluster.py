@@ -12,8 +12,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from epochlog.properties import load_properties
 from epochlog.server.cluster.local import LocalCluster, free_base_port
-from epochlog.server.config import load_properties
 from tests.integration.cluster_helpers import QUORUM, wait_until
 from tests.integration.security_node import format_scram
 from tests.pki import make_pki

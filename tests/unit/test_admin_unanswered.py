@@ -10,7 +10,7 @@ import pytest
 from epochlog.protocol.api_versions import supported_range
 from epochlog.protocol.codec import RequestHeader, encode_response
 from epochlog.protocol.errors import Err
-from epochlog.server.handlers.admin import unanswered
+from epochlog.server.handlers.forwarding import unanswered
 
 TOPIC = SimpleNamespace(name="t", topic_id=uuid.UUID(int=7), configs=[], count=4)
 REQUESTS = {
@@ -55,7 +55,7 @@ def test_other_apis_are_refused() -> None:
 
 
 class _Broker:
-    """Just what _forward uses: the config and a forward() that fails the way it is told."""
+    """Just what forward() uses: the config and a forward() that fails the way it is told."""
 
     def __init__(self, errors: list[Exception], timeout_ms: int = 2000) -> None:
         self.config = SimpleNamespace(request_timeout_ms=timeout_ms)
@@ -73,10 +73,10 @@ def test_an_unreachable_controller_is_retried_then_answered() -> None:
     import asyncio
 
     from epochlog.server.cluster.peer import PeerError
-    from epochlog.server.handlers.admin import _forward
+    from epochlog.server.handlers.forwarding import forward
 
     broker = _Broker([PeerError("refused"), PeerError("refused")])
-    assert asyncio.run(_forward(broker, _header(19, 7), REQUESTS[19], None, True)) == {"ok": True}
+    assert asyncio.run(forward(broker, _header(19, 7), REQUESTS[19], None, True)) == {"ok": True}
     assert broker.calls == 3
 
 
@@ -84,9 +84,9 @@ def test_an_unreadable_answer_is_not_retried_and_is_an_unknown_server_error() ->
     import asyncio
 
     from epochlog.server.cluster.peer import PeerBadResponse
-    from epochlog.server.handlers.admin import _forward
+    from epochlog.server.handlers.forwarding import forward
 
     broker = _Broker([PeerBadResponse("garbage")])
-    body = asyncio.run(_forward(broker, _header(19, 7), REQUESTS[19], None, True))
+    body = asyncio.run(forward(broker, _header(19, 7), REQUESTS[19], None, True))
     assert broker.calls == 1
     assert [r["error_code"] for r in body["topics"]] == [Err.UNKNOWN_SERVER_ERROR]

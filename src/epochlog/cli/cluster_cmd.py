@@ -13,7 +13,8 @@ from epochlog.cli.logging_setup import setup_logging
 
 
 def _props(config: Path, overrides: list[str]) -> dict[str, str]:
-    from epochlog.server.config import ConfigError, load_properties
+    from epochlog.config_error import ConfigError
+    from epochlog.properties import load_properties
 
     props = load_properties(config)
     for item in overrides:
@@ -32,8 +33,8 @@ def register(app: typer.Typer) -> None:
         log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
     ) -> None:
         """Run the controller (cluster metadata, elections, ISR changes) until Ctrl-C or SIGTERM."""
+        from epochlog.config_error import ConfigError
         from epochlog.server.cluster.controller_server import ControllerConfig, run_controller
-        from epochlog.server.config import ConfigError
         from epochlog.storage.errors import StorageError
 
         setup_logging(log_level)
@@ -55,8 +56,9 @@ def register(app: typer.Typer) -> None:
         log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
     ) -> None:
         """Run one broker of a multi-broker cluster (needs controller.quorum.bootstrap.servers)."""
+        from epochlog.config_error import ConfigError
         from epochlog.server.cluster.broker import run_broker
-        from epochlog.server.config import BrokerConfig, ConfigError
+        from epochlog.server.config import BrokerConfig
         from epochlog.storage.errors import StorageError
 
         setup_logging(log_level)

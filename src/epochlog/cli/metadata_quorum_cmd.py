@@ -11,14 +11,13 @@ from typing import Annotated, Any
 
 import typer
 
-METADATA_TOPIC = "__cluster_metadata"
-
 
 def _ask(bootstrap: str) -> tuple[str, Any]:
     """(cluster id, the metadata partition's DescribeQuorum row) from the first controller that answers."""
     from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
     from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
 
+    from epochlog.client.quorum import METADATA_TOPIC
     from epochlog.client.wire import Connection, WireError
 
     errors = []
@@ -46,26 +45,6 @@ def _ask(bootstrap: str) -> tuple[str, Any]:
             continue
         return str(cluster.cluster_id or ""), row
     raise typer.BadParameter("no controller answered: " + "; ".join(errors), param_hint="--bootstrap-controller")
-
-
-def leader_of(ports: list[int], host: str = "127.0.0.1") -> int:
-    """The quorum leader's node id as any of these controllers knows it (-1: none knows)."""
-    from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
-
-    from epochlog.client.wire import Connection, WireError
-
-    req = DescribeQuorumRequest(
-        topics=(TopicData(topic_name=METADATA_TOPIC, partitions=(PartitionData(partition_index=0),)),)
-    )
-    for port in ports:
-        try:
-            with Connection(host, port, client_id="epochlog-metadata-quorum", timeout=2) as conn:
-                row = conn.request(req).topics[0].partitions[0]
-        except (WireError, OSError, ValueError, IndexError):
-            continue
-        if int(row.leader_id) >= 0:
-            return int(row.leader_id)
-    return -1
 
 
 def status_lines(cluster_id: str, row: Any, now_ms: int) -> list[tuple[str, str]]:

@@ -13,8 +13,9 @@ from epochlog.cli.logging_setup import setup_logging
 
 
 def _build_config(config: Path | None, data_dir: Path | None, port: int | None, host: str | None, overrides: list[str]):
+    from epochlog.config_error import ConfigError
+    from epochlog.properties import load_properties
     from epochlog.server.combined import combined_configs
-    from epochlog.server.config import ConfigError, load_properties
 
     props = load_properties(config) if config else {}
     for item in overrides:
@@ -58,8 +59,8 @@ def register(app: typer.Typer) -> None:
         log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
     ) -> None:
         """Run a single-node epochlog cluster in the foreground until Ctrl-C or SIGTERM."""
+        from epochlog.config_error import ConfigError
         from epochlog.server.combined import run_combined
-        from epochlog.server.config import ConfigError
         from epochlog.storage.errors import StorageError
 
         setup_logging(log_level)

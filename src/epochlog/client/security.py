@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from epochlog.properties import load_properties
 from epochlog.security.plain import parse_jaas
 from epochlog.security.sasl_client import CLIENT_MECHANISMS
-from epochlog.server.config import load_properties
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 

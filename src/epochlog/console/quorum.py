@@ -13,9 +13,8 @@ from typing import Any
 from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
 
 from epochlog.client.epochs import parse_bootstrap
+from epochlog.client.quorum import METADATA_TOPIC
 from epochlog.client.wire import Connection, ConnectionPool, WireError
-
-METADATA_TOPIC = "__cluster_metadata"
 
 
 def quorum_view(row: Any, now_ms: int) -> dict[str, Any]:

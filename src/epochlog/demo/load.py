@@ -234,7 +234,7 @@ class FaultSchedule(threading.Thread):
         self._watch_controller(controller.node_id)
 
     def _watch_controller(self, old: int) -> None:
-        from epochlog.cli.metadata_quorum_cmd import leader_of
+        from epochlog.client.quorum import leader_of
 
         ports = [n.port for n in self.cluster.controller_nodes() if n.alive]
         while not self._finish.is_set() and self.clock() - (self.res.kill_t or 0) < 30:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from epochlog.config_error import ConfigError
+
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
@@ -32,11 +34,27 @@ class Listener:
         return self.protocol in SASL_PROTOCOLS
 
 
-def _config_error(message: str) -> Exception:
-    # server.config imports this module lazily, so importing it here at call time closes no cycle.
-    from epochlog.server.config import ConfigError
-
-    return ConfigError(message)
+def split_listeners(value: str, key: str = "listeners") -> list[tuple[str, str, int]]:
+    """'PLAINTEXT://h:9092,CONTROLLER://h:9093' -> [(name, host, port), ...], names upper-cased."""
+    out: list[tuple[str, str, int]] = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, rest = item.partition("://")
+        if not sep:
+            name, rest = "PLAINTEXT", item
+        host, sep, port = rest.rpartition(":")
+        if not sep:
+            raise ConfigError(f"{key}={value!r}: {item!r} has no port")
+        try:
+            p = int(port)
+        except ValueError:
+            raise ConfigError(f"{key}={value!r}: port {port!r} is not a number") from None
+        if not 0 <= p <= 65535:
+            raise ConfigError(f"{key}={value!r}: port out of range")
+        out.append((name.upper(), host or "0.0.0.0", p))
+    return out
 
 
 def controller_listener_names(props: dict[str, str]) -> list[str]:
@@ -61,13 +79,13 @@ def security_protocol_map(props: dict[str, str]) -> tuple[dict[str, str], bool]:
         name, sep, protocol = item.partition(":")
         name, protocol = name.strip().upper(), protocol.strip().upper()
         if not sep or not name:
-            raise _config_error(f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL")
+            raise ConfigError(f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL")
         if protocol not in PROTOCOLS:
-            raise _config_error(
+            raise ConfigError(
                 f"listener.security.protocol.map: {item!r}: the protocol is one of {', '.join(PROTOCOLS)}"
             )
         if name in out:
-            raise _config_error(f"listener.security.protocol.map names {name} twice")
+            raise ConfigError(f"listener.security.protocol.map names {name} twice")
         out[name] = protocol
     return out, True
 
@@ -85,8 +103,6 @@ def parse_listeners(props: dict[str, str], key: str = "listeners") -> list[Liste
     """``NAME://host:port,...`` under ``key`` (empty host -> 0.0.0.0; bare host:port -> PLAINTEXT), each with
     its protocol from the map. Names must be distinct; for ``listeners`` ports too (port 0 is ephemeral, so
     never a clash). An absent or empty property gives no listeners."""
-    from epochlog.server.config import split_listeners
-
     value = props.get(key, "")
     protocols, explicit = security_protocol_map(props)
     out: list[Listener] = []
@@ -94,20 +110,20 @@ def parse_listeners(props: dict[str, str], key: str = "listeners") -> list[Liste
     ports: set[int] = set()
     for name, host, port in split_listeners(value, key):
         if name in names:
-            raise _config_error(f"{key}={value!r} names the listener {name} twice")
+            raise ConfigError(f"{key}={value!r} names the listener {name} twice")
         names.add(name)
         if key == "listeners":
             if port and port in ports:
-                raise _config_error(f"{key}={value!r} uses port {port} twice")
+                raise ConfigError(f"{key}={value!r} uses port {port} twice")
             ports.add(port)
         protocol = protocols.get(name)
         if protocol is None:
             if explicit:
-                raise _config_error(
+                raise ConfigError(
                     f"{key}: listener {name} is not in listener.security.protocol.map "
                     f"({props['listener.security.protocol.map']!r})"
                 )
-            raise _config_error(
+            raise ConfigError(
                 f"{key}: listener {name} has no security protocol; name it PLAINTEXT, SSL, SASL_PLAINTEXT "
                 "or SASL_SSL, or map it in listener.security.protocol.map"
             )
@@ -127,7 +143,7 @@ def advertised_listeners(props: dict[str, str], listeners: list[Listener]) -> li
             if lst.name not in controllers
         ]
     if _explicit_meta_address(raw):
-        raise _config_error(
+        raise ConfigError(
             f"advertised.listeners={raw!r}: 0.0.0.0 cannot be dialled; advertise a host clients can reach"
         )
     known = {lst.name for lst in listeners}
@@ -136,7 +152,7 @@ def advertised_listeners(props: dict[str, str], listeners: list[Listener]) -> li
         if adv.name in controllers:
             continue
         if adv.name not in known:
-            raise _config_error(f"advertised.listeners: {adv.name} is not one of listeners ({', '.join(known)})")
+            raise ConfigError(f"advertised.listeners: {adv.name} is not one of listeners ({', '.join(known)})")
         host = "127.0.0.1" if adv.host in ("", "0.0.0.0") else adv.host
         out.append(Listener(adv.name, host, adv.port, adv.protocol))
     return out
@@ -152,15 +168,15 @@ def inter_broker_listener(props: dict[str, str], listeners: list[Listener]) -> L
     name_prop = props.get("inter.broker.listener.name", "").strip().upper()
     proto_prop = props.get("security.inter.broker.protocol", "").strip().upper()
     if name_prop and proto_prop:
-        raise _config_error("inter.broker.listener.name and security.inter.broker.protocol are both set; set one")
+        raise ConfigError("inter.broker.listener.name and security.inter.broker.protocol are both set; set one")
     if proto_prop and proto_prop not in PROTOCOLS:
-        raise _config_error(f"security.inter.broker.protocol={proto_prop!r} is not one of {', '.join(PROTOCOLS)}")
+        raise ConfigError(f"security.inter.broker.protocol={proto_prop!r} is not one of {', '.join(PROTOCOLS)}")
     controllers = set(controller_listener_names(props))
     by_name = {lst.name: lst for lst in listeners}
     key = "inter.broker.listener.name" if name_prop else "security.inter.broker.protocol"
     wanted = name_prop or proto_prop or "PLAINTEXT"
     if wanted in controllers:
-        raise _config_error(f"{key}: {wanted} is in controller.listener.names; brokers must not replicate over it")
+        raise ConfigError(f"{key}: {wanted} is in controller.listener.names; brokers must not replicate over it")
     found = by_name.get(wanted)
     if found is not None:
         return found
@@ -168,7 +184,7 @@ def inter_broker_listener(props: dict[str, str], listeners: list[Listener]) -> L
         for lst in listeners:
             if lst.name not in controllers:
                 return lst
-    raise _config_error(f"{key}={wanted}: no listener of that name in listeners ({', '.join(by_name) or 'none'})")
+    raise ConfigError(f"{key}={wanted}: no listener of that name in listeners ({', '.join(by_name) or 'none'})")
 
 
 def _prefix(listener_name: str) -> str:

@@ -11,6 +11,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from epochlog.config_error import ConfigError
+
 _PROTOCOL_VERSIONS = {
     "TLSv1": ssl.TLSVersion.TLSv1,
     "TLSv1.1": ssl.TLSVersion.TLSv1_1,
@@ -58,17 +60,11 @@ _PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re
 _BASE64 = re.compile(r"[A-Za-z0-9+/=]*")
 
 
-def _config_error(message: str) -> Exception:
-    from epochlog.server.config import ConfigError
-
-    return ConfigError(message)
-
-
 def _store_type(cfg: dict[str, str], key: str) -> None:
     # Kafka's default store type is JKS; epochlog reads PEM only, so an unset type means PEM.
     kind = cfg.get(key, "").strip().upper() or "PEM"
     if kind != "PEM":
-        raise _config_error(
+        raise ConfigError(
             f"{key}={kind}: only PEM stores are supported (convert with keytool/openssl to a PEM file holding "
             "the PKCS#8 key and the certificate chain)"
         )
@@ -79,12 +75,12 @@ def normalise_pem(text: str, key: str) -> str:
     (as Kafka's docs show it) arrives as one line with the base64 run together or spaced."""
     blocks = _PEM_BLOCK.findall(text)
     if not blocks:
-        raise _config_error(f"{key}: no PEM block (-----BEGIN ...-----) in the value")
+        raise ConfigError(f"{key}: no PEM block (-----BEGIN ...-----) in the value")
     out = []
     for label, body in blocks:
         data = re.sub(r"\s+|\\n", "", body)
         if not _BASE64.fullmatch(data):
-            raise _config_error(f"{key}: the {label} block is not base64 (PKCS#8 keys only, no PEM headers)")
+            raise ConfigError(f"{key}: the {label} block is not base64 (PKCS#8 keys only, no PEM headers)")
         lines = [data[i : i + 64] for i in range(0, len(data), 64)]
         out.append(f"-----BEGIN {label}-----\n" + "\n".join(lines) + f"\n-----END {label}-----\n")
     return "".join(out)
@@ -108,7 +104,7 @@ def _read(key: str, location: str) -> str:
         return Path(location).read_text()
     except (OSError, UnicodeDecodeError) as e:
         reason = getattr(e, "strerror", None) or "not a text PEM file"
-        raise _config_error(f"{key}={location}: cannot read it ({reason})") from None
+        raise ConfigError(f"{key}={location}: cannot read it ({reason})") from None
 
 
 def _password_callback(cfg: dict[str, str]) -> Callable[[], bytes]:
@@ -124,34 +120,34 @@ def _load_keystore(ctx: ssl.SSLContext, cfg: dict[str, str], required: bool) -> 
     inline_key = cfg.get("ssl.keystore.key", "").strip()
     inline_chain = cfg.get("ssl.keystore.certificate.chain", "").strip()
     if location and (inline_key or inline_chain):
-        raise _config_error("ssl.keystore.location and ssl.keystore.key/certificate.chain are both set; set one")
+        raise ConfigError("ssl.keystore.location and ssl.keystore.key/certificate.chain are both set; set one")
     if location:
         text = _read("ssl.keystore.location", location)
         where = f"ssl.keystore.location={location}"
     elif inline_key or inline_chain:
         if not (inline_key and inline_chain):
-            raise _config_error("ssl.keystore.key and ssl.keystore.certificate.chain must be set together")
+            raise ConfigError("ssl.keystore.key and ssl.keystore.certificate.chain must be set together")
         text = normalise_pem(inline_key, "ssl.keystore.key") + normalise_pem(
             inline_chain, "ssl.keystore.certificate.chain"
         )
         where = "ssl.keystore.key"
     else:
         if required:
-            raise _config_error("a TLS listener needs a keystore: set ssl.keystore.location (PEM)")
+            raise ConfigError("a TLS listener needs a keystore: set ssl.keystore.location (PEM)")
         return False
     if "PRIVATE KEY-----" not in text:
-        raise _config_error(f"{where}: no private key in it (PEM keystores hold the PKCS#8 key and the chain)")
+        raise ConfigError(f"{where}: no private key in it (PEM keystores hold the PKCS#8 key and the chain)")
     if "CERTIFICATE-----" not in text:
-        raise _config_error(f"{where}: no certificate in it")
+        raise ConfigError(f"{where}: no certificate in it")
     encrypted = "BEGIN ENCRYPTED PRIVATE KEY" in text
     if encrypted and not cfg.get("ssl.key.password"):
-        raise _config_error(f"{where}: the private key is encrypted; set ssl.key.password")
+        raise ConfigError(f"{where}: the private key is encrypted; set ssl.key.password")
     try:
         with _private_file(text) as path:
             ctx.load_cert_chain(path, password=_password_callback(cfg))
     except ssl.SSLError as e:
         hint = "wrong ssl.key.password, or " if encrypted else ""
-        raise _config_error(f"{where}: cannot load the key and certificate ({hint}{e.reason or e})") from None
+        raise ConfigError(f"{where}: cannot load the key and certificate ({hint}{e.reason or e})") from None
     return True
 
 
@@ -160,7 +156,7 @@ def _load_truststore(ctx: ssl.SSLContext, cfg: dict[str, str]) -> bool:
     location = cfg.get("ssl.truststore.location", "").strip()
     inline = cfg.get("ssl.truststore.certificates", "").strip()
     if location and inline:
-        raise _config_error("ssl.truststore.location and ssl.truststore.certificates are both set; set one")
+        raise ConfigError("ssl.truststore.location and ssl.truststore.certificates are both set; set one")
     try:
         if location:
             _read("ssl.truststore.location", location)
@@ -171,7 +167,7 @@ def _load_truststore(ctx: ssl.SSLContext, cfg: dict[str, str]) -> bool:
             return False
     except ssl.SSLError as e:
         where = f"ssl.truststore.location={location}" if location else "ssl.truststore.certificates"
-        raise _config_error(f"{where}: no usable CA certificate ({e.reason or e})") from None
+        raise ConfigError(f"{where}: no usable CA certificate ({e.reason or e})") from None
     return True
 
 
@@ -180,13 +176,13 @@ def _protocols(ctx: ssl.SSLContext, cfg: dict[str, str]) -> list[str]:
     names = [p.strip() for p in raw.split(",") if p.strip()]
     unknown = [p for p in names if p not in _PROTOCOL_VERSIONS]
     if unknown or not names:
-        raise _config_error(
+        raise ConfigError(
             f"ssl.enabled.protocols={raw!r}: {', '.join(unknown) or 'none given'}; known: {', '.join(_VERSION_ORDER)}"
         )
     indexes = sorted({_VERSION_ORDER.index(p) for p in names})
     # OpenSSL takes a version range, not a set: a gap would silently enable the version in between.
     if indexes != list(range(indexes[0], indexes[-1] + 1)):
-        raise _config_error(f"ssl.enabled.protocols={raw!r}: give a contiguous range of versions")
+        raise ConfigError(f"ssl.enabled.protocols={raw!r}: give a contiguous range of versions")
     ctx.minimum_version = _PROTOCOL_VERSIONS[_VERSION_ORDER[indexes[0]]]
     ctx.maximum_version = _PROTOCOL_VERSIONS[_VERSION_ORDER[indexes[-1]]]
     return [_VERSION_ORDER[i] for i in indexes]
@@ -208,14 +204,14 @@ def _ciphers(ctx: ssl.SSLContext, cfg: dict[str, str], versions: list[str]) -> N
     legacy = [openssl_cipher_name(n) for n in names if n.upper() not in TLS13_SUITES]
     if not legacy:
         if "TLSv1.3" not in versions:
-            raise _config_error(f"ssl.cipher.suites={raw!r}: only TLS 1.3 suites, but TLSv1.3 is not enabled")
+            raise ConfigError(f"ssl.cipher.suites={raw!r}: only TLS 1.3 suites, but TLSv1.3 is not enabled")
         # Java with only TLS 1.3 suites can negotiate nothing older; the equivalent is a TLS 1.3 floor.
         ctx.minimum_version = ssl.TLSVersion.TLSv1_3
         return
     try:
         ctx.set_ciphers(":".join(legacy))
     except ssl.SSLError:
-        raise _config_error(f"ssl.cipher.suites={raw!r}: OpenSSL knows none of these suites") from None
+        raise ConfigError(f"ssl.cipher.suites={raw!r}: OpenSSL knows none of these suites") from None
 
 
 def _common(ctx: ssl.SSLContext, cfg: dict[str, str]) -> None:
@@ -230,12 +226,12 @@ def server_context(cfg: dict[str, str]) -> ssl.SSLContext:
     _load_keystore(ctx, cfg, required=True)
     auth = cfg.get("ssl.client.auth", "").strip().lower() or "none"
     if auth not in _CLIENT_AUTH:
-        raise _config_error(f"ssl.client.auth={auth!r} is not none, requested or required")
+        raise ConfigError(f"ssl.client.auth={auth!r} is not none, requested or required")
     has_trust = _load_truststore(ctx, cfg)
     if auth != "none" and not has_trust:
         # Java would fall back to the JVM's CA list; a broker checking client certificates against every
         # public CA is rarely meant, so the truststore is asked for.
-        raise _config_error(
+        raise ConfigError(
             f"ssl.client.auth={auth} needs the CA that signs client certificates: set ssl.truststore.location"
         )
     ctx.verify_mode = _CLIENT_AUTH[auth]
@@ -251,7 +247,7 @@ def client_context(cfg: dict[str, str]) -> ssl.SSLContext:
     _load_keystore(ctx, cfg, required=False)
     algorithm = cfg.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
     if algorithm not in ("https", ""):
-        raise _config_error(f"ssl.endpoint.identification.algorithm={algorithm!r} is https or empty")
+        raise ConfigError(f"ssl.endpoint.identification.algorithm={algorithm!r} is https or empty")
     ctx.check_hostname = algorithm == "https"
     ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from epochlog.security.authorizer import StandardAuthorizer
+from epochlog.server.clock import now_ms
 from epochlog.server.config import BrokerConfig
 from epochlog.server.limits import ConnectionLimits
 from epochlog.server.metrics import BrokerMetrics
@@ -21,14 +22,6 @@ from epochlog.storage.config import LogConfig
 from epochlog.storage.log_dirs import LogDirs
 
 log = logging.getLogger("epochlog.broker")
-
-OFFSETS_TOPIC = "__consumer_offsets"
-TXN_TOPIC = "__transaction_state"
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
 
 class Broker:
     """What every broker process holds: its logs, partitions, group coordinator, connections and

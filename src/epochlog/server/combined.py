@@ -84,7 +84,8 @@ def combined_configs(props: dict[str, str]) -> tuple[BrokerConfig, ControllerCon
     The listener named by ``controller.listener.names`` (default CONTROLLER) is the controller's; when
     there is none the controller listens on an ephemeral port of the broker's host, since in a quorum of
     one only this process dials it."""
-    from epochlog.server.config import ConfigError, split_listeners
+    from epochlog.config_error import ConfigError
+    from epochlog.security.listeners import split_listeners
 
     roles = {r.strip() for r in props.get("process.roles", "broker,controller").split(",") if r.strip()}
     if roles != COMBINED_ROLES:

@@ -6,42 +6,8 @@ import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from epochlog.security.listeners import Listener
-
-
-class ConfigError(ValueError):
-    """A configuration value that cannot be used; the message names the property."""
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java .properties subset: key=value or key: value, # and ! comments, trailing-backslash joins."""
-    props: dict[str, str] = {}
-    pending = ""
-    for raw in text.splitlines():
-        line = pending + raw.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\"):
-            pending = line[:-1]
-            continue
-        for i, ch in enumerate(line):
-            if ch in "=:":
-                key, value = line[:i].strip(), line[i + 1 :].strip()
-                break
-        else:
-            key, value = line, ""
-        if not key:
-            raise ConfigError(f"property line without a name: {raw!r}")
-        props[key] = value
-    return props
-
-
-def load_properties(path: Path) -> dict[str, str]:
-    try:
-        return parse_properties(path.read_text())
-    except OSError as e:
-        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from e
+from epochlog.config_error import ConfigError
+from epochlog.security.listeners import Listener, split_listeners
 
 
 def _int(props: dict[str, str], key: str, default: int, minimum: int | None = None) -> int:
@@ -92,29 +58,6 @@ def parse_listener(value: str, key: str = "listeners") -> tuple[str, int]:
         raise ConfigError(f"{key}={value!r} has no port")
     _name, host, port = listeners[0]
     return host, port
-
-
-def split_listeners(value: str, key: str = "listeners") -> list[tuple[str, str, int]]:
-    """'PLAINTEXT://h:9092,CONTROLLER://h:9093' -> [(name, host, port), ...], names upper-cased."""
-    out: list[tuple[str, str, int]] = []
-    for item in value.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        name, sep, rest = item.partition("://")
-        if not sep:
-            name, rest = "PLAINTEXT", item
-        host, sep, port = rest.rpartition(":")
-        if not sep:
-            raise ConfigError(f"{key}={value!r}: {item!r} has no port")
-        try:
-            p = int(port)
-        except ValueError:
-            raise ConfigError(f"{key}={value!r}: port {port!r} is not a number") from None
-        if not 0 <= p <= 65535:
-            raise ConfigError(f"{key}={value!r}: port out of range")
-        out.append((name.upper(), host or "0.0.0.0", p))
-    return out
 
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")

@@ -24,10 +24,10 @@ from epochlog.protocol import codec
 from epochlog.protocol.api_versions import SERVED, api_versions_v0_error_frame, is_supported
 from epochlog.protocol.errors import KafkaError, MalformedFrame, UnsupportedVersion
 from epochlog.security.session import Session
-from epochlog.server.dispatch import NO_RESPONSE, dispatch
+from epochlog.server.dispatch import dispatch
 from epochlog.server.framing import BIG_FRAME, FramedProtocol
 from epochlog.server.listener_security import PLAINTEXT, ListenerSecurity
-from epochlog.server.responses import Waiting
+from epochlog.server.responses import NO_RESPONSE, Waiting
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker

@@ -1,7 +1,7 @@
 """The API key -> handler table.
 
 A handler takes (broker, header, frame) and returns a response description (dict, see
-protocol.codec.build), ready bytes, a coroutine producing either, or NO_RESPONSE (acks=0).
+protocol.codec.build), ready bytes, a coroutine producing either, or server.responses.NO_RESPONSE (acks=0).
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from epochlog.protocol.errors import UnsupportedVersion
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
-
-NO_RESPONSE = object()
 
 Handler = Callable[["Broker", RequestHeader, memoryview], Any]
 _TABLE: dict[int, Handler] = {}

@@ -18,7 +18,7 @@ class LogOffsetsStore:
         self.num_partitions = broker.config.offsets_topic_num_partitions
 
     def _partition(self, partition: int) -> Partition:
-        from epochlog.server.broker import OFFSETS_TOPIC
+        from epochlog.server.internal_topics import OFFSETS_TOPIC
 
         part = self.broker.partition(OFFSETS_TOPIC, partition)
         if part is None:
@@ -28,7 +28,7 @@ class LogOffsetsStore:
     async def append(self, partition: int, batch: bytes) -> None:
         """Durable when it returns: once the ISR has it (Kafka writes offsets with acks=all); raises
         otherwise."""
-        from epochlog.server.broker import now_ms
+        from epochlog.server.clock import now_ms
 
         timeout = self.broker.config.offsets_commit_timeout_ms / 1000
         await internal_log.append_durably(self._partition(partition), batch, timeout, now_ms())

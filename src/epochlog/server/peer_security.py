@@ -34,7 +34,7 @@ class PeerSecurity:
 
 def peer_security(props: dict[str, str], listener_name: str, protocol: str, mechanism_key: str) -> PeerSecurity | None:
     """None for a PLAINTEXT listener: the connection stays as it always was."""
-    from epochlog.server.config import ConfigError
+    from epochlog.config_error import ConfigError
 
     if protocol == "PLAINTEXT":
         return None

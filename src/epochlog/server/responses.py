@@ -1,9 +1,16 @@
-"""What a handler may answer besides a response: ``Waiting``, for the connection's ordering (connection.py)."""
+"""What a handler may answer besides a response: ``NO_RESPONSE`` and ``Waiting``.
+
+A leaf: handlers return these and the connection checks for them, and neither imports the other or the
+dispatch table for it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Coroutine
 from typing import Any
+
+# A request the client expects no answer to (Produce with acks=0).
+NO_RESPONSE = object()
 
 
 class Waiting:

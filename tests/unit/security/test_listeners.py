@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from epochlog.config_error import ConfigError
 from epochlog.security.listeners import (
     Listener,
     advertised_listeners,
@@ -16,7 +17,7 @@ from epochlog.security.listeners import (
     parse_listeners,
 )
 from epochlog.server.cluster.controller_server import ControllerConfig
-from epochlog.server.config import BrokerConfig, ConfigError, parse_listener
+from epochlog.server.config import BrokerConfig, parse_listener
 from tests.pki import make_pki
 
 

@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID, ObjectIdentifier
 
+from epochlog.config_error import ConfigError
 from epochlog.security.tls import (
     client_context,
     normalise_pem,
@@ -22,7 +23,6 @@ from epochlog.security.tls import (
     server_context,
     subject_rfc2253,
 )
-from epochlog.server.config import ConfigError
 from tests.pki import ALICE_SUBJECT, Pki, make_pki
 
 

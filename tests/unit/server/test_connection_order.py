@@ -179,7 +179,7 @@ def test_closing_drops_the_held_frames_and_gives_their_bytes_back() -> None:
 
 
 def test_a_coroutine_that_sends_no_answer_does_not_stall_the_answers_behind_it() -> None:
-    from epochlog.server.dispatch import NO_RESPONSE
+    from epochlog.server.responses import NO_RESPONSE
 
     async def run() -> None:
         async def acks_zero() -> Any:

@@ -21,11 +21,11 @@ from epochlog.security.authorizer import StandardAuthorizer
 from epochlog.security.scram_credentials import salted_password
 from epochlog.server.handlers.acls import (
     SECURITY_DISABLED,
-    error_on_every_item,
     handle_create_acls,
     handle_delete_acls,
     handle_describe_acls,
 )
+from epochlog.server.handlers.item_errors import error_on_every_item
 from epochlog.server.handlers.scram import (
     DUPLICATE_RESOURCE,
     RESOURCE_NOT_FOUND,
@@ -192,7 +192,7 @@ def test_error_on_every_item_encodes_at_every_version(key: int) -> None:
         upsertions=[SimpleNamespace(name="a"), SimpleNamespace(name="b")],
     )
     for version in _versions(key):
-        body = error_on_every_item(key, req, Err.NOT_CONTROLLER, "not active")
+        body = error_on_every_item(key, version, req, Err.NOT_CONTROLLER, "not active")
         rows = body.get("results") or body.get("filter_results")
         assert rows and all(r["error_code"] == Err.NOT_CONTROLLER for r in rows)
         assert len(rows) == {30: 2, 31: 1, 51: 2}[key]
@@ -240,7 +240,7 @@ def test_the_broker_hands_every_acl_to_its_authorizer_on_change_and_after_a_snap
 def test_a_standby_controller_answer_sends_the_broker_on_to_the_active_one(key: int) -> None:
     from epochlog.server.cluster.controller_channel import says_not_controller
     from epochlog.server.cluster.not_controller import not_controller
-    from epochlog.server.handlers.admin import unanswered
+    from epochlog.server.handlers.forwarding import unanswered
 
     req = SimpleNamespace(
         creations=[object()], filters=[object()], deletions=[], upsertions=[SimpleNamespace(name="a")]

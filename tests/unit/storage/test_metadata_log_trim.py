@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from epochlog.config_error import ConfigError
 from epochlog.controller.records import BrokerFenced
 from epochlog.raft.messages import SnapshotId
 from epochlog.server.cluster.controller_server import ControllerConfig
-from epochlog.server.config import ConfigError
 from epochlog.storage.metadata_raft_log import MetadataRaftLog
 
 pytestmark = pytest.mark.unit

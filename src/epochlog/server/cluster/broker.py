@@ -28,12 +28,14 @@ from epochlog.raft.messages import FetchSnapshotRequest, SnapshotId
 from epochlog.replication.partition import PartitionReplica
 from epochlog.replication.types import AlterIsr, PartitionState, Role, TruncationMode
 from epochlog.security.scram_credentials import ScramCredential
-from epochlog.server.broker import OFFSETS_TOPIC, TXN_TOPIC, Broker, now_ms
+from epochlog.server.broker import Broker
+from epochlog.server.clock import now_ms
 from epochlog.server.cluster.controller_channel import ControllerChannel
 from epochlog.server.cluster.fetcher import FetcherManager
 from epochlog.server.cluster.image import MetadataImage
 from epochlog.server.cluster.peer import PeerError
 from epochlog.server.config import BrokerConfig
+from epochlog.server.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 from epochlog.server.listener_security import PROTOCOL_CODES
 from epochlog.server.partition import Partition
 from epochlog.server.peer_security import controller_security, inter_broker_security

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from epochlog.config_error import ConfigError
 from epochlog.controller.config_changes import ConfigChange, ConfigOp
 from epochlog.controller.controller import Controller
 from epochlog.controller.image import scram_credential_of
@@ -40,14 +41,13 @@ from epochlog.server.cluster.bootstrap import read_bootstrap
 from epochlog.server.cluster.controller_authz import ControllerAccess, controller_authorizer
 from epochlog.server.cluster.not_controller import not_controller
 from epochlog.server.cluster.quorum_describe import describe_cluster, describe_quorum
-from epochlog.server.config import ConfigError, _bool, _int, parse_listener
-from epochlog.server.dispatch import NO_RESPONSE
+from epochlog.server.config import _bool, _int, parse_listener
 from epochlog.server.handlers.acls import binding_of, binding_row, filter_of
-from epochlog.server.handlers.admin import creatable_topic
+from epochlog.server.handlers.item_errors import creatable_topic
 from epochlog.server.handlers.sasl import sasl_on_plain_listener
 from epochlog.server.metrics import ControllerMetrics
 from epochlog.server.quorum.driver import NotLeader, QuorumDriver
-from epochlog.server.responses import Waiting
+from epochlog.server.responses import NO_RESPONSE, Waiting
 from epochlog.server.topic_configs import invalid_topic_configs
 from epochlog.server.topics import validate_topic_name
 
@@ -179,8 +179,7 @@ class ControllerConfig:
 def _controller_listener(props: dict[str, str]) -> Listener:
     """The controller's listener with its security protocol (listener.security.protocol.map; a name the
     map does not give is PLAINTEXT, as KRaft treats controller listeners while no map is set)."""
-    from epochlog.security.listeners import security_protocol_map
-    from epochlog.server.config import split_listeners
+    from epochlog.security.listeners import security_protocol_map, split_listeners
 
     name, host, port = split_listeners(props["listeners"])[0]
     protocol = security_protocol_map(props)[0].get(name, "PLAINTEXT")

@@ -17,7 +17,7 @@ from epochlog.protocol.fetch_request_writer import ReplicaFetchPartition, encode
 from epochlog.protocol.fetch_response import VERSION as FETCH_VERSION
 from epochlog.protocol.fetch_response import parse_fetch_response_v12
 from epochlog.replication.types import DivergingEpoch, FetchResponse, Role
-from epochlog.server.broker import now_ms
+from epochlog.server.clock import now_ms
 from epochlog.server.cluster.peer import PeerConnection, PeerError
 
 if TYPE_CHECKING:

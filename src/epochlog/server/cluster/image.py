@@ -14,7 +14,7 @@ from epochlog.controller.config_defs import RESOURCE_TOPIC
 from epochlog.controller.image import ClusterImage
 from epochlog.controller.records import ConfigRecord, MetadataRecord, Topic, TopicDeleted
 from epochlog.replication.types import PartitionState
-from epochlog.server.broker import OFFSETS_TOPIC, TXN_TOPIC
+from epochlog.server.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 from epochlog.server.topics import TopicInfo
 
 

@@ -180,7 +180,7 @@ class LocalCluster:
 
     def active_controller(self, timeout: float = 30.0) -> Node:
         """The controller the quorum elected, as DescribeQuorum tells it."""
-        from epochlog.cli.metadata_quorum_cmd import leader_of
+        from epochlog.client.quorum import leader_of
 
         deadline = time.monotonic() + timeout
         while True:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from epochlog.protocol.errors import Err
-from epochlog.server.handlers.admin import error_on_every_item
+from epochlog.server.handlers.item_errors import error_on_every_item
 
 MESSAGE = "this controller is not the active controller"
 

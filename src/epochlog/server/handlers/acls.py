@@ -17,6 +17,8 @@ from epochlog.protocol.errors import Err
 from epochlog.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from epochlog.security.acl_filters import AclFilter, matches, problem
 from epochlog.server.authz import cluster_allowed
+from epochlog.server.handlers.forwarding import answer_field, forward
+from epochlog.server.handlers.item_errors import error_on_every_item
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
@@ -96,24 +98,6 @@ def described(bindings: Iterable[AclBinding]) -> list[dict[str, Any]]:
     ]
 
 
-def error_on_every_item(key: int, req: Any, code: int, message: str | None) -> dict[str, Any]:
-    """The answer to CreateAcls, DeleteAcls or AlterUserScramCredentials with ``code`` on each item."""
-    if key == 30:
-        return {
-            "throttle_time": 0,
-            "results": [{"error_code": code, "error_message": message} for _ in req.creations],
-        }
-    if key == 31:
-        matched: list[dict[str, Any]] = []
-        rows = [{"error_code": code, "error_message": message, "matching_acls": matched} for _ in req.filters]
-        return {"throttle_time": 0, "filter_results": rows}
-    if key == 51:
-        users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
-        rows = [{"user": u, "error_code": code, "error_message": message} for u in users]
-        return {"throttle_time": 0, "results": rows}
-    raise ValueError(f"api {key} has no per-item answer here")
-
-
 def handle_describe_acls(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = decode_body(frame, header)
 
@@ -134,9 +118,10 @@ def handle_describe_acls(broker: Broker, header: RequestHeader, frame: memoryvie
 
 def _refused(broker: Broker, header: RequestHeader, req: Any, op: Operation) -> dict[str, Any] | None:
     if not cluster_allowed(broker, header, op):
-        return error_on_every_item(header.api_key, req, Err.CLUSTER_AUTHORIZATION_FAILED, NOT_ALLOWED)
+        code = Err.CLUSTER_AUTHORIZATION_FAILED
+        return error_on_every_item(header.api_key, header.api_version, req, code, NOT_ALLOWED)
     if broker.authorizer is None and header.api_key in (30, 31):
-        return error_on_every_item(header.api_key, req, SECURITY_DISABLED, NO_AUTHORIZER)
+        return error_on_every_item(header.api_key, header.api_version, req, SECURITY_DISABLED, NO_AUTHORIZER)
     return None
 
 
@@ -147,13 +132,11 @@ def handle_create_acls(broker: Broker, header: RequestHeader, frame: memoryview)
         return refused
 
     async def go() -> Any:
-        from epochlog.server.handlers.admin import _forward
-
-        resp = await _forward(broker, header, req, None, True)
+        resp = await forward(broker, header, req, None, True)
         made = [
             binding_of(c)
             for c, r in zip(req.creations, _rows(resp, "results"), strict=False)
-            if not int(_get(r, "error_code") or 0)
+            if not int(answer_field(r, "error_code") or 0)
         ]
 
         def shown() -> bool:
@@ -174,13 +157,11 @@ def handle_delete_acls(broker: Broker, header: RequestHeader, frame: memoryview)
         return refused
 
     async def go() -> Any:
-        from epochlog.server.handlers.admin import _forward
-
-        resp = await _forward(broker, header, req, None, True)
+        resp = await forward(broker, header, req, None, True)
         gone = {
             binding_of_row(m)
             for r in _rows(resp, "filter_results")
-            if not int(_get(r, "error_code") or 0)
+            if not int(answer_field(r, "error_code") or 0)
             for m in _rows(r, "matching_acls")
         }
 
@@ -196,19 +177,15 @@ def handle_delete_acls(broker: Broker, header: RequestHeader, frame: memoryview)
 
 def binding_of_row(m: Any) -> AclBinding:
     return AclBinding(
-        enum_of(ResourceType, _get(m, "resource_type"), ResourceType.UNKNOWN),
-        str(_get(m, "resource_name")),
-        enum_of(PatternType, _get(m, "pattern_type"), PatternType.UNKNOWN),
-        str(_get(m, "principal")),
-        str(_get(m, "host")),
-        enum_of(Operation, _get(m, "operation"), Operation.UNKNOWN),
-        enum_of(Permission, _get(m, "permission_type"), Permission.UNKNOWN),
+        enum_of(ResourceType, answer_field(m, "resource_type"), ResourceType.UNKNOWN),
+        str(answer_field(m, "resource_name")),
+        enum_of(PatternType, answer_field(m, "pattern_type"), PatternType.UNKNOWN),
+        str(answer_field(m, "principal")),
+        str(answer_field(m, "host")),
+        enum_of(Operation, answer_field(m, "operation"), Operation.UNKNOWN),
+        enum_of(Permission, answer_field(m, "permission_type"), Permission.UNKNOWN),
     )
 
 
-def _get(obj: Any, key: str) -> Any:
-    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
-
-
 def _rows(obj: Any, key: str) -> list[Any]:
-    return list(_get(obj, key) or ())
+    return list(answer_field(obj, key) or ())

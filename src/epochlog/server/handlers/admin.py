@@ -3,39 +3,21 @@ configs APIs: handlers/configs.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.security.acl import Operation
 from epochlog.server import authz
+from epochlog.server.handlers.forwarding import answer_field, forward
+from epochlog.server.handlers.item_errors import error_on_every_item
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
 
-log = logging.getLogger("epochlog.admin")
-
-FORWARD_RETRY_S = 0.25
-
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
-
-
-def creatable_topic(t: Any) -> tuple[dict[str, str], dict[str, Any]]:
-    """One CreateTopics entry: its configs, and its answer row before the outcome is known."""
-    configs = {c.name: c.value for c in t.configs if c.value is not None}
-    row: dict[str, Any] = {
-        "name": t.name,
-        "error_message": None,
-        "num_partitions": -1,
-        "replication_factor": -1,
-        "configs": None,
-    }
-    return configs, row
 
 
 # Topic changes are the controller's: a broker forwards them and answers once its own metadata shows the
@@ -133,19 +115,19 @@ def _cluster_refused(broker: Broker, header: RequestHeader, req: Any, op: Operat
 
 def handle_elect_leaders(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = decode_body(frame, header)
-    return _cluster_refused(broker, header, req, Operation.ALTER) or _forward(broker, header, req, None, True)
+    return _cluster_refused(broker, header, req, Operation.ALTER) or forward(broker, header, req, None, True)
 
 
 def handle_alter_partition_reassignments(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = decode_body(frame, header)
-    return _cluster_refused(broker, header, req, Operation.ALTER) or _forward(broker, header, req, None, True)
+    return _cluster_refused(broker, header, req, Operation.ALTER) or forward(broker, header, req, None, True)
 
 
 def handle_list_partition_reassignments(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     # The controller's answer, not this broker's image: a reassignment it just started or completed may not
     # have reached this broker yet, and `--verify` right after `--execute` must see it.
     req = decode_body(frame, header)
-    return _cluster_refused(broker, header, req, Operation.DESCRIBE) or _forward(broker, header, req, None, True)
+    return _cluster_refused(broker, header, req, Operation.DESCRIBE) or forward(broker, header, req, None, True)
 
 
 async def _forward_checked(
@@ -158,27 +140,27 @@ async def _forward_checked(
     answered: list[dict[str, Any]],
 ) -> Any:
     """Forward, then add the rows the broker answered itself (refused before forwarding)."""
-    resp = await _forward(broker, header, req, names, present)
+    resp = await forward(broker, header, req, names, present)
     if header.api_key == 19 and authz.enabled(broker):
         resp = _hide_created_configs(broker, header, resp)
     if not answered:
         return resp
-    rows = list(_get(resp, rows_key) or ()) + answered
-    return {"throttle_time": _get(resp, "throttle_time") or 0, rows_key: rows}
+    rows = list(answer_field(resp, rows_key) or ()) + answered
+    return {"throttle_time": answer_field(resp, "throttle_time") or 0, rows_key: rows}
 
 
 def _hide_created_configs(broker: Broker, header: RequestHeader, resp: Any) -> Any:
     """As Kafka: a created topic's configs are shown only to a principal that may describe them."""
-    rows = _get(resp, "topics")
+    rows = answer_field(resp, "topics")
     if not rows:
         return resp
     out = []
     for r in rows:
-        name = _get(r, "name")
+        name = answer_field(r, "name")
         if name is not None and not authz.topic_allowed(broker, header, Operation.DESCRIBE_CONFIGS, name):
             r = _with(r, configs=None, topic_config_error_code=Err.TOPIC_AUTHORIZATION_FAILED)
         out.append(r)
-    return {"throttle_time": _get(resp, "throttle_time") or 0, "topics": out}
+    return {"throttle_time": answer_field(resp, "throttle_time") or 0, "topics": out}
 
 
 def _with(row: Any, **changes: Any) -> Any:
@@ -190,113 +172,3 @@ def _with(row: Any, **changes: Any) -> Any:
     return row
 
 
-async def _forward(broker: Broker, header: RequestHeader, req: Any, names: list[str] | None, present: bool) -> Any:
-    from epochlog.server.cluster.peer import PeerBadResponse, PeerError
-
-    # As Kafka's forwarding does: keep trying the controller for request.timeout.ms (a controller
-    # restart takes a moment), then answer REQUEST_TIMED_OUT on every item rather than drop the client.
-    # An answer that cannot be read is not retried (the controller may have acted on the request):
-    # UNKNOWN_SERVER_ERROR, as Kafka answers when it cannot parse the controller's response.
-    deadline = time.monotonic() + broker.config.request_timeout_ms / 1000
-    while True:
-        try:
-            resp = await broker.forward(req, timeout=max(deadline - time.monotonic(), 0.001))
-            break
-        except PeerBadResponse as e:
-            log.warning("api %d forwarded to the controller: unreadable answer: %s", header.api_key, e)
-            return unanswered(header, req, Err.UNKNOWN_SERVER_ERROR, f"unreadable answer from the controller: {e}")
-        except PeerError as e:
-            if time.monotonic() + FORWARD_RETRY_S >= deadline:
-                log.warning("api %d forwarded to the controller failed: %s", header.api_key, e)
-                return unanswered(header, req, Err.REQUEST_TIMED_OUT, f"the controller is not reachable: {e}")
-            await asyncio.sleep(FORWARD_RETRY_S)
-    names = _done_by_controller(resp, names) if names else names
-    if names:
-        # Answer once this broker's metadata shows the change, so the client's next request works.
-        await broker.wait_for_topics(names, present)
-    return resp
-
-
-def _done_by_controller(resp: Any, names: list[str]) -> list[str]:
-    """The names the controller answered without an error: a topic it refused never appears (or goes), and
-    waiting for it held the answer for the full wait (found by the protocol fuzzer)."""
-    rows = _get(resp, "topics")
-    if rows is None:
-        rows = _get(resp, "responses")
-    if rows is None:
-        return names
-    ok = {_get(r, "name") for r in rows if int(_get(r, "error_code") or 0) == 0}
-    return [n for n in names if n in ok]
-
-
-def _get(obj: Any, key: str) -> Any:
-    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
-
-
-def unanswered(header: RequestHeader, req: Any, code: Err, message: str) -> dict[str, Any]:
-    """The answer to a forwarded admin request that the controller never decided: `code` on every item."""
-    return error_on_every_item(header.api_key, header.api_version, req, code, message)
-
-
-def error_on_every_item(key: int, version: int, req: Any, code: Err, message: str) -> dict[str, Any]:
-    """A forwardable admin request's answer with ``code`` and ``message`` on each of its items (the broker's
-    answer when the controller never decided, and a standby controller's NOT_CONTROLLER)."""
-    if key == 19:
-        rows = []
-        for t in req.topics:
-            _configs, row = creatable_topic(t)
-            row.update(error_code=code, error_message=message)
-            rows.append(row)
-        return {"throttle_time": 0, "topics": rows}
-    if key == 20:
-        items = (
-            [(t.name, t.topic_id) for t in req.topics]
-            if version >= 6
-            else [(n, None) for n in req.topic_names]
-        )
-        rows = [{"name": n, "topic_id": tid, "error_code": code, "error_message": message} for n, tid in items]
-        return {"throttle_time": 0, "responses": rows}
-    if key == 37:
-        rows = [{"name": t.name, "error_code": code, "error_message": message} for t in req.topics]
-        return {"throttle_time": 0, "results": rows}
-    if key == 43:
-        results = [
-            {
-                "topic": tp.topic,
-                "partition_result": [
-                    {"partition_id": p, "error_code": code, "error_message": message} for p in tp.partitions
-                ],
-            }
-            for tp in req.topic_partitions or []
-        ]
-        return {"throttle_time": 0, "error_code": code, "replica_election_results": results}
-    if key in (33, 44):
-        rows = [
-            {
-                "error_code": code,
-                "error_message": message,
-                "resource_type": r.resource_type,
-                "resource_name": r.resource_name,
-            }
-            for r in req.resources
-        ]
-        return {"throttle_time": 0, "responses": rows}
-    if key == 45:
-        responses = [
-            {
-                "name": t.name,
-                "partitions": [
-                    {"partition_index": p.partition_index, "error_code": code, "error_message": message}
-                    for p in t.partitions
-                ],
-            }
-            for t in req.topics
-        ]
-        return {"throttle_time": 0, "error_code": code, "error_message": message, "responses": responses}
-    if key == 46:
-        return {"throttle_time": 0, "error_code": code, "error_message": message, "topics": []}
-    if key in (30, 31, 51):
-        from epochlog.server.handlers.acls import error_on_every_item as security_rows
-
-        return security_rows(key, req, code, message)
-    raise ValueError(f"api {key} is not forwarded")

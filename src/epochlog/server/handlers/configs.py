@@ -14,7 +14,8 @@ from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.security.acl import Operation
 from epochlog.server import authz
-from epochlog.server.handlers.admin import RESOURCE_BROKER, RESOURCE_TOPIC, _forward, _get
+from epochlog.server.handlers.admin import RESOURCE_BROKER, RESOURCE_TOPIC
+from epochlog.server.handlers.forwarding import answer_field, forward
 from epochlog.server.topic_configs import (
     ConfigEntry,
     broker_config_entries,
@@ -167,8 +168,8 @@ async def _alter_configs(broker: Broker, header: RequestHeader, req: Any) -> Any
     answers: list[Any] = []
     if forwarded:
         sub = dataclasses.replace(req, resources=tuple(forwarded))
-        resp = await _forward(broker, header, sub, None, True)
-        answers = list(_get(resp, "responses") or ())
+        resp = await forward(broker, header, sub, None, True)
+        answers = list(answer_field(resp, "responses") or ())
     rows: list[dict[str, Any]] = []
     from_controller = iter(answers)
     for i, r in enumerate(req.resources):
@@ -179,7 +180,7 @@ async def _alter_configs(broker: Broker, header: RequestHeader, req: Any) -> Any
             if got is None:
                 code, message = int(Err.UNKNOWN_SERVER_ERROR), "the controller returned fewer results than expected"
             else:
-                code, message = int(_get(got, "error_code") or 0), _get(got, "error_message")
+                code, message = int(answer_field(got, "error_code") or 0), answer_field(got, "error_message")
         rows.append(
             {
                 "error_code": code,

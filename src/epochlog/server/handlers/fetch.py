@@ -14,7 +14,7 @@ from epochlog.replication.types import FetchRequest
 from epochlog.security.acl import Operation
 from epochlog.server import authz
 from epochlog.server.authz import session_of
-from epochlog.server.broker import now_ms
+from epochlog.server.clock import now_ms
 from epochlog.server.handlers.leader_hints import add_hint
 from epochlog.server.responses import Waiting
 from epochlog.storage.errors import KafkaStorageError

@@ -15,11 +15,10 @@ from epochlog.protocol.record_batch import read_header
 from epochlog.security.acl import Operation
 from epochlog.server import authz
 from epochlog.server.authz import session_of
-from epochlog.server.broker import now_ms
-from epochlog.server.dispatch import NO_RESPONSE
+from epochlog.server.clock import now_ms
 from epochlog.server.handlers.leader_hints import add_hint
 from epochlog.server.partition import Partition
-from epochlog.server.responses import Waiting
+from epochlog.server.responses import NO_RESPONSE, Waiting
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker

@@ -14,7 +14,9 @@ from epochlog.protocol.errors import Err
 from epochlog.security.acl import Operation
 from epochlog.security.scram_credentials import MECHANISM_BY_CODE, MECHANISMS
 from epochlog.server.authz import cluster_allowed
-from epochlog.server.handlers.acls import NOT_ALLOWED, error_on_every_item
+from epochlog.server.handlers.acls import NOT_ALLOWED
+from epochlog.server.handlers.forwarding import forward
+from epochlog.server.handlers.item_errors import error_on_every_item
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
@@ -73,12 +75,10 @@ def handle_describe_user_scram_credentials(broker: Broker, header: RequestHeader
 def handle_alter_user_scram_credentials(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = decode_body(frame, header)
     if not cluster_allowed(broker, header, Operation.ALTER):
-        return error_on_every_item(51, req, Err.CLUSTER_AUTHORIZATION_FAILED, NOT_ALLOWED)
+        return error_on_every_item(51, header.api_version, req, Err.CLUSTER_AUTHORIZATION_FAILED, NOT_ALLOWED)
 
     async def go() -> Any:
-        from epochlog.server.handlers.admin import _forward
-
-        resp = await _forward(broker, header, req, None, True)
+        resp = await forward(broker, header, req, None, True)
         ok = {str(getattr(r, "user", "")) for r in getattr(resp, "results", ()) or () if not int(r.error_code)}
         gone = [
             (d.name, MECHANISM_BY_CODE[int(d.mechanism)])

@@ -24,7 +24,7 @@ _NO_TIME = NO_TIME
 
 
 def _now_ms() -> int:
-    from epochlog.server.broker import now_ms
+    from epochlog.server.clock import now_ms
 
     return now_ms()
 

@@ -28,7 +28,7 @@ def client_error(code: Err, api_version: int, fenced_from: int = 2) -> Err:
 
 
 def _now_ms() -> int:
-    from epochlog.server.broker import now_ms
+    from epochlog.server.clock import now_ms
 
     return now_ms()
 
@@ -100,7 +100,7 @@ def handle_add_partitions_to_txn(broker: Broker, header: RequestHeader, frame: m
 
 # -- AddOffsetsToTxn -------------------------------------------------------------------------------
 async def _add_offsets(broker: Broker, header: RequestHeader, req: Any) -> dict[str, Any]:
-    from epochlog.server.broker import OFFSETS_TOPIC
+    from epochlog.server.internal_topics import OFFSETS_TOPIC
 
     if broker.coordinator_for(req.group_id) < 0:
         # __consumer_offsets does not exist yet (coordinator_for asked for it): the client retries.

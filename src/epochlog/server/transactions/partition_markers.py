@@ -61,7 +61,8 @@ def err_of(code: int) -> Err:
 
 
 async def write_markers(broker: Broker, req: MarkerRequest) -> dict[TopicPartition, Err]:
-    from epochlog.server.broker import OFFSETS_TOPIC, now_ms
+    from epochlog.server.clock import now_ms
+    from epochlog.server.internal_topics import OFFSETS_TOPIC
 
     out: dict[TopicPartition, Err] = {}
     waits: list[tuple[TopicPartition, Partition, int]] = []
