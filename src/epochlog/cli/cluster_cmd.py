@@ -32,7 +32,8 @@ def register(app: typer.Typer) -> None:
         log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
     ) -> None:
         """Run the controller (cluster metadata, elections, ISR changes) until Ctrl-C or SIGTERM."""
-        from epochlog.server.cluster.controller_server import ControllerConfig, run_controller
+        from epochlog.server.cluster.controller_config import ControllerConfig
+        from epochlog.server.cluster.controller_server import run_controller
         from epochlog.server.config import ConfigError
         from epochlog.storage.errors import StorageError
 

@@ -8,7 +8,7 @@ import pytest
 
 from epochlog.controller.records import BrokerFenced
 from epochlog.raft.messages import SnapshotId
-from epochlog.server.cluster.controller_server import ControllerConfig
+from epochlog.server.cluster.controller_config import ControllerConfig
 from epochlog.server.config import ConfigError
 from epochlog.storage.metadata_raft_log import MetadataRaftLog
 
