@@ -33,6 +33,7 @@ from epochlog.raft.messages import (
     NO_LEADER,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
+    DivergingEpoch,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
     FetchRequest,
@@ -524,7 +525,7 @@ class RaftNode(Messenger):
             return
         self._heard_from_leader(now_ms)
         if resp.diverging is not None:
-            self.log.truncate_to(truncation_offset(self.log, resp.diverging))
+            self.log.truncate_to(self._truncation_offset(resp.diverging))
             self._ready.flush = True  # the truncation is durable before anything fetched after it
         elif resp.snapshot_id is not None:
             self.snapshot_fetch = (resp.snapshot_id, 0)
@@ -534,6 +535,10 @@ class RaftNode(Messenger):
                 self._ready.flush = True
             self._raise_hw(min(resp.high_watermark, self.log.log_end_offset))
         self._send_fetch(now_ms)
+
+    def _truncation_offset(self, diverging: DivergingEpoch) -> int:
+        # A method, so that the simulator's tests can break it and see the checker catch the divergence.
+        return truncation_offset(self.log, diverging)
 
     def _on_fetch_snapshot(self, req: FetchSnapshotRequest, now_ms: int) -> None:
         error = self._fetch_error(req)
