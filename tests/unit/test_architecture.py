@@ -27,7 +27,8 @@ TOP = "epochlog"
 
 # The layers of docs/architecture.md, top first: a package imports only packages of layers below its own
 # (ALLOWED says which), never one of its own layer or above. config_error and properties are leaf modules
-# directly under epochlog, as is offsets (the LSO rule the replication core and storage share); "epochlog" is the package's own __init__ (the version).
+# directly under epochlog, as is offsets (the LSO rule the replication core and storage share); "epochlog" is
+# the package's own __init__ (the version).
 LAYERS: list[set[str]] = [
     {"cli"},
     {"demo", "sim"},

@@ -34,7 +34,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the controller (cluster metadata, elections, ISR changes) until Ctrl-C or SIGTERM."""
         from epochlog.config_error import ConfigError
-        from epochlog.server.cluster.controller_server import ControllerConfig, run_controller
+        from epochlog.server.cluster.controller_config import ControllerConfig
+        from epochlog.server.cluster.controller_server import run_controller
         from epochlog.storage.errors import StorageError
 
         setup_logging(log_level)

@@ -65,10 +65,11 @@ class Controller:
         return self.image.offline_replicas
 
     # -- records -------------------------------------------------------------------------
-    def _record(self, record: MetadataRecord) -> None:
-        """A decision: the record is kept for the caller to persist, and applied like any other."""
-        self.records.append(record)
-        self.changed += self.image.apply(record).partitions
+    def _record(self, *records: MetadataRecord) -> None:
+        """Decisions: each record, in order, is kept for the caller to persist and applied like any other."""
+        for record in records:
+            self.records.append(record)
+            self.changed += self.image.apply(record).partitions
 
     def _set(self, topic: str, partition: int, state: PartitionState, reassignment: bool = False) -> None:
         """Record ``state``. A reassignment in progress carries on unless ``reassignment`` says that
@@ -393,8 +394,7 @@ class Controller:
             outcomes.append(outcome)
             if outcome.error_code or validate_only:
                 continue
-            for record in outcome.records:
-                self._record(record)
+            self._record(*outcome.records)
             if any(r.name == "unclean.leader.election.enable" for r in outcome.records):
                 scope = [change.resource_name] if change.resource_type == RESOURCE_TOPIC else list(self.topics)
                 self.elect_leaderless(scope)
@@ -406,33 +406,28 @@ class Controller:
         outcomes, records = acls.plan_create(self.image.acls, bindings, lambda: str(uuid.uuid4()))
         if max_records is not None and len(records) > max_records:
             return [acls.AclCreation(acls.POLICY_VIOLATION, acls.TOO_LARGE) for _ in bindings]
-        for r in records:
-            self._record(r)
+        self._record(*records)
         return outcomes
 
     def delete_acls(self, filters: Sequence[AclFilter], max_records: int | None = None) -> list[acls.AclDeletion]:
         outcomes, records = acls.plan_delete(self.image.acls, filters)
         if max_records is not None and len(records) > max_records:
             return [acls.AclDeletion(acls.POLICY_VIOLATION, acls.TOO_LARGE) for _ in filters]
-        for r in records:
-            self._record(r)
+        self._record(*records)
         return outcomes
 
     def alter_scram(
         self, deletions: Sequence[scram.ScramDeletion], upsertions: Sequence[scram.ScramUpsertion]
     ) -> list[scram.ScramOutcome]:
         outcomes, records = scram.plan_alter(self.image.scram, deletions, upsertions)
-        for r in records:
-            self._record(r)
+        self._record(*records)
         return outcomes
 
     def bootstrap(self, records: Sequence[MetadataRecord]) -> bool:
         """Append the data directory's bootstrap records, once in the life of the metadata log."""
         if self.image.bootstrapped:
             return False
-        for r in records:
-            self._record(r)
-        self._record(rec.BootstrapApplied(len(records)))
+        self._record(*records, rec.BootstrapApplied(len(records)))
         return True
 
     def elect_leaderless(self, topics: list[str]) -> list[tuple[str, int]]:
@@ -475,9 +470,7 @@ class Controller:
         leader = candidates[0]
         self._set(t.name, p, PartitionState(leader, st.leader_epoch + 1, isr, st.replicas, st.partition_epoch + 1))
 
-    def elect_leader(
-        self, topic: str, partition: int, broker: int | None = None, unclean: bool | None = None
-    ) -> bool:
+    def elect_leader(self, topic: str, partition: int, broker: int | None = None, unclean: bool | None = None) -> bool:
         """Force an election; with ``broker``, only that replica may win (tests, preferred); ``unclean``
         overrides the topic's unclean.leader.election.enable (ElectLeaders with the UNCLEAN type)."""
         t = self.topics[topic]

@@ -57,6 +57,17 @@ class LeaderState:
         live = 1 + sum(1 for p in self.voter_progress.values() if now_ms - p.last_fetch_ms < timeout_ms)
         return live > len(self.voters) // 2
 
+    def park(self, req: FetchRequest, deadline_ms: int) -> None:
+        """Hold a fetch that has nothing new until ``deadline_ms``; a replica's later fetch replaces it."""
+        self.parked = [p for p in self.parked if (p.request.sender, p.request.observer) != (req.sender, req.observer)]
+        self.parked.append(ParkedFetch(req, deadline_ms))
+
+    def take_parked(self, now_ms: int, everyone: bool) -> list[FetchRequest]:
+        """The parked fetches to answer now: all of them, or those whose wait is over."""
+        due = [p.request for p in self.parked if everyone or now_ms >= p.deadline_ms]
+        self.parked = [p for p in self.parked if not (everyone or now_ms >= p.deadline_ms)]
+        return due
+
     def successors(self) -> tuple[int, ...]:
         """Other voters, the most caught up first (EndQuorumEpoch's preferred successors)."""
         return tuple(sorted(self.voter_progress, key=lambda v: (-self.voter_progress[v].end_offset, v)))

@@ -2,7 +2,8 @@
 
 Events come in with ``now`` (``tick``, ``receive``, ``propose``, ``resign``, ``snapshot_taken``);
 each returns a Ready the driver carries out in order (quorum state, log flush, messages, high
-watermark). The log is reached through ``RaftLog``, as the partition core reaches its log.
+watermark). The log is reached through ``RaftLog``, as the partition core reaches its log. Sending and
+answering messages is messaging.py's; where a follower's log parts from the leader's, divergence.py's.
 
 Roles: unattached, prospective (pre-vote, same epoch, nothing persisted), candidate (epoch + 1,
 votes for itself), leader, follower, resigned. An observer (a broker, or any node not among the
@@ -25,7 +26,8 @@ from typing import Any
 
 from epochlog.protocol.errors import Err
 from epochlog.raft.config import QuorumConfig
-from epochlog.raft.leader_state import LeaderState, ParkedFetch
+from epochlog.raft.divergence import restart_point, truncation_offset
+from epochlog.raft.leader_state import LeaderState
 from epochlog.raft.log import RaftLog
 from epochlog.raft.messages import (
     NO_LEADER,
@@ -40,13 +42,13 @@ from epochlog.raft.messages import (
     FetchSnapshotResponse,
     LeaderChange,
     Message,
-    Outbound,
     QuorumStateData,
     Ready,
     SnapshotId,
     VoteRequest,
     VoteResponse,
 )
+from epochlog.raft.messaging import Messenger
 
 
 class Role(Enum):
@@ -58,7 +60,7 @@ class Role(Enum):
     RESIGNED = "resigned"
 
 
-class RaftNode:
+class RaftNode(Messenger):
     def __init__(
         self,
         node_id: int,
@@ -70,6 +72,7 @@ class RaftNode:
         cluster_id: str = "",
         config: QuorumConfig | None = None,
     ) -> None:
+        super().__init__()
         self.node_id = node_id
         self.voters = tuple(sorted(voters))
         self.log = log
@@ -83,12 +86,8 @@ class RaftNode:
         self.election_deadline = 0
         self.fetch_deadline = 0  # a follower with no successful fetch by then starts an election
         self.fetched_this_epoch = False
-        self.inflight: dict[int, tuple[int, int]] = {}  # destination -> (request id, deadline)
-        self.retry_at = 0  # when a follower with nothing in flight fetches again
         self.snapshot_fetch: tuple[SnapshotId, int] | None = None  # (snapshot, next position)
         self.bootstrap_index = 0  # an observer that knows no leader asks the voters in turn
-        self._next_request_id = 0
-        self._ready = Ready()
 
         st = state or QuorumStateData()
         self.epoch, self.leader_id, self.voted_id = st.leader_epoch, st.leader_id, st.voted_id
@@ -111,10 +110,6 @@ class RaftNode:
                 self._send_fetch(now_ms)
 
     # -- queries ------------------------------------------------------------------------------
-    @property
-    def is_voter(self) -> bool:
-        return self.node_id in self.voters
-
     @property
     def majority(self) -> int:
         return len(self.voters) // 2 + 1
@@ -182,9 +177,8 @@ class RaftNode:
 
     def request_failed(self, to: int, request_id: int, now_ms: int) -> Ready:
         """The driver could not deliver a request (connection refused or closed)."""
-        if self.inflight.get(to, (None, 0))[0] == request_id:
-            del self.inflight[to]
-            self.retry_at = now_ms + self.config.retry_backoff_ms
+        if self._answered(to, request_id):
+            self._back_off(now_ms)
             if self.role is Role.UNATTACHED and not self.is_voter:
                 self.bootstrap_index += 1
         return self.take_ready()
@@ -211,25 +205,24 @@ class RaftNode:
         self.inflight.clear()
         self.snapshot_fetch = None
 
-    def _to_unattached(self, epoch: int, now_ms: int) -> None:
+    def _enter_epoch(self, epoch: int, leader_id: int, role: Role) -> None:
+        """Unattached or following in ``epoch``: a vote cast in another epoch does not carry over."""
         self._leave_leadership()
         if epoch != self.epoch:
             self.voted_id = NO_LEADER
-        self.epoch, self.leader_id = epoch, NO_LEADER
+        self.epoch, self.leader_id = epoch, leader_id
         self.fetched_this_epoch = False
-        self._changed_role(Role.UNATTACHED)
+        self._changed_role(role)
+
+    def _to_unattached(self, epoch: int, now_ms: int) -> None:
+        self._enter_epoch(epoch, NO_LEADER, Role.UNATTACHED)
         self._persist()
         self._reset_election_timer(now_ms)
         if not self.is_voter:
             self._send_fetch(now_ms)
 
     def _to_follower(self, epoch: int, leader_id: int, now_ms: int, persist: bool = True) -> None:
-        self._leave_leadership()
-        if epoch != self.epoch:
-            self.voted_id = NO_LEADER
-        self.epoch, self.leader_id = epoch, leader_id
-        self.fetched_this_epoch = False
-        self._changed_role(Role.FOLLOWER)
+        self._enter_epoch(epoch, leader_id, Role.FOLLOWER)
         if persist:
             self._persist()
         self.fetch_deadline = now_ms + self.config.fetch_timeout_ms
@@ -239,12 +232,7 @@ class RaftNode:
         """Ask for pre-votes at the current epoch; nothing changes on disk or anywhere else."""
         self._leave_leadership()
         self._changed_role(Role.PROSPECTIVE)
-        self.grants, self.rejects = {self.node_id}, set()
-        self._reset_election_timer(now_ms)
-        if len(self.grants) >= self.majority:
-            self._to_candidate(now_ms)
-            return
-        self._send_votes(now_ms)
+        self._solicit_votes(now_ms)
 
     def _lost_pre_vote(self, now_ms: int) -> None:
         """No majority would vote for us: wait a full election timeout before trying again."""
@@ -262,12 +250,22 @@ class RaftNode:
         self.leader_id, self.voted_id = NO_LEADER, self.node_id
         self._changed_role(Role.CANDIDATE)
         self._persist()
+        self._solicit_votes(now_ms)
+
+    def _solicit_votes(self, now_ms: int) -> None:
+        """Vote for ourselves and ask the other voters (a pre-vote as a prospective, a vote as a candidate)."""
         self.grants, self.rejects = {self.node_id}, set()
         self._reset_election_timer(now_ms)
         if len(self.grants) >= self.majority:
-            self._to_leader(now_ms)
+            self._won_votes(now_ms)
             return
         self._send_votes(now_ms)
+
+    def _won_votes(self, now_ms: int) -> None:
+        if self.role is Role.PROSPECTIVE:
+            self._to_candidate(now_ms)
+        else:
+            self._to_leader(now_ms)
 
     def _to_leader(self, now_ms: int) -> None:
         granting = tuple(sorted(self.grants))
@@ -280,7 +278,7 @@ class RaftNode:
         self.log.append_as_leader([LeaderChange(self.node_id, self.voters, granting)], self.epoch, now_ms)
         self._ready.flush = True
         for v in self.leader.unacked_begin:
-            self._send(v, self._begin_request(), now_ms)
+            self._send(v, self._request(BeginQuorumEpochRequest, self.node_id))
         self._maybe_advance_hw(now_ms)
 
     def _to_resigned(self, now_ms: int) -> None:
@@ -294,9 +292,7 @@ class RaftNode:
 
     def _send_end_quorum_epoch(self, successors: tuple[int, ...]) -> None:
         for v in successors:
-            rid = self._request_id()
-            msg = EndQuorumEpochRequest(self.cluster_id, self.node_id, rid, self.epoch, self.node_id, successors)
-            self._ready.messages.append(Outbound(v, msg))
+            self._send(v, self._request(EndQuorumEpochRequest, self.node_id, successors))
 
     def _observe(self, epoch: int, leader_id: int, now_ms: int) -> bool:
         """Learn of an epoch or its leader from any message; returns False if the message is stale."""
@@ -316,43 +312,20 @@ class RaftNode:
             self._to_follower(epoch, leader_id, now_ms)
         return True
 
-    # -- outbound helpers -----------------------------------------------------------------------
-    def _request_id(self) -> int:
-        self._next_request_id += 1
-        return self._next_request_id
-
-    def _send(self, to: int, message: Message, now_ms: int, track: bool = False) -> None:
-        if track:
-            self.inflight[to] = (message.request_id, now_ms + self.config.request_timeout_ms)
-        self._ready.messages.append(Outbound(to, message))
-
-    def _begin_request(self) -> BeginQuorumEpochRequest:
-        return BeginQuorumEpochRequest(self.cluster_id, self.node_id, self._request_id(), self.epoch, self.node_id)
-
+    # -- outbound -----------------------------------------------------------------------------
     def _send_votes(self, now_ms: int) -> None:
         self._send_votes_to([v for v in self.voters if v != self.node_id], now_ms)
 
     def _resend_votes(self, now_ms: int) -> None:
-        expired = [v for v, (_, deadline) in self.inflight.items() if now_ms >= deadline]
-        for v in expired:
-            del self.inflight[v]
-        if expired:
+        if expired := self._expire_inflight(now_ms, 0):
             self._send_votes_to(expired, now_ms)
 
     def _send_votes_to(self, voters: list[int], now_ms: int) -> None:
         pre = self.role is Role.PROSPECTIVE
         for v in voters:
             if v not in self.grants and v not in self.rejects:
-                req = VoteRequest(
-                    self.cluster_id,
-                    self.node_id,
-                    self._request_id(),
-                    self.epoch,
-                    self.log.latest_epoch(),
-                    self.log.log_end_offset,
-                    pre,
-                )
-                self._send(v, req, now_ms, track=True)
+                req = self._request(VoteRequest, self.log.latest_epoch(), self.log.log_end_offset, pre)
+                self._send_tracked(v, req, now_ms)
 
     def _fetch_target(self) -> int:
         if self.leader_id >= 0:
@@ -366,29 +339,17 @@ class RaftNode:
         if target == self.node_id:
             return
         if self.snapshot_fetch is not None:
-            snap, position = self.snapshot_fetch
-            req: Message = FetchSnapshotRequest(
-                self.cluster_id, self.node_id, self._request_id(), self.epoch, snap, position
-            )
+            req = self._request(FetchSnapshotRequest, *self.snapshot_fetch)
         else:
-            req = FetchRequest(
-                self.cluster_id,
-                self.node_id,
-                self._request_id(),
-                self.epoch,
-                self.log.log_end_offset,
-                self.log.latest_epoch(),
-                self.config.fetch_max_wait_ms if self.leader_id >= 0 else 0,
-                observer=not self.is_voter,
-            )
-        self._send(target, req, now_ms, track=True)
+            wait_ms = self.config.fetch_max_wait_ms if self.leader_id >= 0 else 0
+            end, last_epoch = self.log.log_end_offset, self.log.latest_epoch()
+            req = self._request(FetchRequest, end, last_epoch, wait_ms, observer=not self.is_voter)
+        self._send_tracked(target, req, now_ms)
 
     def _tick_fetcher(self, now_ms: int) -> None:
-        for to, (_, deadline) in list(self.inflight.items()):
-            if now_ms >= deadline + self.config.fetch_max_wait_ms:
-                del self.inflight[to]
-                if self.leader_id < 0:
-                    self.bootstrap_index += 1
+        expired = self._expire_inflight(now_ms, self.config.fetch_max_wait_ms)
+        if self.leader_id < 0:
+            self.bootstrap_index += len(expired)
         if not self.inflight and now_ms >= self.retry_at:
             self._send_fetch(now_ms)
 
@@ -408,68 +369,49 @@ class RaftNode:
         if self.leader.unacked_begin and now_ms - self.leader.begin_resend_ms >= self.config.fetch_timeout_ms // 2:
             self.leader.begin_resend_ms = now_ms
             for v in sorted(self.leader.unacked_begin):
-                self._send(v, self._begin_request(), now_ms)
+                self._send(v, self._request(BeginQuorumEpochRequest, self.node_id))
         self._answer_parked(now_ms, everyone=False)
 
     def _maybe_advance_hw(self, now_ms: int) -> None:
         assert self.leader is not None
         candidate = self.leader.majority_offset(self.log.log_end_offset)
-        if candidate > self.leader.epoch_start_offset and candidate > self.high_watermark:
-            self.high_watermark = candidate
-            self._ready.high_watermark = candidate
+        if candidate > self.leader.epoch_start_offset and self._raise_hw(candidate):
             self._answer_parked(now_ms, everyone=True)
+
+    def _raise_hw(self, hw: int) -> bool:
+        """The high watermark only moves forward; returns whether it moved."""
+        if hw <= self.high_watermark:
+            return False
+        self.high_watermark = hw
+        self._ready.high_watermark = hw
+        return True
 
     def _answer_parked(self, now_ms: int, everyone: bool) -> None:
         if self.leader is None or not self.leader.parked:
             return
-        keep: list[ParkedFetch] = []
-        for parked in self.leader.parked:
-            if everyone or now_ms >= parked.deadline_ms:
-                self._answer_fetch(parked.request)
-            else:
-                keep.append(parked)
-        self.leader.parked = keep
+        for req in self.leader.take_parked(now_ms, everyone):
+            self._answer_fetch(req)
 
     def _answer_fetch(self, req: FetchRequest) -> None:
         assert self.leader is not None
         self.leader.progress(req.sender, req.observer).hw_sent = self.high_watermark
         read_from = req.fetch_offset if req.fetch_offset < self.log.log_end_offset else -1
-        self._reply(
-            req.sender,
-            FetchResponse(
-                self.node_id,
-                req.request_id,
-                Err.NONE,
-                self.epoch,
-                self.node_id,
-                high_watermark=self.high_watermark,
-                log_start_offset=self.log.log_start_offset,
-                read_from=read_from,
-            ),
-        )
+        self._lead_fetch(req, read_from=read_from)
 
-    def _reply(self, to: int, message: Message) -> None:
-        self._ready.messages.append(Outbound(to, message))
+    def _lead_fetch(self, req: FetchRequest, **fields: Any) -> None:
+        """The leader's answer to a Fetch it accepted: where the log stands, and what ``fields`` add."""
+        hw, start = self.high_watermark, self.log.log_start_offset
+        self._answer_as_leader(req, FetchResponse, high_watermark=hw, log_start_offset=start, **fields)
 
-    def _check_request(self, cluster_id: str, sender: int, voters_only: bool) -> int:
-        if cluster_id and self.cluster_id and cluster_id != self.cluster_id:
-            return Err.INCONSISTENT_CLUSTER_ID
-        if voters_only and (sender not in self.voters or not self.is_voter):
-            return Err.INCONSISTENT_VOTER_SET
-        return Err.NONE
+    def _heard_from_leader(self, now_ms: int) -> None:
+        self.fetched_this_epoch = True
+        self.fetch_deadline = now_ms + self.config.fetch_timeout_ms
 
     # -- handlers -------------------------------------------------------------------------------
     def _on_vote(self, req: VoteRequest, now_ms: int) -> None:
-        error = self._check_request(req.cluster_id, req.sender, voters_only=True)
-        if error == Err.NONE and req.epoch < self.epoch:
-            error = Err.FENCED_LEADER_EPOCH
+        error = self._request_error(req, voters_only=True)
         if error != Err.NONE:
-            self._reply(
-                req.sender,
-                VoteResponse(
-                    self.node_id, req.request_id, error, self.epoch, self.leader_id, False, req.pre_vote
-                ),
-            )
+            self._respond(req, VoteResponse, error, False, req.pre_vote)
             return
         if req.epoch > self.epoch:
             self._to_unattached(req.epoch, now_ms)
@@ -490,38 +432,27 @@ class RaftNode:
                 self._persist()  # on disk before the grant leaves (Ready orders it first)
             if granted:
                 self._reset_election_timer(now_ms)
-        self._reply(
-            req.sender,
-            VoteResponse(self.node_id, req.request_id, Err.NONE, self.epoch, self.leader_id, granted, req.pre_vote),
-        )
+        self._respond(req, VoteResponse, Err.NONE, granted, req.pre_vote)
 
     def _on_vote_response(self, resp: VoteResponse, now_ms: int) -> None:
         if not self._observe(resp.epoch, resp.leader_id, now_ms):
             return
-        if self.inflight.get(resp.sender, (None, 0))[0] != resp.request_id:
+        if not self._answered(resp.sender, resp.request_id):
             return  # an answer to an earlier round
-        del self.inflight[resp.sender]
         expected = Role.PROSPECTIVE if resp.pre_vote else Role.CANDIDATE
         if self.role is not expected or resp.epoch != self.epoch or resp.error != Err.NONE:
             return
         (self.grants if resp.granted else self.rejects).add(resp.sender)
         if len(self.grants) >= self.majority:
-            if resp.pre_vote:
-                self._to_candidate(now_ms)
-            else:
-                self._to_leader(now_ms)
+            self._won_votes(now_ms)
         elif len(self.rejects) >= len(self.voters) - self.majority + 1 and resp.pre_vote:
             self._lost_pre_vote(now_ms)
 
     def _on_begin(self, req: BeginQuorumEpochRequest, now_ms: int) -> None:
-        error = self._check_request(req.cluster_id, req.sender, voters_only=True)
-        if error == Err.NONE and req.epoch < self.epoch:
-            error = Err.FENCED_LEADER_EPOCH
+        error = self._request_error(req, voters_only=True)
         if error == Err.NONE:
             self._observe(req.epoch, req.leader_id, now_ms)
-        self._reply(
-            req.sender, BeginQuorumEpochResponse(self.node_id, req.request_id, error, self.epoch, self.leader_id)
-        )
+        self._respond(req, BeginQuorumEpochResponse, error)
 
     def _on_begin_response(self, resp: BeginQuorumEpochResponse, now_ms: int) -> None:
         if not self._observe(resp.epoch, resp.leader_id, now_ms):
@@ -530,9 +461,7 @@ class RaftNode:
             self.leader.unacked_begin.discard(resp.sender)
 
     def _on_end(self, req: EndQuorumEpochRequest, now_ms: int) -> None:
-        error = self._check_request(req.cluster_id, req.sender, voters_only=True)
-        if error == Err.NONE and req.epoch < self.epoch:
-            error = Err.FENCED_LEADER_EPOCH
+        error = self._request_error(req, voters_only=True)
         if error == Err.NONE and self._observe(req.epoch, req.leader_id, now_ms):
             if self.role is Role.FOLLOWER and self.leader_id == req.leader_id and self.is_voter:
                 # The leader is going: stop trusting it, and let the best placed successor try first.
@@ -541,17 +470,15 @@ class RaftNode:
                 n = len(req.preferred_successors)
                 backoff = 0 if pos <= 0 else (self.config.election_backoff_max_ms >> max(0, n - 1)) << (pos - 1)
                 self.fetch_deadline = min(self.fetch_deadline, now_ms + backoff)
-        self._reply(req.sender, EndQuorumEpochResponse(self.node_id, req.request_id, error, self.epoch, self.leader_id))
+        self._respond(req, EndQuorumEpochResponse, error)
 
     def _on_end_response(self, resp: EndQuorumEpochResponse, now_ms: int) -> None:
         self._observe(resp.epoch, resp.leader_id, now_ms)
 
     def _fetch_error(self, req: FetchRequest | FetchSnapshotRequest) -> int:
-        error = self._check_request(req.cluster_id, req.sender, voters_only=False)
+        error = self._request_error(req, voters_only=False)
         if error != Err.NONE:
             return error
-        if req.epoch < self.epoch:
-            return Err.FENCED_LEADER_EPOCH
         if req.epoch > self.epoch:
             return Err.UNKNOWN_LEADER_EPOCH
         if self.role is not Role.LEADER:
@@ -563,52 +490,13 @@ class RaftNode:
         if error == Err.NONE and (req.fetch_offset < 0 or req.last_fetched_epoch > self.epoch):
             error = Err.INVALID_REQUEST
         if error != Err.NONE:
-            self._reply(req.sender, FetchResponse(self.node_id, req.request_id, error, self.epoch, self.leader_id))
+            self._respond(req, FetchResponse, error)
             return
         assert self.leader is not None
-        start = self.log.log_start_offset
-        snapshot = self.log.latest_snapshot()
-        at_start_elsewhere = (
-            snapshot is not None
-            and req.fetch_offset == start > 0
-            and req.last_fetched_epoch != snapshot.epoch
-        )
-        if snapshot is not None and (req.fetch_offset < start or at_start_elsewhere):
-            self._reply(
-                req.sender,
-                FetchResponse(
-                    self.node_id,
-                    req.request_id,
-                    Err.NONE,
-                    self.epoch,
-                    self.node_id,
-                    high_watermark=self.high_watermark,
-                    log_start_offset=start,
-                    snapshot_id=snapshot,
-                ),
-            )
+        restart = restart_point(self.log, req)
+        if restart is not None:
+            self._lead_fetch(req, diverging=restart.diverging, snapshot_id=restart.snapshot)
             return
-        if req.fetch_offset > start:
-            epoch, end = self.log.end_offset_for(req.last_fetched_epoch)
-            if epoch != req.last_fetched_epoch or end < req.fetch_offset:
-                # Below our log start the epoch history is gone with the entries it described: a
-                # divergence point there cannot be trusted, so the follower starts from the snapshot.
-                below_start = epoch < 0 or end <= start
-                self._reply(
-                    req.sender,
-                    FetchResponse(
-                        self.node_id,
-                        req.request_id,
-                        Err.NONE,
-                        self.epoch,
-                        self.node_id,
-                        high_watermark=self.high_watermark,
-                        log_start_offset=start,
-                        diverging=None if below_start and snapshot is not None else DivergingEpoch(epoch, max(end, 0)),
-                        snapshot_id=snapshot if below_start else None,
-                    ),
-                )
-                return
         self.leader.record_fetch(req.sender, req.fetch_offset, self.log.log_end_offset, now_ms, req.observer)
         before = self.high_watermark
         if req.sender in self.voters and not req.observer:
@@ -616,22 +504,18 @@ class RaftNode:
         progress = self.leader.progress(req.sender, req.observer)
         nothing_new = req.fetch_offset >= self.log.log_end_offset and progress.hw_sent >= self.high_watermark
         if nothing_new and before == self.high_watermark and req.max_wait_ms > 0:
-            self.leader.parked = [
-                p for p in self.leader.parked if (p.request.sender, p.request.observer) != (req.sender, req.observer)
-            ]
-            self.leader.parked.append(ParkedFetch(req, now_ms + req.max_wait_ms))
+            self.leader.park(req, now_ms + req.max_wait_ms)
             return
         self._answer_fetch(req)
 
     def _on_fetch_response(self, resp: FetchResponse, now_ms: int) -> None:
-        if self.inflight.get(resp.sender, (None, 0))[0] != resp.request_id:
+        if not self._answered(resp.sender, resp.request_id):
             self._observe(resp.epoch, resp.leader_id, now_ms)
             return
-        del self.inflight[resp.sender]
         if resp.error != Err.NONE:
             known = (self.epoch, self.leader_id)
             if not self._observe(resp.epoch, resp.leader_id, now_ms) or (self.epoch, self.leader_id) == known:
-                self.retry_at = now_ms + self.config.retry_backoff_ms
+                self._back_off(now_ms)
                 if self.leader_id < 0 or resp.sender != self.leader_id:
                     self.bootstrap_index += 1
             return
@@ -639,8 +523,7 @@ class RaftNode:
             return
         if self.role is not Role.FOLLOWER or resp.sender != self.leader_id:
             return
-        self.fetched_this_epoch = True
-        self.fetch_deadline = now_ms + self.config.fetch_timeout_ms
+        self._heard_from_leader(now_ms)
         if resp.diverging is not None:
             self.log.truncate_to(self._truncation_offset(resp.diverging))
             self._ready.flush = True  # the truncation is durable before anything fetched after it
@@ -650,21 +533,12 @@ class RaftNode:
             if resp.records is not None:
                 self.log.append_as_follower(resp.records)
                 self._ready.flush = True
-            self._follow_hw(resp.high_watermark)
+            self._raise_hw(min(resp.high_watermark, self.log.log_end_offset))
         self._send_fetch(now_ms)
 
     def _truncation_offset(self, diverging: DivergingEpoch) -> int:
-        """Where our log and the leader's part: the end of the diverging epoch on both sides, or, if we
-        never had that epoch, the end of the last epoch we had before it."""
-        epoch, local_end = self.log.end_offset_for(diverging.epoch)
-        offset = min(local_end, diverging.end_offset) if epoch == diverging.epoch else local_end
-        return max(self.log.log_start_offset, min(offset, self.log.log_end_offset))
-
-    def _follow_hw(self, leader_hw: int) -> None:
-        hw = min(leader_hw, self.log.log_end_offset)
-        if hw > self.high_watermark:
-            self.high_watermark = hw
-            self._ready.high_watermark = hw
+        # A method, so that the simulator's tests can break it and see the checker catch the divergence.
+        return truncation_offset(self.log, diverging)
 
     def _on_fetch_snapshot(self, req: FetchSnapshotRequest, now_ms: int) -> None:
         error = self._fetch_error(req)
@@ -674,53 +548,34 @@ class RaftNode:
         if error == Err.NONE and not 0 <= req.position <= size:
             error = Err.POSITION_OUT_OF_RANGE
         if error != Err.NONE:
-            self._reply(
-                req.sender, FetchSnapshotResponse(self.node_id, req.request_id, error, self.epoch, self.leader_id)
-            )
+            self._respond(req, FetchSnapshotResponse, error)
             return
         chunk = self.log.read_snapshot(req.snapshot_id, req.position, req.max_bytes)
-        self._reply(
-            req.sender,
-            FetchSnapshotResponse(
-                self.node_id,
-                req.request_id,
-                Err.NONE,
-                self.epoch,
-                self.node_id,
-                req.snapshot_id,
-                size,
-                req.position,
-                chunk,
-            ),
-        )
+        self._answer_as_leader(req, FetchSnapshotResponse, req.snapshot_id, size, req.position, chunk)
 
     def _on_fetch_snapshot_response(self, resp: FetchSnapshotResponse, now_ms: int) -> None:
-        if self.inflight.get(resp.sender, (None, 0))[0] != resp.request_id:
+        if not self._answered(resp.sender, resp.request_id):
             self._observe(resp.epoch, resp.leader_id, now_ms)
             return
-        del self.inflight[resp.sender]
         if not self._observe(resp.epoch, resp.leader_id, now_ms) or self.snapshot_fetch is None:
             return
         snap, position = self.snapshot_fetch
         if resp.error != Err.NONE or resp.snapshot_id != snap or resp.position != position:
             self.snapshot_fetch = None  # start over: the next fetch names the leader's current snapshot
-            self.retry_at = now_ms + self.config.retry_backoff_ms
+            self._back_off(now_ms)
             return
-        self.fetched_this_epoch = True
-        self.fetch_deadline = now_ms + self.config.fetch_timeout_ms
+        self._heard_from_leader(now_ms)
         self.log.write_snapshot_part(snap, position, resp.chunk)
         position += len(resp.chunk)
         if position >= resp.size:
             self.snapshot_fetch = None
             if not self.log.install_snapshot(snap):
                 # A snapshot that does not read back is refused whole; the next fetch starts over.
-                self.retry_at = now_ms + self.config.retry_backoff_ms
+                self._back_off(now_ms)
                 return
             self._ready.flush = True
             self._ready.load_snapshot = snap
-            if snap.end_offset > self.high_watermark:
-                self.high_watermark = snap.end_offset
-                self._ready.high_watermark = snap.end_offset
+            self._raise_hw(snap.end_offset)
         else:
             self.snapshot_fetch = (snap, position)
         self._send_fetch(now_ms)

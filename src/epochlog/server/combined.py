@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from epochlog.server.cluster.broker import ClusterBroker
-from epochlog.server.cluster.controller_server import ControllerConfig, ControllerServer
+from epochlog.server.cluster.controller_config import ControllerConfig
+from epochlog.server.cluster.controller_server import ControllerServer
 from epochlog.server.config import BrokerConfig
 from epochlog.server.single_node_import import import_single_node_dir
 

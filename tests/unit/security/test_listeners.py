@@ -16,7 +16,7 @@ from epochlog.security.listeners import (
     listener_config,
     parse_listeners,
 )
-from epochlog.server.cluster.controller_server import ControllerConfig
+from epochlog.server.cluster.controller_config import ControllerConfig
 from epochlog.server.config import BrokerConfig, parse_listener
 from tests.pki import make_pki
 

@@ -9,7 +9,7 @@ import pytest
 from epochlog.config_error import ConfigError
 from epochlog.controller.records import BrokerFenced
 from epochlog.raft.messages import SnapshotId
-from epochlog.server.cluster.controller_server import ControllerConfig
+from epochlog.server.cluster.controller_config import ControllerConfig
 from epochlog.storage.metadata_raft_log import MetadataRaftLog
 
 pytestmark = pytest.mark.unit

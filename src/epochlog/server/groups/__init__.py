@@ -3,7 +3,9 @@
 It runs on the broker's event loop and knows nothing of kio: the server translates requests to
 these calls and the results (Kafka error codes as ints) back to responses.
 
-Files: ``coordinator.py`` (the decisions), ``model.py`` (Group, Member, state names),
+Files: ``coordinator.py`` (GroupCoordinator: lifecycle, timers, admin), ``membership.py`` (join, sync,
+heartbeat, leave, rebalances), ``offsets.py`` (commit, fetch, delete, expiry), ``loading.py`` (replaying
+``__consumer_offsets``), ``state.py`` (what those parts share), ``model.py`` (Group, Member, state names),
 ``results.py`` (what calls take and return), ``config.py`` (GroupConfig, Kafka's property names),
 ``records.py`` (the ``__consumer_offsets`` key/value formats), ``store.py`` (OffsetsStore and the
 in-memory MemoryOffsetsStore), ``hashing.py`` (Java's String.hashCode, partition_for).

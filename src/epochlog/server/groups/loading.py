@@ -1,0 +1,131 @@
+"""Loading groups from __consumer_offsets: the replay of a partition's records (group metadata, offsets,
+transactional offsets and their markers) when this broker starts or becomes the partition's leader, and the
+dropping of its groups when it stops being the leader."""
+
+from __future__ import annotations
+
+import logging
+
+from epochlog.protocol.control_records import ControlType, read_marker
+from epochlog.protocol.errors import Err
+from epochlog.protocol.record_batch import read_header
+from epochlog.protocol.records import Record, iter_records
+from epochlog.server.groups import records as rec
+from epochlog.server.groups.model import EMPTY, STABLE, Group, Member
+from epochlog.server.groups.results import JoinResult, SyncResult
+from epochlog.server.groups.state import CoordinatorState
+
+log = logging.getLogger("epochlog.groups")
+
+
+class Loading(CoordinatorState):
+    def _read_partition(self, p: int) -> None:
+        for batch in self.store.read_batches(p):
+            try:
+                h = read_header(batch)
+                if h.is_control:
+                    marker = read_marker(batch)
+                    if marker is not None:
+                        self._complete_txn(p, h.producer_id, marker.type is ControlType.COMMIT)
+                    continue
+                for r in iter_records(batch):
+                    if h.is_transactional:
+                        self._replay_txn_offset(h.producer_id, r)
+                    else:
+                        self._replay(r)
+            except ValueError as e:  # CorruptBatchError included: skip what we cannot read
+                log.error("__consumer_offsets-%d: skipping unreadable batch: %s", p, e)
+        now = self.clock()
+        for gid, g in self.groups.items():
+            if self.partition_for(gid) == p:
+                for m in g.members.values():
+                    m.last_heartbeat = now  # restored members get a full session to find us again
+
+    def load_partition(self, p: int) -> None:
+        """This broker now leads __consumer_offsets-p: take over its groups from the replicated log."""
+        if self.owned is None or p in self.owned:
+            return
+        self._drop_groups(p)  # anything left from an earlier term here is stale
+        self._read_partition(p)
+        self.owned.add(p)
+        log.info("__consumer_offsets-%d: loaded, coordinating its groups", p)
+
+    def unload_partition(self, p: int) -> None:
+        """Leadership of __consumer_offsets-p moved away: its groups are no longer ours."""
+        if self.owned is None or p not in self.owned:
+            return
+        self.owned.discard(p)
+        self._drop_groups(p)
+        log.info("__consumer_offsets-%d: unloaded", p)
+
+    def _drop_groups(self, p: int) -> None:
+        self.txn_offsets.drop_groups({gid for gid in self.txn_offsets.groups() if self.partition_for(gid) == p})
+        for gid in [gid for gid in self.groups if self.partition_for(gid) == p]:
+            g = self.groups.pop(gid)
+            for m in g.members.values():
+                if m.join_future is not None and not m.join_future.done():
+                    m.join_future.set_result(JoinResult(Err.NOT_COORDINATOR, member_id=m.member_id))
+                if m.sync_future is not None and not m.sync_future.done():
+                    m.sync_future.set_result(SyncResult(Err.NOT_COORDINATOR))
+
+    def _replay(self, r: Record) -> None:
+        if r.key is None:
+            return
+        key = rec.decode_key(r.key)
+        if isinstance(key, rec.OffsetKey):
+            tp = (key.topic, key.partition)
+            g = self.groups.get(key.group)
+            if r.value is None:
+                if g is not None:
+                    g.offsets.pop(tp, None)
+                    if g.state == EMPTY and not g.offsets and g.protocol_type is None:
+                        del self.groups[key.group]
+                return
+            if g is None:
+                g = self.groups[key.group] = Group(key.group)
+            g.offsets[tp] = rec.decode_offset_value(r.value)
+        elif isinstance(key, rec.GroupKey):
+            if r.value is None:
+                g = self.groups.pop(key.group, None)
+                if g is not None and g.offsets:  # offsets of a deleted group arrive as their own tombstones
+                    self.groups[key.group] = Group(key.group, offsets=g.offsets)
+                return
+            v = rec.decode_group_value(r.value)
+            g = self.groups.setdefault(key.group, Group(key.group))
+            g.generation, g.protocol_type, g.protocol_name = v.generation, v.protocol_type or None, v.protocol
+            g.leader, g.state_timestamp_ms = v.leader, v.state_timestamp
+            g.members.clear()
+            g.static_members.clear()
+            for mid, iid, cid, host, rto, sto, sub, asg in v.members:
+                m = Member(mid, iid, cid, host, sto, rto, v.protocol_type, [(v.protocol or "", sub)], assignment=asg)
+                g.members[mid] = m
+                if iid is not None:
+                    g.static_members[iid] = mid
+            # Kafka resumes a group with members as Stable: they keep their assignment and only have
+            # to heartbeat within their session, so a broker restart does not force a rebalance.
+            g.state = STABLE if g.members else EMPTY
+
+    def _replay_txn_offset(self, producer_id: int, r: Record) -> None:
+        key = rec.decode_key(r.key) if r.key is not None else None
+        if isinstance(key, rec.OffsetKey) and r.value is not None:
+            self.txn_offsets.add(producer_id, key.group, (key.topic, key.partition), rec.decode_offset_value(r.value))
+
+    def complete_txn(self, p: int, producer_id: int, commit: bool) -> None:
+        """A transaction's marker is durable on __consumer_offsets-p: its offsets become visible or go."""
+        if self.owned is not None and p not in self.owned:
+            return
+        self._complete_txn(p, producer_id, commit)
+
+    def _complete_txn(self, p: int, producer_id: int, commit: bool) -> None:
+        groups = {gid for gid in self.txn_offsets.groups() if self.partition_for(gid) == p}
+        for gid, offsets in self.txn_offsets.take(producer_id, groups).items():
+            if not commit:
+                continue
+            g = self.groups.get(gid)
+            if g is None:
+                g = self.groups[gid] = Group(gid, state_timestamp_ms=self._now_ms())
+            g.offsets.update(offsets)
+            # A plain commit whose write began before this marker landed must not overwrite it.
+            self._write_seq += 1
+            for tp in offsets:
+                g.offset_write_seq[tp] = self._write_seq
