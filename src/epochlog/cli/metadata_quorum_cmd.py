@@ -7,17 +7,31 @@ Kafka's field names, so scripts written for Kafka's tool read ours.
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+if TYPE_CHECKING:
+    from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest
+
 METADATA_TOPIC = "__cluster_metadata"
+
+
+def _describe_quorum_request() -> DescribeQuorumRequest:
+    """DescribeQuorum v2 for the metadata partition."""
+    from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
+    from kio.schema.types import TopicName
+    from kio.static.primitive import i32
+
+    return DescribeQuorumRequest(
+        topics=(TopicData(topic_name=TopicName(METADATA_TOPIC), partitions=(PartitionData(partition_index=i32(0)),)),)
+    )
 
 
 def _ask(bootstrap: str) -> tuple[str, Any]:
     """(cluster id, the metadata partition's DescribeQuorum row) from the first controller that answers."""
     from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
-    from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
+    from kio.static.primitive import i8
 
     from epochlog.client.wire import Connection, WireError
 
@@ -26,13 +40,9 @@ def _ask(bootstrap: str) -> tuple[str, Any]:
         host, _, port = addr.strip().rpartition(":")
         try:
             with Connection(host or "127.0.0.1", int(port), client_id="epochlog-metadata-quorum") as conn:
-                quorum = conn.request(
-                    DescribeQuorumRequest(
-                        topics=(TopicData(topic_name=METADATA_TOPIC, partitions=(PartitionData(partition_index=0),)),)
-                    )
-                )
+                quorum = conn.request(_describe_quorum_request())
                 cluster = conn.request(
-                    DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2)
+                    DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=i8(2))
                 )
         except (WireError, OSError, ValueError) as e:
             errors.append(f"{addr}: {e}")
@@ -50,13 +60,9 @@ def _ask(bootstrap: str) -> tuple[str, Any]:
 
 def leader_of(ports: list[int], host: str = "127.0.0.1") -> int:
     """The quorum leader's node id as any of these controllers knows it (-1: none knows)."""
-    from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
-
     from epochlog.client.wire import Connection, WireError
 
-    req = DescribeQuorumRequest(
-        topics=(TopicData(topic_name=METADATA_TOPIC, partitions=(PartitionData(partition_index=0),)),)
-    )
+    req = _describe_quorum_request()
     for port in ports:
         try:
             with Connection(host, port, client_id="epochlog-metadata-quorum", timeout=2) as conn:
