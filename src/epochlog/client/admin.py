@@ -21,6 +21,9 @@ from epochlog.client.epochs import Position, TopicPartition
 
 EARLIEST = -2
 LATEST = -1
+# Singletons in confluent_kafka, whose class methods returning them are unannotated.
+EARLIEST_SPEC: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+LATEST_SPEC: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 
 
 class TopicGoneError(Exception):
@@ -93,9 +96,9 @@ def list_offsets(
         if timestamps:
             spec = OffsetSpec.for_timestamp(v)
         elif v == EARLIEST:
-            spec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]  # unannotated in confluent_kafka
+            spec = EARLIEST_SPEC
         elif v == LATEST:
-            spec = OffsetSpec.latest()  # type: ignore[no-untyped-call]  # unannotated in confluent_kafka
+            spec = LATEST_SPEC
         else:
             raise ValueError(f"offset spec {v} for {t}-{p} is neither earliest (-2) nor latest (-1)")
         req[CKTopicPartition(t, p)] = spec

@@ -29,6 +29,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
+from epochlog.client.admin import EARLIEST_SPEC, LATEST_SPEC
 from epochlog.client.wire import WireError
 from epochlog.console.broker_metrics import EndpointError, MetricsEndpoints
 from epochlog.console.lineage import LineageReader
@@ -46,9 +47,6 @@ MAX_MESSAGES = 500
 LIVE_OFFSETS_TIMEOUT = 1.0
 # A broker missing from Metadata whose metadata fetches reached the quorum this recently is alive: fenced.
 ALIVE_FETCH_MS = 5_000
-# Singletons in confluent_kafka, whose class methods returning them are unannotated.
-EARLIEST_SPEC: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-LATEST_SPEC: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 
 
 def lag(committed: int | None, end: int | None) -> int | None:
