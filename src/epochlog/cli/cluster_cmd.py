@@ -135,8 +135,9 @@ def register(app: typer.Typer) -> None:
         """Ask for preferred (or unclean) leader election, as kafka-leader-election.sh does."""
         from datetime import timedelta
 
-        from kio.index import load_request_schema
-        from kio.schema.elect_leaders.v2.request import TopicPartitions
+        from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartitions
+        from kio.schema.types import TopicName
+        from kio.static.primitive import i8, i32, i32Timedelta
 
         from epochlog.client.wire import Connection, WireError
         from epochlog.protocol.errors import Err
@@ -150,11 +151,11 @@ def register(app: typer.Typer) -> None:
         tps = None
         if topic is not None:
             parts = (partition,) if partition is not None else tuple(range(_partition_count(bootstrap_server, topic)))
-            tps = (TopicPartitions(topic=topic, partitions=parts),)
-        req = load_request_schema(43, 2)(
-            election_type=0 if election_type == "preferred" else 1,
+            tps = (TopicPartitions(topic=TopicName(topic), partitions=tuple(i32(p) for p in parts)),)
+        req = ElectLeadersRequest(
+            election_type=i8(0 if election_type == "preferred" else 1),
             topic_partitions=tps,
-            timeout=timedelta(seconds=30),
+            timeout=i32Timedelta.parse(timedelta(seconds=30)),
         )
         host, _, port = bootstrap_server.split(",")[0].rpartition(":")
         try:

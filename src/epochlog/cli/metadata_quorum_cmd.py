@@ -11,13 +11,14 @@ from typing import Annotated, Any
 
 import typer
 
+from epochlog.client.quorum import describe_quorum_request
+
 
 def _ask(bootstrap: str) -> tuple[str, Any]:
     """(cluster id, the metadata partition's DescribeQuorum row) from the first controller that answers."""
     from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
-    from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
+    from kio.static.primitive import i8
 
-    from epochlog.client.quorum import METADATA_TOPIC
     from epochlog.client.wire import Connection, WireError
 
     errors = []
@@ -25,13 +26,9 @@ def _ask(bootstrap: str) -> tuple[str, Any]:
         host, _, port = addr.strip().rpartition(":")
         try:
             with Connection(host or "127.0.0.1", int(port), client_id="epochlog-metadata-quorum") as conn:
-                quorum = conn.request(
-                    DescribeQuorumRequest(
-                        topics=(TopicData(topic_name=METADATA_TOPIC, partitions=(PartitionData(partition_index=0),)),)
-                    )
-                )
+                quorum = conn.request(describe_quorum_request())
                 cluster = conn.request(
-                    DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2)
+                    DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=i8(2))
                 )
         except (WireError, OSError, ValueError) as e:
             errors.append(f"{addr}: {e}")
@@ -41,7 +38,7 @@ def _ask(bootstrap: str) -> tuple[str, Any]:
             continue
         row = quorum.topics[0].partitions[0]
         if row.error_code:
-            errors.append(f"{addr}: {METADATA_TOPIC}-0 error {int(row.error_code)}")
+            errors.append(f"{addr}: __cluster_metadata-0 error {int(row.error_code)}")
             continue
         return str(cluster.cluster_id or ""), row
     raise typer.BadParameter("no controller answered: " + "; ".join(errors), param_hint="--bootstrap-controller")

@@ -5,6 +5,10 @@ from __future__ import annotations
 import sys
 import time
 import uuid
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from confluent_kafka import Message
 
 
 def run_roundtrip(bootstrap: str, count: int = 5) -> bool:
@@ -32,7 +36,7 @@ def run_roundtrip(bootstrap: str, count: int = 5) -> bool:
         }
     )
     consumer.subscribe([topic])
-    got = []
+    got: list[Message] = []
     deadline = time.monotonic() + 30
     while len(got) < count and time.monotonic() < deadline:
         msg = consumer.poll(0.5)

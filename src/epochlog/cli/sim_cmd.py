@@ -48,8 +48,8 @@ def register(app: typer.Typer) -> None:
 
         console = Console(width=None if sys.stdout.isatty() else 160)
         if list_:
-            for name, fn in SCENARIOS.items():
-                doc = (fn.__doc__ or "").strip().splitlines()[0]
+            for name, listed in SCENARIOS.items():
+                doc = (listed.__doc__ or "").strip().splitlines()[0]
                 console.print(f"{name:22} {doc}")
             return
         try:
@@ -155,8 +155,8 @@ def register_quorum(app: typer.Typer) -> None:
         world = ControllerWorld if controllers else QuorumWorld
 
         if list_:
-            for name, fn in SCENARIOS.items():
-                typer.echo(f"{name:26} {(fn.__doc__ or '').strip().splitlines()[0]}")
+            for name, listed in SCENARIOS.items():
+                typer.echo(f"{name:26} {(listed.__doc__ or '').strip().splitlines()[0]}")
             return
         if scenario is not None:
             fn = SCENARIOS.get(scenario)

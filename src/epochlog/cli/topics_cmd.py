@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 topics_app = typer.Typer(no_args_is_help=True, help="Manage topics on a running cluster")
 Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", help="host:port of any broker")]
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
-def _admin(bootstrap: str):
+def _admin(bootstrap: str) -> AdminClient:
     from confluent_kafka.admin import AdminClient
 
     return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
 
 
-def _fail(msg: str) -> None:
+def _fail(msg: str) -> NoReturn:
     typer.echo(f"error: {msg}", err=True)
     raise typer.Exit(1)
 
@@ -33,7 +36,8 @@ def create(
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Create a topic."""
-    from confluent_kafka.admin import NewTopic
+    # confluent_kafka.admin re-exports NewTopic without __all__ or an `as` alias, so its stubs do not export it.
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     configs = dict(c.split("=", 1) for c in config)
     admin = _admin(bootstrap)  # the client must outlive its futures

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from epochlog.server.cluster.controller_config import ControllerConfig
+    from epochlog.server.config import BrokerConfig
 
 from epochlog.cli.logging_setup import setup_logging
 
 
-def _build_config(config: Path | None, data_dir: Path | None, port: int | None, host: str | None, overrides: list[str]):
+def _build_config(
+    config: Path | None, data_dir: Path | None, port: int | None, host: str | None, overrides: list[str]
+) -> tuple[BrokerConfig, ControllerConfig]:
     from epochlog.config_error import ConfigError
     from epochlog.properties import load_properties
     from epochlog.server.combined import combined_configs

@@ -13,12 +13,17 @@ from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaException
 from confluent_kafka import TopicPartition as CKTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+# confluent_kafka.admin re-exports these without __all__ or `as` aliases, so its stubs do not export them.
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
 
 from epochlog.client.epochs import Position, TopicPartition
 
 EARLIEST = -2
 LATEST = -1
+# Singletons in confluent_kafka, whose class methods returning them are unannotated.
+EARLIEST_SPEC: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+LATEST_SPEC: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 
 
 class TopicGoneError(Exception):
@@ -91,9 +96,9 @@ def list_offsets(
         if timestamps:
             spec = OffsetSpec.for_timestamp(v)
         elif v == EARLIEST:
-            spec = OffsetSpec.earliest()
+            spec = EARLIEST_SPEC
         elif v == LATEST:
-            spec = OffsetSpec.latest()
+            spec = LATEST_SPEC
         else:
             raise ValueError(f"offset spec {v} for {t}-{p} is neither earliest (-2) nor latest (-1)")
         req[CKTopicPartition(t, p)] = spec

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kio.static.primitive import i8
+
 from epochlog.client.epochs import connect_first, metadata_request
 from epochlog.client.wire import Connection, WireError
 
@@ -67,10 +69,10 @@ def alter(
         IncrementalAlterConfigsRequest,
     )
 
-    ops = [AlterableConfig(name=k, config_operation=SET, value=v) for k, v in set_.items()]
-    ops += [AlterableConfig(name=k, config_operation=DELETE, value=None) for k in delete]
+    ops = [AlterableConfig(name=k, config_operation=i8(SET), value=v) for k, v in set_.items()]
+    ops += [AlterableConfig(name=k, config_operation=i8(DELETE), value=None) for k in delete]
     req = IncrementalAlterConfigsRequest(
-        resources=(AlterConfigsResource(resource_type=resource_type, resource_name=name, configs=tuple(ops)),),
+        resources=(AlterConfigsResource(resource_type=i8(resource_type), resource_name=name, configs=tuple(ops)),),
         validate_only=validate_only,
     )
     with _connect(bootstrap, timeout) as conn:
@@ -108,7 +110,7 @@ def describe(bootstrap: str, resource_type: int, name: str, timeout: float = 15.
 
     req = DescribeConfigsRequest(
         resources=(
-            DescribeConfigsResource(resource_type=resource_type, resource_name=name, configuration_keys=None),
+            DescribeConfigsResource(resource_type=i8(resource_type), resource_name=name, configuration_keys=None),
         ),
         include_synonyms=True,
         include_documentation=False,

@@ -15,6 +15,9 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32
+
 from epochlog.client.epochs import connect_first, metadata_request
 from epochlog.client.wire import Connection, WireError
 
@@ -158,11 +161,14 @@ def alter(bootstrap: str, targets: dict[tuple[str, int], list[int] | None], time
     by_topic: dict[str, list[Any]] = {}
     for (t, p), replicas in sorted(targets.items()):
         by_topic.setdefault(t, []).append(
-            ReassignablePartition(partition_index=p, replicas=None if replicas is None else tuple(replicas))
+            ReassignablePartition(
+                partition_index=i32(p),
+                replicas=None if replicas is None else tuple(BrokerId(r) for r in replicas),
+            )
         )
     req = AlterPartitionReassignmentsRequest(
         timeout=_ms(timeout),
-        topics=tuple(ReassignableTopic(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+        topics=tuple(ReassignableTopic(name=TopicName(t), partitions=tuple(ps)) for t, ps in by_topic.items()),
     )
     with _connect(bootstrap, timeout) as conn:
         resp = conn.request(req)

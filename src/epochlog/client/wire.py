@@ -17,6 +17,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from kio.serial import entity_reader, entity_writer
+from kio.static.protocol import RequestPayload
 
 from epochlog.protocol.codec import response_class
 from epochlog.security.sasl_client import SaslClientSession
@@ -45,7 +46,7 @@ def _reader(cls: type) -> Any:
     return entity_reader(cls)
 
 
-def encode_request(obj: Any, correlation_id: int, client_id: str) -> bytes:
+def encode_request(obj: RequestPayload, correlation_id: int, client_id: str) -> bytes:
     """A whole request frame. The header is written by hand: its client_id stays a non-compact string
     even in header v2, which is easy to get wrong through a generic codec."""
     cls = type(obj)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
+from kio.schema.types import TopicName
+from kio.static.primitive import i32
 
 from epochlog.client.epochs import parse_bootstrap
 from epochlog.client.quorum import METADATA_TOPIC
@@ -55,7 +57,9 @@ class QuorumClient:
 
     def describe(self, now_ms: int) -> dict[str, Any]:
         req = DescribeQuorumRequest(
-            topics=(TopicData(topic_name=METADATA_TOPIC, partitions=(PartitionData(partition_index=0),)),)
+            topics=(
+                TopicData(topic_name=TopicName(METADATA_TOPIC), partitions=(PartitionData(partition_index=i32(0)),)),
+            )
         )
         errors = []
         # Any controller answers for the quorum; one that was killed refuses at once on loopback.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import (
     Consumer,
@@ -19,8 +19,17 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, OffsetSpec, ResourceType
 
+# confluent_kafka.admin re-exports these without __all__ or `as` aliases, so its stubs do not export them.
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    ConfigSource,
+    OffsetSpec,
+    ResourceType,
+)
+
+from epochlog.client.admin import EARLIEST_SPEC, LATEST_SPEC
 from epochlog.client.wire import WireError
 from epochlog.console.broker_metrics import EndpointError, MetricsEndpoints
 from epochlog.console.lineage import LineageReader
@@ -28,6 +37,9 @@ from epochlog.console.log_dirs import describe_replicas
 from epochlog.console.metadata import ClusterMetadata, MetadataClient, Partition
 from epochlog.console.payload import show_bytes
 from epochlog.console.quorum import QuorumClient
+
+if TYPE_CHECKING:
+    from confluent_kafka._types import HeadersType
 
 TP = tuple[str, int]
 MAX_MESSAGES = 500
@@ -47,10 +59,19 @@ def lag(committed: int | None, end: int | None) -> int | None:
 
 def _config_source(source: object) -> str:
     # librdkafka hands the source over as a bare int; its enum's names are what kafka-configs.sh prints.
-    try:
-        return str(ConfigSource(int(source)).name)
-    except (TypeError, ValueError):
-        return str(getattr(source, "name", source))
+    if isinstance(source, int):
+        try:
+            return str(ConfigSource(source).name)
+        except ValueError:
+            pass
+    return str(getattr(source, "name", source))
+
+
+def _headers(headers: HeadersType | None, fmt: str) -> list[dict[str, Any]]:
+    # A consumed message's headers are a list of (str, bytes | None); the stubs also allow what a producer
+    # may be given (a dict, str values).
+    pairs = headers.items() if isinstance(headers, dict) else (headers or [])
+    return [{"key": k, "value": show_bytes(v.encode() if isinstance(v, str) else v, fmt)} for k, v in pairs]
 
 
 def _partition_row(p: Partition) -> dict[str, Any]:
@@ -195,9 +216,9 @@ class ClusterReader:
         still in the metadata its partitions get no answer, and the live pages must not stall on them."""
         t = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + t
-        f_start = self._ask_offsets(tps, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED, t)
-        f_hw = self._ask_offsets(tps, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED, t)
-        f_lso = self._ask_offsets(tps, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED, t)
+        f_start = self._ask_offsets(tps, EARLIEST_SPEC, IsolationLevel.READ_UNCOMMITTED, t)
+        f_hw = self._ask_offsets(tps, LATEST_SPEC, IsolationLevel.READ_UNCOMMITTED, t)
+        f_lso = self._ask_offsets(tps, LATEST_SPEC, IsolationLevel.READ_COMMITTED, t)
         start, hw, lso = (self._collect(f, deadline) for f in (f_start, f_hw, f_lso))
         return {
             tp: {"log_start_offset": start.get(tp), "high_watermark": hw.get(tp), "last_stable_offset": lso.get(tp)}
@@ -243,7 +264,7 @@ class ClusterReader:
                         acc[k] += v
             return {"source": "metrics", "brokers": brokers, "topics": topics}
         tps = [(t.name, p.partition) for t in md.topics.values() for p in t.partitions if not t.internal]
-        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        latest = LATEST_SPEC
         hws = self._collect(
             self._ask_offsets(tps, latest, IsolationLevel.READ_UNCOMMITTED, LIVE_OFFSETS_TIMEOUT),
             time.monotonic() + LIVE_OFFSETS_TIMEOUT,
@@ -375,7 +396,7 @@ class ClusterReader:
             parts = [partition]
         tps = [(topic, p) for p in parts]
         if to in ("earliest", "latest"):
-            spec = OffsetSpec.earliest() if to == "earliest" else OffsetSpec.latest()
+            spec = EARLIEST_SPEC if to == "earliest" else LATEST_SPEC
             found = self._list_offsets(tps, spec, IsolationLevel.READ_UNCOMMITTED)
             missing = [f"{t}-{p}" for (t, p), o in found.items() if o is None]
             if missing:
@@ -421,7 +442,7 @@ class ClusterReader:
                 }
             )
         tps = sorted(set(committed) | set(assigned))
-        ends = self._list_offsets(tps, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
+        ends = self._list_offsets(tps, LATEST_SPEC, IsolationLevel.READ_UNCOMMITTED)
         rows = [
             {
                 "topic": t,
@@ -496,7 +517,7 @@ class ClusterReader:
                             "leader_epoch": m.leader_epoch(),
                             "key": show_bytes(m.key(), fmt),
                             "value": show_bytes(m.value(), fmt),
-                            "headers": [{"key": k, "value": show_bytes(v, fmt)} for k, v in (m.headers() or [])],
+                            "headers": _headers(m.headers(), fmt),
                         }
                     )
                 if eof:

@@ -26,6 +26,7 @@ from kio.serial._introspect import (
     classify_field,
     is_optional,
 )
+from kio.static.protocol import ResponsePayload
 
 from epochlog.protocol.errors import InvalidRequest, MalformedFrame, UnsupportedVersion
 from epochlog.protocol.tolerant_reader import tolerant_reader
@@ -49,11 +50,13 @@ class RequestHeader:
 
 @cache
 def request_class(api_key: int, version: int) -> type:
+    # A plain class, not kio's RequestPayload protocol: callers build the version's dataclass by keyword,
+    # and the protocol declares no fields.
     return load_request_schema(api_key, version)
 
 
 @cache
-def response_class(api_key: int, version: int) -> type:
+def response_class(api_key: int, version: int) -> type[ResponsePayload]:
     return load_response_schema(api_key, version)
 
 
@@ -108,8 +111,9 @@ def skip_tagged_fields(buf: Any, pos: int) -> int:
     return pos
 
 
+@cache
 def is_flexible_request(api_key: int, version: int) -> bool:
-    return bool(request_class(api_key, version).__flexible__)
+    return load_request_schema(api_key, version).__flexible__
 
 
 def parse_header(frame: memoryview) -> RequestHeader:
@@ -212,8 +216,8 @@ def _plan(cls: type) -> tuple[_FieldPlan, ...]:
         else:
             kind = "plain"
         default: Any = f.default if f.default is not MISSING else MISSING
-        if default is MISSING and f.default_factory is not MISSING:  # type: ignore[misc]
-            default = f.default_factory()  # type: ignore[misc]
+        if default is MISSING and callable(f.default_factory):
+            default = f.default_factory()
         plans.append(_FieldPlan(f.name, kind, nested, is_optional(f), default))
     return tuple(plans)
 

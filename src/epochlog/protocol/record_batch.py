@@ -7,6 +7,7 @@ so baseOffset (0-7) and partitionLeaderEpoch (12-15) can be rewritten without re
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import crc32c
@@ -119,7 +120,7 @@ def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -
     return compute_crc(buf, pos, header) == header.crc
 
 
-def iter_batches(buf: bytes | bytearray | memoryview, validate_crc: bool = True):
+def iter_batches(buf: bytes | bytearray | memoryview, validate_crc: bool = True) -> Iterator[tuple[int, BatchHeader]]:
     """Yield (position, header) for each whole batch in ``buf``.
 
     Raises CorruptBatchError on a partial or corrupt batch, so the caller can decide whether

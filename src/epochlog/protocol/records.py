@@ -189,7 +189,7 @@ def _encode_record(out: bytearray, rec: bytearray, ts_delta: int, offset_delta: 
 
 
 def build_batch(
-    records: Sequence[Record] | Sequence[tuple[bytes | None, bytes | None]],
+    records: Sequence[Record | tuple[bytes | None, bytes | None]],
     *,
     base_offset: int = 0,
     base_timestamp: int | None = None,

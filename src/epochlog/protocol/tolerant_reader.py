@@ -25,6 +25,7 @@ from kio._kio_native import (
 )
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field
 from kio.serial.readers import SizedResult
+from kio.static.protocol import Entity
 
 Reader = Callable[[Any, int], SizedResult[Any]]
 
@@ -35,7 +36,7 @@ def _field_tag(field: Any) -> int | None:
 
 
 @cache
-def tolerant_reader(cls: type, nullable: bool = False) -> Reader:
+def tolerant_reader(cls: type[Entity], nullable: bool = False) -> Reader:
     flexible = bool(cls.__flexible__)
     is_header = cls.__name__ == "RequestHeader"
     plain: list[tuple[str, Reader]] = []
@@ -63,7 +64,7 @@ def tolerant_reader(cls: type, nullable: bool = False) -> Reader:
             marker, n = read_int8(buf, offset)
             offset += n
             if marker < 0:
-                return None, offset - start  # type: ignore[return-value]
+                return None, offset - start
         values: dict[str, Any] = {}
         for name, reader in plain:
             values[name], n = reader(buf, offset)
@@ -129,7 +130,7 @@ def _array_reader(item: Reader, flexible: bool, nullable: bool) -> Reader:
         _check_null(length, nullable)
         offset += n
         if length is None or length < 0:
-            return None, offset - start  # type: ignore[return-value]
+            return None, offset - start
         _check_length(length, buf, offset)
         items = []
         for _ in range(length):

@@ -15,11 +15,15 @@ if TYPE_CHECKING:
     from epochlog.security.scram_credentials import ScramCredential
     from epochlog.server.cluster.image import MetadataImage
     from epochlog.server.config import BrokerConfig
+    from epochlog.server.connection import KafkaConnection
+    from epochlog.server.groups.coordinator import GroupCoordinator
     from epochlog.server.metrics import BrokerMetrics
     from epochlog.server.partition import Partition
     from epochlog.server.replication_throttle import ReplicationThrottles
     from epochlog.server.topic_configs import DynamicBrokerConfigs
     from epochlog.server.topics import TopicInfo
+    from epochlog.server.transactions.coordinators import TxnCoordinators
+    from epochlog.storage.cleaner.manager import LogCleaner
     from epochlog.storage.log_dirs import LogDirs
 
 
@@ -32,10 +36,11 @@ class BrokerApi(Protocol):
     cluster_id: str
     image: MetadataImage  # the metadata log as applied here: topics, partition states, live brokers
     partitions: dict[tuple[str, int], Partition]  # the replicas this broker hosts
-    groups: Any  # the group coordinator (server/groups), set once the broker has started
-    txn: Any  # the transaction coordinator (server/transactions/coordinators.py)
+    groups: GroupCoordinator  # set once the broker has started
+    txn: TxnCoordinators
     metrics: BrokerMetrics
-    connections: set[Any]
+    connections: set[KafkaConnection]
+    cleaner: LogCleaner  # compaction of the log directories (its gauges are scraped from here)
     log_manager: LogDirs  # every log directory (DescribeLogDirs reads it)
     replication_throttles: ReplicationThrottles  # caps on replication bytes of throttled replicas
     authorizer: StandardAuthorizer | None  # None unless authorizer.class.name is set (server/authz.py)

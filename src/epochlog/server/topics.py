@@ -13,6 +13,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REGISTRY_FILE = "epochlog-topics.json"
 MAX_TOPIC_NAME = 249
@@ -41,7 +42,7 @@ class TopicInfo:
     leader_epochs: list[int] = field(default_factory=list)
     internal: bool = False
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "id": str(self.topic_id),
             "partitions": self.partitions,
@@ -51,7 +52,7 @@ class TopicInfo:
         }
 
     @classmethod
-    def from_json(cls, name: str, d: dict) -> TopicInfo:
+    def from_json(cls, name: str, d: dict[str, Any]) -> TopicInfo:
         parts = int(d["partitions"])
         epochs = [int(e) for e in d.get("leader_epochs", [])]
         epochs += [0] * (parts - len(epochs))

@@ -176,11 +176,11 @@ def _assign(value: str) -> dict[str, list[int]]:
 def _limit(opts: Mapping[str, str], offsets_key: str, ts_key: str, by_ts_key: str, default: OffsetLimit) -> OffsetLimit:
     # Same priority as the connector: one global timestamp, then per-partition timestamps, then offsets.
     if ts_key.lower() in opts:
-        v = opts[ts_key.lower()]
+        stamp = opts[ts_key.lower()]
         try:
-            return OffsetLimit("timestamp", timestamp=int(v.strip()))
+            return OffsetLimit("timestamp", timestamp=int(stamp.strip()))
         except ValueError as e:
-            raise OptionError(f"Invalid value '{v}' for option '{ts_key}', must be a timestamp in ms") from e
+            raise OptionError(f"Invalid value '{stamp}' for option '{ts_key}', must be a timestamp in ms") from e
     if by_ts_key.lower() in opts:
         return OffsetLimit("timestamps", offsets=parse_partition_map(opts[by_ts_key.lower()], by_ts_key))
     v = opts.get(offsets_key.lower())

@@ -89,14 +89,22 @@ _TIMESTAMP = Message.timestamp
 _OFFSET = Message.offset
 
 
-def _to_batch(msgs: list, topic: str, partition: int, include_headers: bool) -> pa.RecordBatch:
+def message_offset(m: Message) -> int:
+    """The offset of a message a consumer returned (confluent_kafka types it optional, for messages built
+    by hand)."""
+    offset = m.offset()
+    assert offset is not None, "a consumed message has an offset"
+    return offset
+
+
+def _to_batch(msgs: list[Message], topic: str, partition: int, include_headers: bool) -> pa.RecordBatch:
     n = len(msgs)
     # map() over the C methods and itemgetter avoid a Python-level loop per field (measured ~30% faster).
     values = list(map(_VALUE, msgs))
     keys = list(map(_KEY, msgs))
     stamps = list(map(_TIMESTAMP, msgs))
-    first = msgs[0].offset()
-    if msgs[-1].offset() - first + 1 == n:
+    first = message_offset(msgs[0])
+    if message_offset(msgs[-1]) - first + 1 == n:
         # Contiguous (the usual case): no per-message offset() call.
         offsets = pa.array(range(first, first + n), pa.int64())
     else:
@@ -208,10 +216,10 @@ def read_with_consumer(split: RangeSplit) -> Iterator[pa.RecordBatch]:
                         raise RuntimeError(f"reading {split.topic}-{split.partition}: {err}")
             if good:
                 last_progress = time.monotonic()
-                if good[-1].offset() >= split.until_offset:
-                    good = [m for m in good if m.offset() < split.until_offset]
+                if message_offset(good[-1]) >= split.until_offset:
+                    good = [m for m in good if message_offset(m) < split.until_offset]
                 if good:
-                    position = good[-1].offset() + 1
+                    position = message_offset(good[-1]) + 1
                     yield _to_batch(good, split.topic, split.partition, split.include_headers)
             if eof_at is not None and position < split.until_offset:
                 if eof_at >= split.until_offset:

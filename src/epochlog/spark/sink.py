@@ -36,6 +36,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
 from epochlog.spark.options import OptionError, SinkOptions, parse_sink_options
+from epochlog.spark.reader import message_offset
 
 log = logging.getLogger("epochlog.spark.sink")
 
@@ -275,11 +276,12 @@ class CommitState:
 def _end_offsets(admin: Any, tp: Any, timeout: float) -> tuple[int, int]:
     """(high watermark, last stable offset) of one partition."""
     from confluent_kafka import IsolationLevel
-    from confluent_kafka.admin import OffsetSpec
+
+    from epochlog.client.admin import LATEST_SPEC
 
     # Both asked at once: this runs on every poll of a task's marker read.
     futs = [
-        admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level, request_timeout=timeout)[tp]
+        admin.list_offsets({tp: LATEST_SPEC}, isolation_level=level, request_timeout=timeout)[tp]
         for level in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED)
     ]
     return int(futs[0].result().offset), int(futs[1].result().offset)
@@ -325,7 +327,8 @@ def read_commit_state(
             "fetch.wait.max.ms": 10,
         }
     )
-    last, tasks = -1, {}
+    last = -1
+    tasks: dict[int, int] = {}
     prefix = f"{query_id}/".encode()
     try:
         low, _ = c.get_watermark_offsets(tp, timeout=10.0)
@@ -338,14 +341,17 @@ def read_commit_state(
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading sink markers from {opts.commit_topic} took more than {timeout}s")
             for m in c.consume(10_000, 0.1):
-                if m.error():
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        pos = max(pos, m.offset())
+                err = m.error()
+                if err:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        pos = max(pos, message_offset(m))
                     continue
-                pos = m.offset() + 1
+                pos = message_offset(m) + 1
                 if not (m.key() or b"").startswith(prefix):
                     continue
-                rec = json.loads(m.value())
+                value = m.value()
+                assert value is not None, "a sink marker always has a JSON value"
+                rec = json.loads(value)
                 if rec["p"] < 0:
                     last = max(last, int(rec["b"]))
                 else:

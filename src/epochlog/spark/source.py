@@ -115,7 +115,9 @@ class _Driver:
                     time.sleep(o.fetch_retry_interval_ms / 1000)
         raise RuntimeError(f"cannot read topic metadata from {o.bootstrap}: {last}")
 
-    def list(self, specs: Mapping[TopicPartition, int], timestamps: bool = False) -> dict[TopicPartition, Position]:
+    def positions(
+        self, specs: Mapping[TopicPartition, int], timestamps: bool = False
+    ) -> dict[TopicPartition, Position]:
         return list_offsets(self.admin, specs, self.conf, timestamps=timestamps, retries=self.opts.fetch_retries)
 
     def existing(self, tps: Sequence[TopicPartition]) -> list[TopicPartition]:
@@ -134,9 +136,9 @@ class _Driver:
         """Turn a starting/ending option into concrete positions for the given partitions."""
         o = self.opts
         if limit.kind == "earliest":
-            return self.list(dict.fromkeys(tps, EARLIEST))
+            return self.positions(dict.fromkeys(tps, EARLIEST))
         if limit.kind == "latest":
-            return self.list(dict.fromkeys(tps, LATEST))
+            return self.positions(dict.fromkeys(tps, LATEST))
         if limit.kind == "offsets":
             given = dict(limit.offsets or {})
             if o.assign is not None and set(given) != set(tps):
@@ -151,7 +153,7 @@ class _Driver:
             # Partitions a subscription covers but the JSON does not name start from the default.
             specs = {tp: given.get(tp, EARLIEST if starting else LATEST) for tp in tps}
             special = {tp: v for tp, v in specs.items() if v in (EARLIEST, LATEST)}
-            resolved = self.list(special)
+            resolved = self.positions(special)
             return {tp: resolved[tp] if tp in resolved else Position(v, -1) for tp, v in specs.items()}
         # Timestamps: per partition, or one for all.
         if limit.kind == "timestamp":
@@ -163,7 +165,7 @@ class _Driver:
                     "If startingOffsetsByTimestamp/endingOffsetsByTimestamp is given, it must name every "
                     f"partition read. Specified: {sorted(ts)} Assigned: {sorted(tps)}"
                 )
-        found = self.list(ts, timestamps=True)
+        found = self.positions(ts, timestamps=True)
         out: dict[TopicPartition, Position] = {}
         unmatched = [tp for tp, pos in found.items() if pos.offset < 0]
         if unmatched:
@@ -172,7 +174,7 @@ class _Driver:
                 raise OptionError(
                     f"No offset matched from request of topic-partition {tp[0]}-{tp[1]} and timestamp {ts[tp]}."
                 )
-            found.update(self.list(dict.fromkeys(unmatched, LATEST)))
+            found.update(self.positions(dict.fromkeys(unmatched, LATEST)))
         out.update(found)
         return out
 
@@ -258,7 +260,7 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise DataLossError(message + "." + FAIL_HINT)
         log.warning("%s; continuing because failOnDataLoss=false", message)
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, Any]:
         tps = self.driver.partitions()
         positions = self.driver.resolve(self.opts.starting, True, tps)
         log.info("initial offsets %s", positions)
@@ -275,13 +277,13 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _latest(self) -> dict[TopicPartition, Position]:
         tps = self.driver.partitions()
         try:
-            return self.driver.list(dict.fromkeys(tps, LATEST))
+            return self.driver.positions(dict.fromkeys(tps, LATEST))
         except TopicGoneError:
             # A topic vanished between the metadata and the lookup; ask again with what exists now.
             tps = self.driver.partitions()
-            return self.driver.list(dict.fromkeys(tps, LATEST))
+            return self.driver.positions(dict.fromkeys(tps, LATEST))
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         start_pos = offsets_from_json(start)
         if self._is_available_now:
             # availableNow: the target is fixed once, at the first call, and never moves.
@@ -310,7 +312,9 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         max_rows = getattr(limit, "max_rows", None)
         if max_rows is not None and not isinstance(limit, ReadAllAvailable):
             new = [tp for tp in latest_off if tp not in start_off]
-            from_new = {tp: p.offset for tp, p in self.driver.list(dict.fromkeys(new, EARLIEST)).items()} if new else {}
+            from_new = (
+                {tp: p.offset for tp, p in self.driver.positions(dict.fromkeys(new, EARLIEST)).items()} if new else {}
+            )
             begin = {**from_new, **start_off}
             end_off = rate_limit(int(max_rows), {tp: begin[tp] for tp in latest_off if tp in begin}, latest_off)
         end: dict[TopicPartition, Position] = {}
@@ -323,7 +327,7 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 end[tp] = Position(off, latest[tp].epoch)
         return offsets_to_json(end)
 
-    def reportLatestOffset(self) -> dict | None:
+    def reportLatestOffset(self) -> dict[str, Any] | None:
         return None
 
     def _validate(
@@ -362,7 +366,7 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 resume[tp] = self._handled[key]
         return resume
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         start_pos = offsets_from_json(start)
         end_pos = offsets_from_json(end)
         d = self.driver
@@ -372,7 +376,7 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if new:
             live = d.existing(new)
             if live:
-                from_new = {tp: p.offset for tp, p in d.list(dict.fromkeys(live, EARLIEST)).items()}
+                from_new = {tp: p.offset for tp, p in d.positions(dict.fromkeys(live, EARLIEST)).items()}
             gone_new = sorted(set(new) - set(from_new))
             if gone_new:
                 self._report(f"Cannot find earliest offsets of {gone_new}. Some data may have been missed")
@@ -393,7 +397,7 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Positions below the log start were removed by retention or deleteRecords.
         tps = [tp for tp in end_pos if tp in start_pos or tp in from_new]
         live = d.existing(tps) if tps else []
-        log_start = {tp: p.offset for tp, p in d.list(dict.fromkeys(live, EARLIEST)).items()} if live else {}
+        log_start = {tp: p.offset for tp, p in d.positions(dict.fromkeys(live, EARLIEST)).items()} if live else {}
 
         ranges: list[OffsetRange] = []
         for tp in sorted(tps):
@@ -416,7 +420,7 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, RangeSplit)
         return read_split(partition)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         # Like Spark's connector: progress lives in the checkpoint, nothing is committed to the cluster.
         return None
 

@@ -209,6 +209,7 @@ async def _commit(broker: Broker, header: RequestHeader, req: Any) -> dict[str, 
     for t, name in names:
         parts = []
         for p in t.partitions:
+            code: int
             if name is None:
                 code = Err.UNKNOWN_TOPIC_ID
             elif name in denied:

@@ -16,7 +16,7 @@ from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.fetch_snapshot.v1 import request as snap_req
 from kio.schema.types import BrokerId, TopicName
 from kio.schema.vote.v2 import request as vote_req
-from kio.static.primitive import i32, i64
+from kio.static.primitive import i32, i32Timedelta, i64
 
 from epochlog.protocol.errors import Err
 from epochlog.raft import messages as m
@@ -113,7 +113,7 @@ def fetch_request(
     return fetch_req.FetchRequest(
         cluster_id=cluster_id or None,
         replica_id=BrokerId(replica_id),
-        max_wait=timedelta(milliseconds=max_wait_ms),
+        max_wait=i32Timedelta.parse(timedelta(milliseconds=max_wait_ms)),
         min_bytes=i32(1),
         max_bytes=i32(8 << 20),
         topics=(fetch_req.FetchTopic(topic=TopicName(TOPIC), partitions=(part,)),),
