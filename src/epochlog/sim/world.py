@@ -12,16 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from epochlog.codes import Err
 from epochlog.controller.controller import Controller
 from epochlog.replication.partition import PartitionReplica
-from epochlog.replication.types import (
-    NONE,
-    FetchRequest,
-    FetchResponse,
-    PartitionState,
-    Role,
-    TruncationMode,
-)
+from epochlog.replication.types import FetchRequest, FetchResponse, PartitionState, Role, TruncationMode
 from epochlog.sim.disk_log import SimLog
 from epochlog.sim.invariants import InvariantChecker, Violation
 
@@ -225,7 +219,7 @@ class World:
                 self.checker.on_role_change(dst)
         elif kind == "alter_result":
             _, err, st = msg
-            if err == NONE and st is not None:
+            if err == Err.NONE and st is not None:
                 r.apply_state(st, self.now)
             else:
                 r.isr_change_failed()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from epochlog.codes import Err
 from epochlog.protocol.record_batch import iter_batches
 from epochlog.protocol.records import build_batch
 from epochlog.replication.partition import PartitionReplica
-from epochlog.replication.types import FENCED_LEADER_EPOCH, FetchResponse, PartitionState, Role
+from epochlog.replication.types import FetchResponse, PartitionState, Role
 from epochlog.storage.config import LogConfig
 from epochlog.storage.partition_log import PartitionLog
 from epochlog.storage.replica_log import PartitionReplicaLog
@@ -74,7 +75,7 @@ def test_stale_follower_fetch_is_fenced(tmp_path: Path) -> None:
     req = b.next_fetch()
     assert req is not None
     decision, _ = a.handle_fetch(req, 0)
-    assert decision.error == FENCED_LEADER_EPOCH
+    assert decision.error == Err.FENCED_LEADER_EPOCH
 
 
 def test_an_epoch_led_without_appending_does_not_trap_the_follower(tmp_path: Path) -> None:

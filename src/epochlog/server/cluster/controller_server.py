@@ -52,7 +52,6 @@ from epochlog.server.topics import validate_topic_name
 
 log = logging.getLogger("epochlog.controller")
 
-STALE_BROKER_EPOCH = 77
 PRODUCER_ID_BLOCK = 1000
 # Kafka's controller refuses an operation that would write more records than this (QuorumController's
 # MAX_RECORDS_PER_USER_OP); here it bounds the partitions one CreateTopics or CreatePartitions may add, so a
@@ -546,7 +545,12 @@ class ControllerServer:
         bid = int(req.broker_id)
         b = self.core.brokers.get(bid)
         if b is None or int(req.broker_epoch) != b.epoch:
-            return {"throttle_time": 0, "error_code": STALE_BROKER_EPOCH, "is_fenced": True, "should_shut_down": False}
+            return {
+                "throttle_time": 0,
+                "error_code": Err.STALE_BROKER_EPOCH,
+                "is_fenced": True,
+                "should_shut_down": False,
+            }
         self.session_of[conn] = bid
         if req.want_shut_down:
             if not b.shutting_down:
@@ -574,7 +578,7 @@ class ControllerServer:
         bid = int(req.broker_id)
         b = self.core.brokers.get(bid)
         if b is None or int(req.broker_epoch) != b.epoch:
-            return {"throttle_time": 0, "error_code": STALE_BROKER_EPOCH, "directories": []}
+            return {"throttle_time": 0, "error_code": Err.STALE_BROKER_EPOCH, "directories": []}
         dirs = self.dir_assignments.setdefault(bid, {})
         out = []
         for d in req.directories:

@@ -43,9 +43,6 @@ log = logging.getLogger("epochlog.groups")
 _Records = list[tuple[bytes, bytes | None]]
 _OffsetWrite = tuple[dict[TopicPartition, int], _Records, list[tuple[TopicPartition, "rec.OffsetValue"]]]
 
-# Kafka error codes that protocol/errors.py does not name.
-OFFSET_METADATA_TOO_LARGE = 12
-FENCED_INSTANCE_ID = 82
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
@@ -391,7 +388,7 @@ class GroupCoordinator:
         if m is None:
             return JoinResult(Err.UNKNOWN_MEMBER_ID, member_id=member_id)
         if group_instance_id is not None and g.static_members.get(group_instance_id) != member_id:
-            return JoinResult(FENCED_INSTANCE_ID, member_id=member_id)
+            return JoinResult(Err.FENCED_INSTANCE_ID, member_id=member_id)
         return await self._join_known(g, m, new_member)
 
     async def _join_known(self, g: Group, m: Member, req: Member) -> JoinResult:
@@ -435,8 +432,8 @@ class GroupCoordinator:
     def _replace_member_id(self, g: Group, m: Member, new_id: str) -> None:
         old_id = m.member_id
         for fut, res in (
-            (m.join_future, JoinResult(FENCED_INSTANCE_ID, member_id=old_id)),
-            (m.sync_future, SyncResult(FENCED_INSTANCE_ID)),
+            (m.join_future, JoinResult(Err.FENCED_INSTANCE_ID, member_id=old_id)),
+            (m.sync_future, SyncResult(Err.FENCED_INSTANCE_ID)),
         ):
             if fut is not None and not fut.done():
                 fut.set_result(res)  # type: ignore[arg-type]
@@ -602,7 +599,7 @@ class GroupCoordinator:
         if instance_id is not None:
             known = g.static_members.get(instance_id)
             if known is not None and known != member_id:
-                return FENCED_INSTANCE_ID
+                return Err.FENCED_INSTANCE_ID
         if member_id not in g.members:
             return Err.UNKNOWN_MEMBER_ID
         if generation_id != g.generation:
@@ -640,7 +637,7 @@ class GroupCoordinator:
             if instance_id is not None:
                 m = g.member_by_instance(instance_id)
                 if m is not None and member_id and m.member_id != member_id:
-                    codes.append(FENCED_INSTANCE_ID)
+                    codes.append(Err.FENCED_INSTANCE_ID)
                     continue
             else:
                 m = g.members.get(member_id or "")
@@ -791,7 +788,7 @@ class GroupCoordinator:
         for o in offsets:
             meta = o.metadata or ""
             if len(meta.encode()) > self.config.offset_metadata_max_bytes:
-                refused[(o.topic, o.partition)] = OFFSET_METADATA_TOO_LARGE
+                refused[(o.topic, o.partition)] = Err.OFFSET_METADATA_TOO_LARGE
                 continue
             v = rec.OffsetValue(o.offset, o.leader_epoch, meta, now_ms)
             records.append((rec.offset_key(group_id, o.topic, o.partition), rec.offset_value(v)))

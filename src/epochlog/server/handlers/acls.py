@@ -21,7 +21,6 @@ from epochlog.server.authz import cluster_allowed
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
 
-SECURITY_DISABLED = 54
 NO_AUTHORIZER = "No Authorizer is configured."
 NOT_ALLOWED = "Cluster authorization failed."
 
@@ -123,7 +122,7 @@ def handle_describe_acls(broker: Broker, header: RequestHeader, frame: memoryvie
     if not cluster_allowed(broker, header, Operation.DESCRIBE):
         return answer(Err.CLUSTER_AUTHORIZATION_FAILED, NOT_ALLOWED, [])
     if broker.authorizer is None:
-        return answer(SECURITY_DISABLED, NO_AUTHORIZER, [])
+        return answer(Err.SECURITY_DISABLED, NO_AUTHORIZER, [])
     f = filter_of(req)
     why = problem(f)
     if why is not None:
@@ -136,7 +135,7 @@ def _refused(broker: Broker, header: RequestHeader, req: Any, op: Operation) -> 
     if not cluster_allowed(broker, header, op):
         return error_on_every_item(header.api_key, req, Err.CLUSTER_AUTHORIZATION_FAILED, NOT_ALLOWED)
     if broker.authorizer is None and header.api_key in (30, 31):
-        return error_on_every_item(header.api_key, req, SECURITY_DISABLED, NO_AUTHORIZER)
+        return error_on_every_item(header.api_key, req, Err.SECURITY_DISABLED, NO_AUTHORIZER)
     return None
 
 
