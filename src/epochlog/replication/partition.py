@@ -34,6 +34,7 @@ from epochlog.replication.types import (
     AlterIsr,
     DivergingEpoch,
     FetchDecision,
+    FetchOutcome,
     FetchRequest,
     FetchResponse,
     PartitionState,
@@ -315,24 +316,23 @@ class PartitionReplica:
         last_epoch = self.log.latest_epoch() if self.mode is TruncationMode.LEADER_EPOCH else UNDEFINED_EPOCH
         return FetchRequest(self.broker_id, self.log.log_end_offset, last_epoch, self.leader_epoch)
 
-    def handle_fetch_response(self, resp: FetchResponse) -> str:
-        """Apply the leader's answer; returns what happened: 'appended', 'truncated', 'restarted' (the
-        log now starts at the leader's log start), 'stale' (ignored), 'fenced', 'error'."""
+    def handle_fetch_response(self, resp: FetchResponse) -> FetchOutcome:
+        """Apply the leader's answer; returns what happened."""
         if self.role is not Role.FOLLOWER:
-            return "stale"  # asked before this replica's role changed
+            return FetchOutcome.STALE  # asked before this replica's role changed
         if (resp.asked_epoch is not None and resp.asked_epoch != self.leader_epoch) or (
             resp.asked_offset is not None and resp.asked_offset != self.log.log_end_offset
         ):
-            return "stale"  # applying it could append at the wrong place or truncate what a newer term kept
+            return FetchOutcome.STALE  # applying it could append at the wrong place or truncate what a newer term kept
         if resp.error in (Err.FENCED_LEADER_EPOCH, Err.UNKNOWN_LEADER_EPOCH, Err.NOT_LEADER_OR_FOLLOWER):
-            return "fenced"  # wait for newer metadata
+            return FetchOutcome.FENCED  # wait for newer metadata
         if resp.error == Err.OFFSET_OUT_OF_RANGE:
             return self._out_of_range(resp.log_start_offset, resp.high_watermark)
         if resp.error:
-            return "error"
+            return FetchOutcome.ERROR
         if resp.diverging is not None:
             self._truncate_for(resp.diverging)
-            return "truncated"
+            return FetchOutcome.TRUNCATED
         if resp.batches is not None:
             self.log.append_as_follower(resp.batches)
         self.high_watermark = max(self.high_watermark, min(resp.high_watermark, self.log.log_end_offset))
@@ -341,19 +341,19 @@ class PartitionReplica:
             # The leader deleted records (DeleteRecords, or retention): follow its start. Our HW is at least
             # that far once this answer is applied (we fetched at or above it); the cap is for safety.
             self.log.advance_log_start(min(resp.log_start_offset, self.high_watermark), "the leader's log start")
-        return "appended"
+        return FetchOutcome.APPENDED
 
-    def _out_of_range(self, leader_start: int, leader_hw: int) -> str:
+    def _out_of_range(self, leader_start: int, leader_hw: int) -> FetchOutcome:
         if self.log.log_end_offset < leader_start:
             # Retention on the leader passed our end: start over at its log start. Everything below is
             # the leader's committed history, so the HW is that offset (Kafka's truncateFullyAndStartAt).
             self.log.truncate_fully_and_start_at(leader_start)
             self.high_watermark = max(self.high_watermark, self.log.log_end_offset)
-            return "restarted"
+            return FetchOutcome.RESTARTED
         # Ahead of the leader's end: only reachable without epochs (the legacy rule): its HW is all we know.
         self.log.truncate_to(min(leader_hw, self.log.log_end_offset))
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
-        return "truncated"
+        return FetchOutcome.TRUNCATED
 
     def ack_result(self, last_offset: int) -> int | None:
         """An acks=all produce whose last record is ``last_offset``: None while it must wait, else its

@@ -15,6 +15,17 @@ class Role(Enum):
     FOLLOWER = "follower"
 
 
+class FetchOutcome(Enum):
+    """What a follower did with its leader's answer to a fetch."""
+
+    APPENDED = "appended"  # took the records (maybe none), the leader's HW and log start
+    TRUNCATED = "truncated"  # cut its log at a divergence (or, without epochs, to the leader's HW)
+    RESTARTED = "restarted"  # was behind the leader's log start: its log now starts there
+    STALE = "stale"  # answers an older term or position, or the role changed: ignored
+    FENCED = "fenced"  # the leader's epoch and ours differ: wait for newer metadata
+    ERROR = "error"  # another error: back off and ask again
+
+
 class TruncationMode(Enum):
     LEADER_EPOCH = "leader-epoch"
     HIGH_WATERMARK = "high-watermark"  # pre-KIP-101, for the simulator and tests only

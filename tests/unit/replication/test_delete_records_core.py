@@ -8,7 +8,7 @@ from pathlib import Path
 from epochlog.codes import Err
 from epochlog.protocol.records import build_batch
 from epochlog.replication.partition import PartitionReplica
-from epochlog.replication.types import FetchRequest, FetchResponse, PartitionState
+from epochlog.replication.types import FetchOutcome, FetchRequest, FetchResponse, PartitionState
 from epochlog.storage.config import LogConfig
 from epochlog.storage.partition_log import PartitionLog
 from epochlog.storage.replica_log import PartitionReplicaLog
@@ -23,7 +23,7 @@ def replica(tmp: Path, bid: int) -> PartitionReplica:
     return r
 
 
-def fetch(follower: PartitionReplica, leader: PartitionReplica) -> str:
+def fetch(follower: PartitionReplica, leader: PartitionReplica) -> FetchOutcome:
     """One round trip, carrying the log start offsets both ways as the wire does."""
     req = follower.next_fetch()
     assert req is not None
@@ -45,7 +45,7 @@ def pair(tmp: Path, n: int = 20) -> tuple[PartitionReplica, PartitionReplica]:
     for i in range(n):
         a.append(build_batch([(None, b"v%03d" % i * 40)]), 0)
     while a.high_watermark < a.log.log_end_offset or b.high_watermark < a.high_watermark:
-        assert fetch(b, a) == "appended"
+        assert fetch(b, a) == FetchOutcome.APPENDED
     return a, b
 
 
@@ -74,15 +74,15 @@ def test_a_hw_that_lags_the_log_end_bounds_what_can_be_deleted(tmp_path: Path) -
 
 def test_the_follower_follows_and_the_answer_waits_for_it(tmp_path: Path) -> None:
     a, b = pair(tmp_path)
-    assert fetch(b, a) == "appended"  # the leader now knows b starts at 0
+    assert fetch(b, a) == FetchOutcome.APPENDED  # the leader now knows b starts at 0
     code, target = a.delete_records(12)
     assert (code, target) == (Err.NONE, 12)
     assert a.low_watermark() == 0
     assert a.delete_records_result(target) is None, "answered before the follower deleted"
-    assert fetch(b, a) == "appended"  # b learns the leader's start...
+    assert fetch(b, a) == FetchOutcome.APPENDED  # b learns the leader's start...
     assert b.log.log_start_offset == 12
     assert a.delete_records_result(target) is None
-    assert fetch(b, a) == "appended"  # ...and says so in its next fetch
+    assert fetch(b, a) == FetchOutcome.APPENDED  # ...and says so in its next fetch
     assert a.low_watermark() == 12
     assert a.delete_records_result(target) == Err.NONE
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from epochlog.codes import Err
 from epochlog.replication.partition import PartitionReplica
-from epochlog.replication.types import FetchRequest, PartitionState
+from epochlog.replication.types import FetchOutcome, FetchRequest, PartitionState
 from epochlog.sim.disk_log import SimLog
 
 
@@ -83,7 +83,7 @@ def test_divergence_answer() -> None:
     assert r.offset_for_leader_epoch(1, 0)[0] == Err.FENCED_LEADER_EPOCH
 
 
-def _reconcile(follower: PartitionReplica, leader: PartitionReplica, rounds: int = 10) -> list[str]:
+def _reconcile(follower: PartitionReplica, leader: PartitionReplica, rounds: int = 10) -> list[FetchOutcome]:
     """Fetch until the follower has the leader's log end; returns what each round did."""
     from epochlog.replication.types import FetchResponse
 
@@ -98,7 +98,7 @@ def _reconcile(follower: PartitionReplica, leader: PartitionReplica, rounds: int
                 FetchResponse(decision.error, decision.high_watermark, decision.diverging, batches, leader.leader_epoch)
             )
         )
-        if follower.log.log_end_offset == leader.log.log_end_offset and outcomes[-1] == "appended":
+        if follower.log.log_end_offset == leader.log.log_end_offset and outcomes[-1] == FetchOutcome.APPENDED:
             break
     return outcomes
 
@@ -119,7 +119,7 @@ def test_a_follower_without_the_leaders_epoch_steps_back_to_its_own_earlier_epoc
     f = PartitionReplica(2, "t", 0, f_log)
     f.apply_state(PartitionState(3, 3, frozenset({3}), (2, 3), 5), 0)
     outcomes = _reconcile(f, c)
-    assert outcomes[0] == "truncated" and f_log.truncations[0] == 40
+    assert outcomes[0] == FetchOutcome.TRUNCATED and f_log.truncations[0] == 40
     assert [(e.epoch, e.value) for e in f_log.entries] == [(e.epoch, e.value) for e in c_log.entries]
     assert f_log.end_offset_for(3) == c_log.end_offset_for(3)
 
