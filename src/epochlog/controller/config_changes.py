@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from epochlog.codes import Err
-from epochlog.controller.config_defs import (
+from epochlog.config_defs import (
     DYNAMIC_BROKER_CONFIGS,
     RESOURCE_BROKER,
     RESOURCE_TOPIC,

@@ -16,10 +16,10 @@ import uuid
 from collections.abc import Sequence
 
 from epochlog.codes import Err
+from epochlog.config_defs import RESOURCE_TOPIC
 from epochlog.controller import acls, reassignment, scram
 from epochlog.controller import records as rec
 from epochlog.controller.config_changes import ConfigChange, ConfigOutcome, duplicates, plan
-from epochlog.controller.config_defs import RESOURCE_TOPIC
 from epochlog.controller.image import BrokerInfo, ClusterImage, TopicInfo
 from epochlog.controller.records import MetadataRecord
 from epochlog.replication.types import AlterIsr, PartitionState

@@ -21,9 +21,6 @@ log = logging.getLogger("epochlog.admin")
 
 FORWARD_RETRY_S = 0.25
 
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
-
 
 def creatable_topic(t: Any) -> tuple[dict[str, str], dict[str, Any]]:
     """One CreateTopics entry: its configs, and its answer row before the outcome is known."""
