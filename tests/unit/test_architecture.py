@@ -38,7 +38,7 @@ LAYERS: list[set[str]] = [
     {"raft", "security", "transactions"},
     {"replication", "protocol"},
     {"properties", "epochlog"},
-    {"config_error", "offsets"},
+    {"config_error", "offsets", "codes", "config_defs"},
 ]
 
 # What each first-level package may import, besides itself. The layers differ from DESIGN.md's sketch
@@ -49,23 +49,25 @@ LAYERS: list[set[str]] = [
 #   quorum_state_file) and dump-log store and print them. raft/ and controller/ never import storage/.
 # - sim/ reads console/'s epoch lineage (where two replicas' epoch histories diverge) for its report.
 # security/ is used by server/, client/ and controller/ (ACLs, SCRAM), so it imports none of them.
-# The cores stay sans-IO: replication/ imports nothing, raft/ and transactions/ only protocol/'s error codes,
+# The cores stay sans-IO: replication/ imports nothing, raft/ and transactions/ only the error codes (codes),
 # and none reads configuration files. config_error (ConfigError) and properties (.properties files) are
 # below every other package.
 # A dependency missing from a row is one the design does not have; a new package must get a row.
-SHARED = frozenset({"config_error", "properties", "offsets"})
+SHARED = frozenset({"config_error", "properties", "offsets", "codes", "config_defs"})
 ALLOWED: dict[str, frozenset[str]] = {
     "epochlog": frozenset(),
     "config_error": frozenset(),
     "offsets": frozenset(),
+    "codes": frozenset(),
+    "config_defs": frozenset(),
     "properties": frozenset({"config_error"}),
-    "protocol": frozenset(),
-    "replication": frozenset({"offsets"}),
-    "transactions": frozenset({"protocol"}),
-    "raft": frozenset({"protocol"}),
+    "protocol": frozenset({"codes"}),
+    "replication": frozenset({"offsets", "codes"}),
+    "transactions": frozenset({"codes"}),
+    "raft": frozenset({"codes"}),
     "security": SHARED | {"protocol"},
     "storage": SHARED | {"controller", "raft", "protocol"},
-    "controller": frozenset({"raft", "replication", "security", "protocol"}),
+    "controller": frozenset({"codes", "config_defs", "raft", "replication", "security", "protocol"}),
     "client": SHARED | {"transactions", "security", "protocol"},
     "server": SHARED
     | {"client", "controller", "raft", "replication", "transactions", "storage", "security", "protocol"},

@@ -3,7 +3,7 @@ windowed rate meter, and which replicas a throttle applies to."""
 
 from __future__ import annotations
 
-from epochlog.controller.config_defs import LONG_MAX, TOPIC_CONFIGS, parse_throttled_replicas, validate_value
+from epochlog.config_defs import LONG_MAX, TOPIC_CONFIGS, parse_throttled_replicas, validate_value
 from epochlog.server.replication_throttle import RateMeter, ReplicationThrottles
 
 

@@ -3,7 +3,7 @@ Kafka's default, with the winning source and every layer as a synonym."""
 
 from __future__ import annotations
 
-from epochlog.controller.config_defs import ConfigSource
+from epochlog.config_defs import ConfigSource
 from epochlog.server.config import BrokerConfig
 from epochlog.server.topic_configs import (
     DynamicBrokerConfigs,

@@ -7,8 +7,11 @@ from typing import Annotated
 
 import typer
 
+from epochlog.codes import Err
+from epochlog.config_defs import DYNAMIC_BROKER_CONFIGS, RESOURCE_BROKER, RESOURCE_TOPIC, TOPIC_CONFIGS, validate_value
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-ENTITY_TYPES = {"topics": 2, "brokers": 4}
+ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER}
 
 
 def split_outside_brackets(text: str) -> list[str]:
@@ -39,6 +42,27 @@ def split_configs(text: str) -> dict[str, str]:
             v = v[1:-1]
         out[k.strip()] = v
     return out
+
+
+def refused(resource_type: int, to_set: dict[str, str]) -> str | None:
+    """Why the controller would refuse these values, checked here with the same table before anything is
+    sent; None if they pass. A broker config the table does not list (read-only, or unknown) is the
+    broker's to refuse. The codes are the controller's: a bad broker value is INVALID_REQUEST (KAFKA-13609)."""
+    for name, value in to_set.items():
+        if resource_type == RESOURCE_TOPIC:
+            d = TOPIC_CONFIGS.get(name)
+            if d is None:
+                return f"{Err.INVALID_CONFIG.name}: Unknown topic config name: {name}"
+            code = Err.INVALID_CONFIG
+        else:
+            d = DYNAMIC_BROKER_CONFIGS.get(name)
+            if d is None:
+                continue
+            code = Err.INVALID_REQUEST
+        problem = validate_value(d, value, name)
+        if problem:
+            return f"{code.name}: {problem}"
+    return None
 
 
 def _fail(msg: str) -> None:
@@ -88,6 +112,9 @@ def configs(
             to_delete = [k.strip() for item in delete_config for k in item.split(",") if k.strip()]
             if not to_set and not to_delete:
                 _fail("--alter needs --add-config or --delete-config")
+            problem = refused(rtype or 0, to_set)
+            if problem:
+                _fail(problem)
             alter_configs(bootstrap, rtype or 0, name, to_set, to_delete)
             typer.echo(f"Completed updating config for {shown}.")
             return

@@ -13,16 +13,11 @@ from kio.static.primitive import i8
 
 from epochlog.client.epochs import connect_first, metadata_request
 from epochlog.client.wire import Connection, WireError
+from epochlog.codes import Err
+from epochlog.config_defs import RESOURCE_BROKER, RESOURCE_TOPIC, ConfigSource
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER = RESOURCE_TOPIC, RESOURCE_BROKER
 SET, DELETE = 0, 1
-SOURCES = {
-    1: "DYNAMIC_TOPIC_CONFIG",
-    2: "DYNAMIC_BROKER_CONFIG",
-    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
-    4: "STATIC_BROKER_CONFIG",
-    5: "DEFAULT_CONFIG",
-}
 
 
 class ConfigsError(Exception):
@@ -40,6 +35,13 @@ class DescribedConfig:
     source: str
     read_only: bool
     synonyms: tuple[tuple[str, str | None, str], ...]
+
+
+def _source(code: int) -> str:
+    try:
+        return ConfigSource(code).name
+    except ValueError:
+        return str(code)
 
 
 def _connect(bootstrap: str, timeout: float) -> Connection:
@@ -88,9 +90,9 @@ def _send(conn: Connection, req: Any, resource_type: int, name: str, timeout: fl
     try:
         target = _broker_address(conn, int(name))
     except ValueError:
-        raise ConfigsError(42, f"broker {name!r} is not a broker id") from None
+        raise ConfigsError(Err.INVALID_REQUEST, f"broker {name!r} is not a broker id") from None
     if target is None:
-        raise ConfigsError(42, f"no broker {name} in the cluster")
+        raise ConfigsError(Err.INVALID_REQUEST, f"no broker {name} in the cluster")
     with Connection(*target, timeout=timeout, client_id="epochlog-configs") as direct:
         return direct.request(req)
 
@@ -125,9 +127,9 @@ def describe(bootstrap: str, resource_type: int, name: str, timeout: float = 15.
                 DescribedConfig(
                     c.name,
                     c.value,
-                    SOURCES.get(int(c.config_source), str(int(c.config_source))),
+                    _source(int(c.config_source)),
                     bool(c.read_only),
-                    tuple((s.name, s.value, SOURCES.get(int(s.source), str(int(s.source)))) for s in c.synonyms),
+                    tuple((s.name, s.value, _source(int(s.source))) for s in c.synonyms),
                 )
             )
     return rows

@@ -21,20 +21,15 @@ from typing import Any
 
 from epochlog.client.security import ClientSecurity
 from epochlog.client.wire import Connection, ConnectionPool, WireError
+from epochlog.codes import Err
 from epochlog.protocol.codec import request_class
 
 log = logging.getLogger("epochlog.client.epochs")
 
 TopicPartition = tuple[str, int]
 
-# Kafka error codes this module reacts to.
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-LEADER_NOT_AVAILABLE = 5
-NOT_LEADER_OR_FOLLOWER = 6
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
-_RETRIABLE = {LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH}
+# The errors a retry after a metadata refresh can clear.
+_RETRIABLE = {Err.LEADER_NOT_AVAILABLE, Err.NOT_LEADER_OR_FOLLOWER, Err.FENCED_LEADER_EPOCH, Err.UNKNOWN_LEADER_EPOCH}
 
 METADATA_VERSION = 9  # first flexible version; Kafka >= 2.4 and epochlog serve it
 
@@ -122,7 +117,7 @@ def divergence(position: Position, answer: EpochEnd) -> Truncation | None:
 class PartitionLeader:
     leader_id: int
     leader_epoch: int
-    error: int = NONE
+    error: int = Err.NONE
 
 
 def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
@@ -182,7 +177,7 @@ class LeaderEpochClient:
             self._brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
             out: dict[TopicPartition, PartitionLeader] = {}
             for t in resp.topics:
-                if t.error_code.value != NONE:
+                if t.error_code.value != Err.NONE:
                     out[(t.name, -1)] = PartitionLeader(-1, -1, t.error_code.value)
                     continue
                 for p in t.partitions:
@@ -237,10 +232,10 @@ class LeaderEpochClient:
             for tp, epoch in pending.items():
                 pl = leaders.get(tp) or leaders.get((tp[0], -1))
                 if pl is None:
-                    pl = PartitionLeader(-1, -1, UNKNOWN_TOPIC_OR_PARTITION)
-                if pl.error != NONE or pl.leader_id < 0:
-                    code = pl.error or LEADER_NOT_AVAILABLE
-                    if code in _RETRIABLE or code == UNKNOWN_TOPIC_OR_PARTITION:
+                    pl = PartitionLeader(-1, -1, Err.UNKNOWN_TOPIC_OR_PARTITION)
+                if pl.error != Err.NONE or pl.leader_id < 0:
+                    code = pl.error or Err.LEADER_NOT_AVAILABLE
+                    if code in _RETRIABLE or code == Err.UNKNOWN_TOPIC_OR_PARTITION:
                         retry[tp] = epoch
                     result[tp] = EpochEnd(code, -1, -1)
                     continue
@@ -248,7 +243,7 @@ class LeaderEpochClient:
                     # Our metadata is behind the epoch we saved; like Kafka's consumer, wait for it to
                     # catch up rather than ask a leader that cannot know that epoch yet.
                     retry[tp] = epoch
-                    result[tp] = EpochEnd(UNKNOWN_LEADER_EPOCH, -1, -1)
+                    result[tp] = EpochEnd(Err.UNKNOWN_LEADER_EPOCH, -1, -1)
                     continue
                 # CurrentLeaderEpoch fences us from a stale leader that still thinks it leads (KIP-320).
                 by_leader.setdefault(pl.leader_id, {})[tp] = (pl.leader_epoch, epoch)
@@ -269,9 +264,9 @@ class LeaderEpochClient:
                     retry.update({tp: epochs[tp] for tp in queries})
                     continue
                 for tp in queries:
-                    ans = answers.get(tp, EpochEnd(UNKNOWN_TOPIC_OR_PARTITION, -1, -1))
+                    ans = answers.get(tp, EpochEnd(Err.UNKNOWN_TOPIC_OR_PARTITION, -1, -1))
                     result[tp] = ans
-                    if ans.error in _RETRIABLE or ans.error == UNKNOWN_TOPIC_OR_PARTITION:
+                    if ans.error in _RETRIABLE or ans.error == Err.UNKNOWN_TOPIC_OR_PARTITION:
                         retry[tp] = epochs[tp]
             pending = retry
             if pending and attempt < self.retries:
@@ -290,7 +285,7 @@ class LeaderEpochClient:
         answers = self.end_offsets_for(to_ask)
         for tp, epoch in to_ask.items():
             ans = answers.get(tp)
-            if ans is None or ans.error != NONE:
+            if ans is None or ans.error != Err.NONE:
                 code = ans.error if ans else -1
                 report.unchecked[tp] = f"leader answered error {code}"
                 continue

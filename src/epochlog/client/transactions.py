@@ -16,6 +16,7 @@ from typing import Any
 
 from epochlog.client.epochs import metadata_request, parse_bootstrap
 from epochlog.client.wire import Connection, WireError
+from epochlog.codes import Err
 from epochlog.transactions.state import TopicPartition, partitions_by_topic
 
 _RETRIABLE = {14, 15}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE
@@ -329,7 +330,7 @@ def find_hanging(
         try:
             described[tid] = describe_transaction(c, tid)
         except TxnAdminError as e:
-            if e.code != 105:  # TRANSACTIONAL_ID_NOT_FOUND: removed since the listing, so hanging
+            if e.code != Err.TRANSACTIONAL_ID_NOT_FOUND:  # removed since the listing, so hanging
                 raise
             described[tid] = None
     return hanging(found, tid_of, described)

@@ -11,26 +11,24 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from epochlog.codes import Err
 from epochlog.controller.image import acl_record
 from epochlog.controller.records import AclCreated, AclRemoved
 from epochlog.security.acl import AclBinding
 from epochlog.security.acl_filters import AclFilter, binding_problem, matches, problem
 
-NONE = 0
-INVALID_REQUEST = 42
-POLICY_VIOLATION = 44
 TOO_LARGE = "Unable to perform excessively large batch operation."
 
 
 @dataclass(frozen=True)
 class AclCreation:
-    error_code: int = NONE
+    error_code: int = Err.NONE
     message: str | None = None
 
 
 @dataclass(frozen=True)
 class AclDeletion:
-    error_code: int = NONE
+    error_code: int = Err.NONE
     message: str | None = None
     matched: tuple[AclBinding, ...] = ()
 
@@ -44,7 +42,7 @@ def plan_create(
     for b in bindings:
         why = binding_problem(b)
         if why is not None:
-            outcomes.append(AclCreation(INVALID_REQUEST, why))
+            outcomes.append(AclCreation(Err.INVALID_REQUEST, why))
             continue
         outcomes.append(AclCreation())
         if b in present:
@@ -63,7 +61,7 @@ def plan_delete(
     for f in filters:
         why = problem(f)
         if why is not None:
-            outcomes.append(AclDeletion(INVALID_REQUEST, why))
+            outcomes.append(AclDeletion(Err.INVALID_REQUEST, why))
             continue
         matched = []
         for acl_id, b in acls.items():

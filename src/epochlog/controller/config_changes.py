@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from epochlog.controller.config_defs import (
+from epochlog.codes import Err
+from epochlog.config_defs import (
     DYNAMIC_BROKER_CONFIGS,
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
@@ -24,15 +25,9 @@ from epochlog.controller.config_defs import (
 from epochlog.controller.image import ClusterImage
 from epochlog.controller.records import ConfigRecord
 
-# Kafka error codes the decisions answer with.
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_CONFIG = 40
-INVALID_REQUEST = 42
-
 # A broker config that is read-only or has a bad value: Kafka's brokers answer INVALID_REQUEST, not
 # INVALID_CONFIG, for these (KAFKA-13609 keeps it so for compatibility); topic configs get INVALID_CONFIG.
-BROKER_VALIDATION_FAILED = INVALID_REQUEST
+BROKER_VALIDATION_FAILED = Err.INVALID_REQUEST
 
 # IncrementalAlterConfigs operations.
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -56,7 +51,7 @@ class ConfigChange:
 
 @dataclass(frozen=True)
 class ConfigOutcome:
-    error_code: int = NONE
+    error_code: int = Err.NONE
     message: str | None = None
     records: tuple[ConfigRecord, ...] = ()
 
@@ -96,24 +91,24 @@ def plan(image: ClusterImage, change: ConfigChange, incremental: bool) -> Config
 def _current(image: ClusterImage, change: ConfigChange) -> dict[str, str]:
     if change.resource_type == RESOURCE_TOPIC:
         if not change.resource_name:
-            raise _Refused(INVALID_REQUEST, "Default topic resources are not allowed.")
+            raise _Refused(Err.INVALID_REQUEST, "Default topic resources are not allowed.")
         topic = image.topics.get(change.resource_name)
         if topic is None:
-            raise _Refused(UNKNOWN_TOPIC_OR_PARTITION, f"Topic {change.resource_name} does not exist.")
+            raise _Refused(Err.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {change.resource_name} does not exist.")
         return dict(topic.configs)
     if change.resource_type == RESOURCE_BROKER:
         name = change.resource_name
         if name and not (name.isdigit() and int(name) <= 2**31 - 1):
-            raise _Refused(INVALID_REQUEST, f"Unable to parse broker id {name!r}: a broker is named by its id")
+            raise _Refused(Err.INVALID_REQUEST, f"Unable to parse broker id {name!r}: a broker is named by its id")
         return dict(image.broker_configs.get(name, {}))
-    raise _Refused(INVALID_REQUEST, f"Unsupported resource type {change.resource_type}: only TOPIC and BROKER")
+    raise _Refused(Err.INVALID_REQUEST, f"Unsupported resource type {change.resource_type}: only TOPIC and BROKER")
 
 
 def _definition(change: ConfigChange, name: str) -> ConfigDef:
     if change.resource_type == RESOURCE_TOPIC:
         d = TOPIC_CONFIGS.get(name)
         if d is None:
-            raise _Refused(INVALID_CONFIG, f"Unknown topic config name: {name}")
+            raise _Refused(Err.INVALID_CONFIG, f"Unknown topic config name: {name}")
         return d
     d = DYNAMIC_BROKER_CONFIGS.get(name)
     if d is not None:
@@ -122,30 +117,30 @@ def _definition(change: ConfigChange, name: str) -> ConfigDef:
         raise _Refused(BROKER_VALIDATION_FAILED, f"Cannot update these configs dynamically: {name} (read-only)")
     # Kafka would keep an unknown broker name as a custom config; a typo kept and silently ignored helps
     # nobody, so it is refused as an unknown topic config is.
-    raise _Refused(INVALID_CONFIG, f"Unknown broker config name: {name}")
+    raise _Refused(Err.INVALID_CONFIG, f"Unknown broker config name: {name}")
 
 
 def _apply_ops(change: ConfigChange, current: dict[str, str], incremental: bool) -> dict[str, str]:
     names = [op.name for op in change.ops]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise _Refused(INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(dup)}")
+        raise _Refused(Err.INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(dup)}")
     # AlterConfigs: the request is the resource's whole dynamic set; anything it leaves out goes.
     target = dict(current) if incremental else {}
     for op in change.ops:
         d = _definition(change, op.name)
         shown = op.name  # messages name the config as the request did (broker or topic spelling)
         if op.op not in (SET, DELETE, APPEND, SUBTRACT):
-            raise _Refused(INVALID_REQUEST, f"Unknown config operation {op.op} for {shown}")
+            raise _Refused(Err.INVALID_REQUEST, f"Unknown config operation {op.op} for {shown}")
         if op.op == DELETE:
             target.pop(op.name, None)
             continue
         if op.value is None:
-            raise _Refused(INVALID_REQUEST, f"Null value not supported for : {shown}")
+            raise _Refused(Err.INVALID_REQUEST, f"Null value not supported for : {shown}")
         if op.op in (APPEND, SUBTRACT):
             if not is_list(d):
                 verb = "append" if op.op == APPEND else "subtract"
-                raise _Refused(INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {shown}")
+                raise _Refused(Err.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {shown}")
             # Kafka starts from the current dynamic value, else the config's default.
             items = split_list(target.get(op.name, d.default))
             given = split_list(op.value)
@@ -158,7 +153,7 @@ def _apply_ops(change: ConfigChange, current: dict[str, str], incremental: bool)
             value = op.value.strip() if d.type.name != "STRING" else op.value
         problem = validate_value(d, value, shown)
         if problem:
-            code = INVALID_CONFIG if change.resource_type == RESOURCE_TOPIC else BROKER_VALIDATION_FAILED
+            code = Err.INVALID_CONFIG if change.resource_type == RESOURCE_TOPIC else BROKER_VALIDATION_FAILED
             raise _Refused(code, problem)
         target[op.name] = value
     return target

@@ -13,12 +13,13 @@ the caller persists the records and tells brokers about partition changes. Rules
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from epochlog.codes import Err
+from epochlog.config_defs import RESOURCE_TOPIC
 from epochlog.controller import acls, reassignment, scram
 from epochlog.controller import records as rec
 from epochlog.controller.config_changes import ConfigChange, ConfigOutcome, duplicates, plan
-from epochlog.controller.config_defs import RESOURCE_TOPIC
 from epochlog.controller.image import BrokerInfo, ClusterImage, TopicInfo
 from epochlog.controller.records import MetadataRecord
 from epochlog.replication.types import AlterIsr, PartitionState
@@ -27,15 +28,6 @@ from epochlog.security.acl_filters import AclFilter
 
 __all__ = ["BrokerInfo", "Controller", "TopicInfo"]
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_REPLICATION_FACTOR = 38
-INVALID_REPLICA_ASSIGNMENT = 39
-INVALID_REQUEST = 42
-INVALID_UPDATE_VERSION = 108
-FENCED_LEADER_EPOCH = 74
-INELIGIBLE_REPLICA = 107
-NOT_LEADER_OR_FOLLOWER = 6
 NO_LEADER = -1
 
 
@@ -308,27 +300,27 @@ class Controller:
         self._record(rec.Topic(name, partitions, unclean_leader_election, topic_id, dict(configs or {})))
         self.add_partitions(name, partitions, replication_factor)
 
-    def assignment_problem(self, assignments: dict[int, Sequence[int]]) -> tuple[int, str] | None:
+    def assignment_problem(self, assignments: Mapping[int, Sequence[int]]) -> tuple[int, str] | None:
         """Why CreateTopics' explicit replica assignments are refused (Kafka's controller checks, in its
         order): partitions numbered 0..n-1, each list valid (replica_list_problem), one replication factor
         for all, and at least one replica of each partition live to lead it. None if acceptable."""
         if sorted(assignments) != list(range(len(assignments))):
-            return INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence"
+            return Err.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence"
         sizes = set()
         for p, replicas in sorted(assignments.items()):
             problem = reassignment.replica_list_problem(replicas, self.brokers)
             if problem:
-                return INVALID_REPLICA_ASSIGNMENT, problem
+                return Err.INVALID_REPLICA_ASSIGNMENT, problem
             sizes.add(len(replicas))
             if not any(self.alive(r) for r in replicas):
                 return (
-                    INVALID_REPLICA_ASSIGNMENT,
+                    Err.INVALID_REPLICA_ASSIGNMENT,
                     f"All brokers specified in the manual partition assignment for partition {p} "
                     "are fenced or in controlled shutdown.",
                 )
         if len(sizes) > 1:
             return (
-                INVALID_REPLICA_ASSIGNMENT,
+                Err.INVALID_REPLICA_ASSIGNMENT,
                 "All partitions in the manual partition assignment should have the same number of replicas",
             )
         return None
@@ -388,7 +380,7 @@ class Controller:
         outcomes = []
         for change in changes:
             if (change.resource_type, change.resource_name) in dup:
-                outcomes.append(ConfigOutcome(INVALID_REQUEST, "Each resource may appear only once in a request"))
+                outcomes.append(ConfigOutcome(Err.INVALID_REQUEST, "Each resource may appear only once in a request"))
                 continue
             outcome = plan(self.image, change, incremental)
             outcomes.append(outcome)
@@ -405,14 +397,14 @@ class Controller:
     def create_acls(self, bindings: Sequence[AclBinding], max_records: int | None = None) -> list[acls.AclCreation]:
         outcomes, records = acls.plan_create(self.image.acls, bindings, lambda: str(uuid.uuid4()))
         if max_records is not None and len(records) > max_records:
-            return [acls.AclCreation(acls.POLICY_VIOLATION, acls.TOO_LARGE) for _ in bindings]
+            return [acls.AclCreation(Err.POLICY_VIOLATION, acls.TOO_LARGE) for _ in bindings]
         self._record(*records)
         return outcomes
 
     def delete_acls(self, filters: Sequence[AclFilter], max_records: int | None = None) -> list[acls.AclDeletion]:
         outcomes, records = acls.plan_delete(self.image.acls, filters)
         if max_records is not None and len(records) > max_records:
-            return [acls.AclDeletion(acls.POLICY_VIOLATION, acls.TOO_LARGE) for _ in filters]
+            return [acls.AclDeletion(Err.POLICY_VIOLATION, acls.TOO_LARGE) for _ in filters]
         self._record(*records)
         return outcomes
 
@@ -504,19 +496,19 @@ class Controller:
     def alter_partition(self, req: AlterIsr) -> tuple[int, PartitionState | None]:
         t = self.topics.get(req.topic)
         if t is None or req.partition not in t.partitions:
-            return NOT_LEADER_OR_FOLLOWER, None
+            return Err.NOT_LEADER_OR_FOLLOWER, None
         st = t.partitions[req.partition]
         if req.leader_id != st.leader:
-            return NOT_LEADER_OR_FOLLOWER, st
+            return Err.NOT_LEADER_OR_FOLLOWER, st
         if req.leader_epoch != st.leader_epoch:
-            return FENCED_LEADER_EPOCH, st
+            return Err.FENCED_LEADER_EPOCH, st
         if req.partition_epoch != st.partition_epoch:
-            return INVALID_UPDATE_VERSION, st
+            return Err.INVALID_UPDATE_VERSION, st
         added = req.new_isr - st.isr
         if any(not self.alive(r) for r in added):
-            return INELIGIBLE_REPLICA, st  # KIP-320: never add fenced or offline replicas
+            return Err.INELIGIBLE_REPLICA, st  # KIP-320: never add fenced or offline replicas
         if st.leader not in req.new_isr:
-            return INVALID_UPDATE_VERSION, st
+            return Err.INVALID_UPDATE_VERSION, st
         new = PartitionState(st.leader, st.leader_epoch, frozenset(req.new_isr), st.replicas, st.partition_epoch + 1)
         self._set(req.topic, req.partition, new)
         # A joining replica reaching the ISR may finish a reassignment: then the leader gets the newer state.
@@ -532,22 +524,22 @@ class Controller:
         Returns (error code, message); on an error nothing is recorded."""
         t = self.topics.get(topic)
         if t is None or partition not in t.partitions:
-            return UNKNOWN_TOPIC_OR_PARTITION, f"partition {topic}-{partition} does not exist"
+            return Err.UNKNOWN_TOPIC_OR_PARTITION, f"partition {topic}-{partition} does not exist"
         st = t.partitions[partition]
         if target is None:
             if not reassignment.is_reassigning(st):
-                return reassignment.NO_REASSIGNMENT_IN_PROGRESS, f"no reassignment of {topic}-{partition} to cancel"
+                return Err.NO_REASSIGNMENT_IN_PROGRESS, f"no reassignment of {topic}-{partition} to cancel"
             self._move(t, partition, reassignment.original_of(st))
-            return NONE, None
+            return Err.NONE, None
         problem = reassignment.replica_list_problem(target, self.brokers)
         if problem:
-            return INVALID_REPLICA_ASSIGNMENT, problem
+            return Err.INVALID_REPLICA_ASSIGNMENT, problem
         rf = len(reassignment.original_of(st).replicas)
         if not allow_rf_change and len(target) != rf:
-            return INVALID_REPLICATION_FACTOR, f"The replication factor is changed from {rf} to {len(target)}"
+            return Err.INVALID_REPLICATION_FACTOR, f"The replication factor is changed from {rf} to {len(target)}"
         self._move(t, partition, reassignment.start(st, target))
         self._maybe_complete(t, partition)  # a pure removal has nothing to wait for
-        return NONE, None
+        return Err.NONE, None
 
     def reassigning(self, topics: Sequence[tuple[str, Sequence[int]]] | None) -> list[tuple[str, int, PartitionState]]:
         """ListPartitionReassignments: the partitions of ``topics`` (all topics if None) that are moving.

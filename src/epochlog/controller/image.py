@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from epochlog.controller.config_defs import RESOURCE_BROKER, RESOURCE_TOPIC
+from epochlog.config_defs import RESOURCE_BROKER, RESOURCE_TOPIC
 from epochlog.controller.records import (
     AclCreated,
     AclRemoved,

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 
 from epochlog.replication.types import PartitionState
 
-NO_REASSIGNMENT_IN_PROGRESS = 85
-
 
 @dataclass(frozen=True)
 class ReplicaSet:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from epochlog.codes import Err
 from epochlog.controller.records import ScramCredentialRemoved, ScramCredentialSet
 from epochlog.security.scram_credentials import (
     MAX_ITERATIONS,
@@ -18,12 +19,6 @@ from epochlog.security.scram_credentials import (
     ScramCredential,
     credential_from_salted,
 )
-
-NONE = 0
-UNSUPPORTED_SASL_MECHANISM = 33
-RESOURCE_NOT_FOUND = 91
-DUPLICATE_RESOURCE = 92
-UNACCEPTABLE_CREDENTIAL = 93
 
 TWICE = "A user credential cannot be altered twice in the same request"
 
@@ -46,15 +41,15 @@ class ScramUpsertion:
 @dataclass(frozen=True)
 class ScramOutcome:
     user: str
-    error_code: int = NONE
+    error_code: int = Err.NONE
     message: str | None = None
 
 
 def _name_and_mechanism(name: str, mechanism: int) -> tuple[int, str] | None:
     if mechanism not in MECHANISM_BY_CODE:
-        return UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
+        return Err.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
     if not name:
-        return UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+        return Err.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
     return None
 
 
@@ -72,11 +67,11 @@ def plan_alter(
         if d.name in errors:
             continue
         if to_delete.pop(d.name, None) is not None:
-            errors[d.name] = (DUPLICATE_RESOURCE, TWICE)
+            errors[d.name] = (Err.DUPLICATE_RESOURCE, TWICE)
             continue
         err = _name_and_mechanism(d.name, d.mechanism)
         if err is None and (d.name, MECHANISM_BY_CODE[d.mechanism]) not in credentials:
-            err = RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"
+            err = Err.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"
         if err is not None:
             errors[d.name] = err
         else:
@@ -85,13 +80,13 @@ def plan_alter(
         if u.name in errors:
             continue
         if to_delete.pop(u.name, None) is not None or to_upsert.pop(u.name, None) is not None:
-            errors[u.name] = (DUPLICATE_RESOURCE, TWICE)
+            errors[u.name] = (Err.DUPLICATE_RESOURCE, TWICE)
             continue
         err = _name_and_mechanism(u.name, u.mechanism)
         if err is None and u.iterations < MIN_ITERATIONS:
-            err = UNACCEPTABLE_CREDENTIAL, "Too few iterations"
+            err = Err.UNACCEPTABLE_CREDENTIAL, "Too few iterations"
         elif err is None and u.iterations > MAX_ITERATIONS:
-            err = UNACCEPTABLE_CREDENTIAL, "Too many iterations"
+            err = Err.UNACCEPTABLE_CREDENTIAL, "Too many iterations"
         if err is not None:
             errors[u.name] = err
         else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from epochlog.protocol.errors import Err
+from epochlog.codes import Err
 from epochlog.raft.config import QuorumConfig
 from epochlog.raft.messages import Message, Outbound, Ready, Request, Response
 

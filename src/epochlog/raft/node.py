@@ -24,7 +24,7 @@ import random
 from enum import Enum
 from typing import Any
 
-from epochlog.protocol.errors import Err
+from epochlog.codes import Err
 from epochlog.raft.config import QuorumConfig
 from epochlog.raft.divergence import restart_point, truncation_offset
 from epochlog.raft.leader_state import LeaderState

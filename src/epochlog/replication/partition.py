@@ -27,21 +27,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from epochlog.codes import Err
 from epochlog.offsets import last_stable_offset
 from epochlog.replication.log import ReplicaLog
 from epochlog.replication.types import (
-    FENCED_LEADER_EPOCH,
-    NONE,
-    NOT_ENOUGH_REPLICAS,
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    NOT_LEADER_OR_FOLLOWER,
-    OFFSET_NOT_AVAILABLE,
-    OFFSET_OUT_OF_RANGE,
     UNDEFINED_EPOCH,
-    UNKNOWN_LEADER_EPOCH,
     AlterIsr,
     DivergingEpoch,
     FetchDecision,
+    FetchOutcome,
     FetchRequest,
     FetchResponse,
     LeaderAppend,
@@ -67,8 +61,8 @@ ALTER_RETRY_MS = 500
 def check_epoch(request_epoch: int, my_epoch: int) -> int:
     """KIP-320: -1 skips the check; older is fenced, newer is unknown to us."""
     if request_epoch < 0 or request_epoch == my_epoch:
-        return NONE
-    return FENCED_LEADER_EPOCH if request_epoch < my_epoch else UNKNOWN_LEADER_EPOCH
+        return Err.NONE
+    return Err.FENCED_LEADER_EPOCH if request_epoch < my_epoch else Err.UNKNOWN_LEADER_EPOCH
 
 
 class PartitionReplica:
@@ -197,13 +191,13 @@ class PartitionReplica:
     # -- produce (leader) -----------------------------------------------------------------
     def check_produce(self, acks: int, producer_epoch: int = UNDEFINED_EPOCH) -> int:
         if self.role is not Role.LEADER:
-            return NOT_LEADER_OR_FOLLOWER
+            return Err.NOT_LEADER_OR_FOLLOWER
         code = check_epoch(producer_epoch, self.leader_epoch)  # KIP-359
         if code:
             return code
         if acks == -1 and len(self.isr) < self.min_isr:
-            return NOT_ENOUGH_REPLICAS
-        return NONE
+            return Err.NOT_ENOUGH_REPLICAS
+        return Err.NONE
 
     def append(
         self, records: Any, now_ms: int, acks: int = -1, producer_epoch: int = UNDEFINED_EPOCH
@@ -218,7 +212,7 @@ class PartitionReplica:
         info = self.log.append_as_leader(records, self.leader_epoch, now_ms)
         self._maybe_advance_hw()
         return LeaderAppend(
-            NONE,
+            Err.NONE,
             info.first_offset,
             info.last_offset,
             info.duplicate,
@@ -233,7 +227,7 @@ class PartitionReplica:
     # -- fetch (leader side) ----------------------------------------------------------------
     def handle_fetch(self, req: FetchRequest, now_ms: int) -> tuple[FetchDecision, AlterIsr | None]:
         if self.role is not Role.LEADER:
-            return FetchDecision(NOT_LEADER_OR_FOLLOWER), None
+            return FetchDecision(Err.NOT_LEADER_OR_FOLLOWER), None
         code = check_epoch(req.current_leader_epoch, self.leader_epoch)
         if code:
             return FetchDecision(code, self.high_watermark), None
@@ -242,22 +236,22 @@ class PartitionReplica:
             epoch, end = self.log.end_offset_for(req.last_fetched_epoch)
             if epoch != req.last_fetched_epoch or end < req.fetch_offset:
                 return FetchDecision(
-                    NONE, self.high_watermark, self.log.log_start_offset, DivergingEpoch(epoch, end)
+                    Err.NONE, self.high_watermark, self.log.log_start_offset, DivergingEpoch(epoch, end)
                 ), None
         if req.fetch_offset > leo or req.fetch_offset < self.log.log_start_offset:
-            return FetchDecision(OFFSET_OUT_OF_RANGE, self.high_watermark, self.log.log_start_offset), None
+            return FetchDecision(Err.OFFSET_OUT_OF_RANGE, self.high_watermark, self.log.log_start_offset), None
         if req.replica_id < 0:
             # A consumer reads only what the ISR holds. Between a new leader's lagging HW and its log end
             # the records exist but are not known committed yet: retry (OFFSET_NOT_AVAILABLE, seed 002).
             lso = self.last_stable_offset()
             if self.high_watermark < req.fetch_offset:
                 return FetchDecision(
-                    OFFSET_NOT_AVAILABLE, self.high_watermark, self.log.log_start_offset, last_stable_offset=lso
+                    Err.OFFSET_NOT_AVAILABLE, self.high_watermark, self.log.log_start_offset, last_stable_offset=lso
                 ), None
             # read_committed stops at the first undecided transaction (KIP-98).
             bound = lso if req.read_committed else self.high_watermark
             return FetchDecision(
-                NONE, self.high_watermark, self.log.log_start_offset, None, req.fetch_offset, bound, lso
+                Err.NONE, self.high_watermark, self.log.log_start_offset, None, req.fetch_offset, bound, lso
             ), None
         proposal = None
         if req.replica_id >= 0 and req.replica_id in self.followers:
@@ -266,7 +260,7 @@ class PartitionReplica:
             proposal = self._update_follower(req.replica_id, req.fetch_offset, now_ms)
         lso = self.last_stable_offset()
         return FetchDecision(
-            NONE, self.high_watermark, self.log.log_start_offset, None, req.fetch_offset, None, lso
+            Err.NONE, self.high_watermark, self.log.log_start_offset, None, req.fetch_offset, None, lso
         ), proposal
 
     def last_stable_offset(self) -> int:
@@ -370,24 +364,23 @@ class PartitionReplica:
         last_epoch = self.log.latest_epoch() if self.mode is TruncationMode.LEADER_EPOCH else UNDEFINED_EPOCH
         return FetchRequest(self.broker_id, self.log.log_end_offset, last_epoch, self.leader_epoch)
 
-    def handle_fetch_response(self, resp: FetchResponse) -> str:
-        """Apply the leader's answer; returns what happened: 'appended', 'truncated', 'restarted' (the
-        log now starts at the leader's log start), 'stale' (ignored), 'fenced', 'error'."""
+    def handle_fetch_response(self, resp: FetchResponse) -> FetchOutcome:
+        """Apply the leader's answer; returns what happened."""
         if self.role is not Role.FOLLOWER:
-            return "stale"  # asked before this replica's role changed
+            return FetchOutcome.STALE  # asked before this replica's role changed
         if (resp.asked_epoch is not None and resp.asked_epoch != self.leader_epoch) or (
             resp.asked_offset is not None and resp.asked_offset != self.log.log_end_offset
         ):
-            return "stale"  # applying it could append at the wrong place or truncate what a newer term kept
-        if resp.error in (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER):
-            return "fenced"  # wait for newer metadata
-        if resp.error == OFFSET_OUT_OF_RANGE:
+            return FetchOutcome.STALE  # applying it could append at the wrong place or truncate what a newer term kept
+        if resp.error in (Err.FENCED_LEADER_EPOCH, Err.UNKNOWN_LEADER_EPOCH, Err.NOT_LEADER_OR_FOLLOWER):
+            return FetchOutcome.FENCED  # wait for newer metadata
+        if resp.error == Err.OFFSET_OUT_OF_RANGE:
             return self._out_of_range(resp.log_start_offset, resp.high_watermark)
         if resp.error:
-            return "error"
+            return FetchOutcome.ERROR
         if resp.diverging is not None:
             self._truncate_for(resp.diverging)
-            return "truncated"
+            return FetchOutcome.TRUNCATED
         if resp.batches is not None:
             self.log.append_as_follower(resp.batches)
         self.high_watermark = max(self.high_watermark, min(resp.high_watermark, self.log.log_end_offset))
@@ -396,28 +389,28 @@ class PartitionReplica:
             # The leader deleted records (DeleteRecords, or retention): follow its start. Our HW is at least
             # that far once this answer is applied (we fetched at or above it); the cap is for safety.
             self.log.advance_log_start(min(resp.log_start_offset, self.high_watermark), "the leader's log start")
-        return "appended"
+        return FetchOutcome.APPENDED
 
-    def _out_of_range(self, leader_start: int, leader_hw: int) -> str:
+    def _out_of_range(self, leader_start: int, leader_hw: int) -> FetchOutcome:
         if self.log.log_end_offset < leader_start:
             # Retention on the leader passed our end: start over at its log start. Everything below is
             # the leader's committed history, so the HW is that offset (Kafka's truncateFullyAndStartAt).
             self.log.truncate_fully_and_start_at(leader_start)
             self.high_watermark = max(self.high_watermark, self.log.log_end_offset)
-            return "restarted"
+            return FetchOutcome.RESTARTED
         # Ahead of the leader's end: only reachable without epochs (the legacy rule): its HW is all we know.
         self.log.truncate_to(min(leader_hw, self.log.log_end_offset))
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
-        return "truncated"
+        return FetchOutcome.TRUNCATED
 
     def ack_result(self, last_offset: int) -> int | None:
         """An acks=all produce whose last record is ``last_offset``: None while it must wait, else its
         answer (NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell below min.insync.replicas meanwhile)."""
         if self.role is not Role.LEADER:
-            return NOT_LEADER_OR_FOLLOWER
+            return Err.NOT_LEADER_OR_FOLLOWER
         if self.high_watermark <= last_offset:
             return None
-        return NONE if len(self.isr) >= self.min_isr else NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return Err.NONE if len(self.isr) >= self.min_isr else Err.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
     # -- DeleteRecords (leader) ----------------------------------------------------------------
     def delete_records(self, offset: int) -> tuple[int, int]:
@@ -425,12 +418,12 @@ class PartitionReplica:
         Kafka's rules: only the leader; nothing at or above the HW can be deleted (a consumer may not have
         been able to read it yet), nor a negative offset other than -1 (OFFSET_OUT_OF_RANGE)."""
         if self.role is not Role.LEADER:
-            return NOT_LEADER_OR_FOLLOWER, -1
+            return Err.NOT_LEADER_OR_FOLLOWER, -1
         target = self.high_watermark if offset == -1 else offset
         if target < 0 or target > self.high_watermark:
-            return OFFSET_OUT_OF_RANGE, -1
+            return Err.OFFSET_OUT_OF_RANGE, -1
         self.log.advance_log_start(target, "DeleteRecords")
-        return NONE, target
+        return Err.NONE, target
 
     def low_watermark(self) -> int:
         """The smallest log start offset among this leader and the replicas on live brokers (Kafka's
@@ -445,8 +438,8 @@ class PartitionReplica:
         """A DeleteRecords waiting for the replicas: None while some live replica still starts below
         ``required``, else its answer."""
         if self.role is not Role.LEADER:
-            return NOT_LEADER_OR_FOLLOWER
-        return NONE if self.low_watermark() >= required else None
+            return Err.NOT_LEADER_OR_FOLLOWER
+        return Err.NONE if self.low_watermark() >= required else None
 
     def _truncate_for(self, div: DivergingEpoch) -> None:
         if div.epoch == UNDEFINED_EPOCH:
@@ -470,9 +463,9 @@ class PartitionReplica:
     def offset_for_leader_epoch(self, current_leader_epoch: int, requested_epoch: int) -> tuple[int, int, int]:
         """(error, epoch, end offset) as OffsetsForLeaderEpoch v2+ answers it."""
         if self.role is not Role.LEADER:
-            return NOT_LEADER_OR_FOLLOWER, UNDEFINED_EPOCH, -1
+            return Err.NOT_LEADER_OR_FOLLOWER, UNDEFINED_EPOCH, -1
         code = check_epoch(current_leader_epoch, self.leader_epoch)
         if code:
             return code, UNDEFINED_EPOCH, -1
         epoch, end = self.log.end_offset_for(requested_epoch)
-        return NONE, epoch, end
+        return Err.NONE, epoch, end

@@ -9,21 +9,21 @@ from typing import Any
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
 
-# Kafka error codes the core decides
-NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-NOT_LEADER_OR_FOLLOWER = 6
-NOT_ENOUGH_REPLICAS = 19
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
-OFFSET_NOT_AVAILABLE = 78
-
-
 class Role(Enum):
     NONE = "none"
     LEADER = "leader"
     FOLLOWER = "follower"
+
+
+class FetchOutcome(Enum):
+    """What a follower did with its leader's answer to a fetch."""
+
+    APPENDED = "appended"  # took the records (maybe none), the leader's HW and log start
+    TRUNCATED = "truncated"  # cut its log at a divergence (or, without epochs, to the leader's HW)
+    RESTARTED = "restarted"  # was behind the leader's log start: its log now starts there
+    STALE = "stale"  # answers an older term or position, or the role changed: ignored
+    FENCED = "fenced"  # the leader's epoch and ours differ: wait for newer metadata
+    ERROR = "error"  # another error: back off and ask again
 
 
 class TruncationMode(Enum):

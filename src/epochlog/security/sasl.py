@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from epochlog.codes import Err
 from epochlog.security.plain import PlainServer
 from epochlog.security.sasl_errors import (
     ILLEGAL_SASL_STATE,
@@ -44,7 +45,6 @@ PRE_AUTH_APIS = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 SUPPORTED_MECHANISMS = ("PLAIN", *MECHANISMS)
 DEFAULT_MAX_RECEIVE_SIZE = 524288  # sasl.server.max.receive.size
 
-NONE = 0
 TOO_LARGE = "Authentication failed: SASL token larger than sasl.server.max.receive.size"
 REAUTH_MECHANISM = "Authentication failed: SASL mechanism changed during re-authentication"
 REAUTH_PRINCIPAL = "Authentication failed: the principal changed during re-authentication"
@@ -165,7 +165,7 @@ class SaslAuthenticator:
         self._server = self._new_server(mechanism)
         self._raw = version == 0
         self._state = _AUTHENTICATE
-        return {"error_code": NONE, "mechanisms": mechanisms}
+        return {"error_code": Err.NONE, "mechanisms": mechanisms}
 
     def _reauth_handshake(self, version: int, mechanism: str, mechanisms: list[str]) -> dict[str, Any]:
         if version < 1 or not self._reauth_capable:
@@ -175,10 +175,10 @@ class SaslAuthenticator:
         if mechanism != self.mechanism:
             # Kafka answers the handshake and refuses the SaslAuthenticate that follows.
             self._state = _REAUTH_BAD_MECHANISM
-            return {"error_code": NONE, "mechanisms": mechanisms}
+            return {"error_code": Err.NONE, "mechanisms": mechanisms}
         self._server = self._new_server(mechanism)
         self._state = _REAUTH_AUTHENTICATE
-        return {"error_code": NONE, "mechanisms": mechanisms}
+        return {"error_code": Err.NONE, "mechanisms": mechanisms}
 
     def _new_server(self, mechanism: str) -> _Mechanism:
         if mechanism == "PLAIN":
@@ -208,13 +208,13 @@ class SaslAuthenticator:
         server = self._server
         assert server is not None
         if not server.complete:
-            return SaslStep(self._response(NONE, None, challenge))
+            return SaslStep(self._response(Err.NONE, None, challenge))
         try:
             lifetime = self._complete(now_ms, server)
         except SaslAuthenticationError as e:
             return self._failure(str(e))
         self._reauth_capable = version >= 1
-        return SaslStep(self._response(NONE, None, challenge, lifetime), done=True)
+        return SaslStep(self._response(Err.NONE, None, challenge, lifetime), done=True)
 
     def raw_token(self, token: bytes, now_ms: int) -> bytes | None:
         """A bare token after a v0 handshake: the bare reply to send size-prefixed, or None when

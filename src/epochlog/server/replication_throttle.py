@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from epochlog.controller.config_defs import LONG_MAX, parse_throttled_replicas
+from epochlog.config_defs import LONG_MAX, parse_throttled_replicas
 
 # Kafka's replication.quota.window.num and replication.quota.window.size.seconds defaults.
 WINDOW_SAMPLES = 11

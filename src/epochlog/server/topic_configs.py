@@ -9,21 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from epochlog.controller.config_defs import (
+from epochlog.config_defs import (
     DYNAMIC_BROKER_CONFIGS,
+    TOPIC_CONFIGS,
     ConfigDef,
     ConfigSource,
     ConfigType,
+    in_topic_unit,
     validate_value,
-)
-from epochlog.controller.config_defs import (
-    TOPIC_CONFIGS as TOPIC_CONFIG_DEFS,
 )
 from epochlog.security.listeners import is_sensitive
 from epochlog.server.config import BrokerConfig
-
-# topic config -> (broker property that supplies the default, Kafka's default value)
-TOPIC_CONFIGS: dict[str, tuple[str, str]] = {n: (d.broker_name, d.default) for n, d in TOPIC_CONFIG_DEFS.items()}
 
 # DescribeConfigs config_source values (kept under their old names for callers)
 SOURCE_DYNAMIC_TOPIC = ConfigSource.DYNAMIC_TOPIC_CONFIG
@@ -80,11 +76,7 @@ def _resolve(
     layers += _static_layers(d, raw)
     layers.append((d.broker_name or d.name, d.default, int(ConfigSource.DEFAULT_CONFIG), 1))
     _name, value, source, factor = layers[0]
-    if factor != 1:
-        try:
-            value = str(int(value) * factor)
-        except ValueError:
-            pass  # server.properties was validated at start; keep what it says
+    value = in_topic_unit(value, factor)
     return ConfigEntry(
         d.name if topic else d.broker_name,
         value,
@@ -103,10 +95,10 @@ def effective_topic_config_entries(
     dyn = dynamic or DynamicBrokerConfigs()
     rows = [
         _resolve(d, broker_config.raw, dyn, overrides.get(name), topic=True)
-        for name, d in sorted(TOPIC_CONFIG_DEFS.items())
+        for name, d in sorted(TOPIC_CONFIGS.items())
     ]
     for name, value in sorted(overrides.items()):
-        if name not in TOPIC_CONFIG_DEFS:  # written before the name was checked; shown, never hidden
+        if name not in TOPIC_CONFIGS:  # written before the name was checked; shown, never hidden
             rows.append(
                 ConfigEntry(name, value, int(ConfigSource.DYNAMIC_TOPIC_CONFIG), synonyms=((name, value, 1),))
             )
@@ -179,7 +171,7 @@ def invalid_topic_configs(configs: dict[str, str]) -> str | None:
     if bad:
         return f"unknown topic config(s): {', '.join(sorted(bad))}"
     for name, value in sorted(configs.items()):
-        problem = validate_value(TOPIC_CONFIG_DEFS[name], value)
+        problem = validate_value(TOPIC_CONFIGS[name], value)
         if problem:
             return problem
     return None

@@ -14,13 +14,7 @@ from typing import Any
 
 from epochlog.controller.controller import Controller
 from epochlog.replication.partition import PartitionReplica
-from epochlog.replication.types import (
-    FetchRequest,
-    FetchResponse,
-    PartitionState,
-    Role,
-    TruncationMode,
-)
+from epochlog.replication.types import FetchOutcome, FetchRequest, FetchResponse, PartitionState, Role, TruncationMode
 from epochlog.sim.disk_log import SimLog
 from epochlog.sim.invariants import InvariantChecker, Violation
 
@@ -245,7 +239,7 @@ class World:
             resp: FetchResponse = msg[1]
             b.fetch_in_flight_until = 0
             outcome = r.handle_fetch_response(resp)  # the core drops answers to an older term or position
-            if outcome == "truncated":
+            if outcome is FetchOutcome.TRUNCATED:
                 self.log_event(
                     f"broker {dst} truncates to {b.log.log_end_offset} "
                     f"(diverging epoch {resp.diverging.epoch if resp.diverging else '?'})"
@@ -440,7 +434,7 @@ class World:
         outcome = r.handle_fetch_response(resp)
         self.log_event(
             f"broker {bid} fetch from offset {req.fetch_offset} (last epoch {req.last_fetched_epoch}): "
-            f"{outcome}, leo={b.log.log_end_offset} hw={r.high_watermark}"
+            f"{outcome.value}, leo={b.log.log_end_offset} hw={r.high_watermark}"
         )
         self.checker.check()
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import crc32c
 
+from epochlog.codes import Err
 from epochlog.protocol.control_records import ControlType, Marker
 from epochlog.protocol.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 from epochlog.storage import fileops
@@ -36,9 +37,6 @@ from epochlog.storage.checkpoints import write_atomically
 
 log = logging.getLogger("epochlog.storage")
 
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-INVALID_PRODUCER_EPOCH = 47
-TRANSACTION_COORDINATOR_FENCED = 52
 MAX_CACHED_BATCHES = 5
 INT32_MAX = 2**31 - 1
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -123,7 +121,7 @@ class ProducerStateManager:
         if epoch < entry.epoch:
             raise ProducerStateError(
                 f"producer {header.producer_id} epoch {epoch} is older than the current {entry.epoch}",
-                INVALID_PRODUCER_EPOCH,
+                Err.INVALID_PRODUCER_EPOCH,
             )
         if first == NO_SEQUENCE:
             # A coordinator's own write (transactional offset commits carry the producer's id and epoch
@@ -133,7 +131,7 @@ class ProducerStateManager:
             if first != 0:
                 raise ProducerStateError(
                     f"producer {header.producer_id} new epoch {epoch} must start at sequence 0, got {first}",
-                    OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    Err.OUT_OF_ORDER_SEQUENCE_NUMBER,
                 )
             return None
         for b in entry.batches:
@@ -142,7 +140,7 @@ class ProducerStateManager:
         if entry.batches and not _in_sequence(entry.last_seq, first):
             raise ProducerStateError(
                 f"producer {header.producer_id} epoch {epoch}: sequence {first} does not follow {entry.last_seq}",
-                OUT_OF_ORDER_SEQUENCE_NUMBER,
+                Err.OUT_OF_ORDER_SEQUENCE_NUMBER,
             )
         return None
 
@@ -180,13 +178,13 @@ class ProducerStateManager:
             raise ProducerStateError(
                 f"marker for producer {header.producer_id} at epoch {header.producer_epoch}, "
                 f"older than its current {entry.epoch}",
-                INVALID_PRODUCER_EPOCH,
+                Err.INVALID_PRODUCER_EPOCH,
             )
         if marker.coordinator_epoch < entry.coordinator_epoch:
             raise ProducerStateError(
                 f"marker for producer {header.producer_id} from coordinator epoch {marker.coordinator_epoch}, "
                 f"older than {entry.coordinator_epoch}",
-                TRANSACTION_COORDINATOR_FENCED,
+                Err.TRANSACTION_COORDINATOR_FENCED,
             )
 
     def complete_txn(self, header: BatchHeader, offset: int, marker: Marker, timestamp_ms: int) -> CompletedTxn:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from epochlog.protocol.errors import Err
+from epochlog.codes import Err
 from epochlog.transactions.state import (
     MAX_PRODUCER_EPOCH,
     NO_PRODUCER_EPOCH,

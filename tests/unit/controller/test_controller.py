@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from epochlog.controller.controller import (
-    FENCED_LEADER_EPOCH,
-    INELIGIBLE_REPLICA,
-    INVALID_UPDATE_VERSION,
-    NO_LEADER,
-    Controller,
-)
+from epochlog.codes import Err
+from epochlog.controller.controller import NO_LEADER, Controller
 from epochlog.controller.records import UncleanElection
 from epochlog.replication.types import AlterIsr
 
@@ -70,14 +65,14 @@ def test_alter_partition_guards() -> None:
     s = st(c)
     ok = AlterIsr("t", 0, 1, s.leader_epoch, frozenset({1, 2}), s.partition_epoch)
     assert c.alter_partition(ok)[0] == 0
-    assert c.alter_partition(ok)[0] == INVALID_UPDATE_VERSION  # stale partition epoch
+    assert c.alter_partition(ok)[0] == Err.INVALID_UPDATE_VERSION  # stale partition epoch
     s = st(c)
     stale_epoch = AlterIsr("t", 0, 1, s.leader_epoch - 1, frozenset({1}), s.partition_epoch)
-    assert c.alter_partition(stale_epoch)[0] == FENCED_LEADER_EPOCH
+    assert c.alter_partition(stale_epoch)[0] == Err.FENCED_LEADER_EPOCH
     c.fence(3)
     s = st(c)
     add_fenced = AlterIsr("t", 0, 1, s.leader_epoch, frozenset({1, 2, 3}), s.partition_epoch)
-    assert c.alter_partition(add_fenced)[0] == INELIGIBLE_REPLICA  # KIP-320
+    assert c.alter_partition(add_fenced)[0] == Err.INELIGIBLE_REPLICA  # KIP-320
 
 
 def test_controlled_shutdown_moves_leadership_first() -> None:

@@ -5,17 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from epochlog.controller.config_changes import (
-    APPEND,
-    DELETE,
-    INVALID_CONFIG,
-    INVALID_REQUEST,
-    SET,
-    SUBTRACT,
-    UNKNOWN_TOPIC_OR_PARTITION,
-    ConfigChange,
-    ConfigOp,
-)
+from epochlog.codes import Err
+from epochlog.controller.config_changes import APPEND, DELETE, SET, SUBTRACT, ConfigChange, ConfigOp
 from epochlog.controller.controller import NO_LEADER, Controller
 from epochlog.controller.image import ClusterImage
 from epochlog.controller.records import ConfigRecord, MetadataRecord, UncleanElection, from_json, to_json
@@ -63,16 +54,16 @@ def test_delete_removes_the_override_and_a_no_op_writes_nothing() -> None:
 @pytest.mark.parametrize(
     ("op", "code"),
     [
-        (ConfigOp("retention.msx", "1"), INVALID_CONFIG),  # unknown name
-        (ConfigOp("retention.ms", "abc"), INVALID_CONFIG),  # not a number
-        (ConfigOp("retention.ms", "-2"), INVALID_CONFIG),  # below -1
-        (ConfigOp("segment.bytes", str(2**31)), INVALID_CONFIG),  # INT overflow
-        (ConfigOp("min.insync.replicas", "0"), INVALID_CONFIG),
-        (ConfigOp("unclean.leader.election.enable", "yes"), INVALID_CONFIG),
-        (ConfigOp("cleanup.policy", "compact,shred"), INVALID_CONFIG),
-        (ConfigOp("retention.ms", "5", APPEND), INVALID_CONFIG),  # not a list
-        (ConfigOp("retention.ms", None, SET), INVALID_REQUEST),
-        (ConfigOp("retention.ms", "5", 9), INVALID_REQUEST),
+        (ConfigOp("retention.msx", "1"), Err.INVALID_CONFIG),  # unknown name
+        (ConfigOp("retention.ms", "abc"), Err.INVALID_CONFIG),  # not a number
+        (ConfigOp("retention.ms", "-2"), Err.INVALID_CONFIG),  # below -1
+        (ConfigOp("segment.bytes", str(2**31)), Err.INVALID_CONFIG),  # INT overflow
+        (ConfigOp("min.insync.replicas", "0"), Err.INVALID_CONFIG),
+        (ConfigOp("unclean.leader.election.enable", "yes"), Err.INVALID_CONFIG),
+        (ConfigOp("cleanup.policy", "compact,shred"), Err.INVALID_CONFIG),
+        (ConfigOp("retention.ms", "5", APPEND), Err.INVALID_CONFIG),  # not a list
+        (ConfigOp("retention.ms", None, SET), Err.INVALID_REQUEST),
+        (ConfigOp("retention.ms", "5", 9), Err.INVALID_REQUEST),
     ],
 )
 def test_a_bad_config_refuses_the_whole_resource_and_writes_nothing(op: ConfigOp, code: int) -> None:
@@ -88,7 +79,7 @@ def test_bad_resources_do_not_stop_good_ones_in_the_same_request() -> None:
     outs = c.alter_configs(
         [topic(ConfigOp("retention.ms", "1"), name="nope"), topic(ConfigOp("retention.ms", "7"))], incremental=True
     )
-    assert [o.error_code for o in outs] == [UNKNOWN_TOPIC_OR_PARTITION, 0]
+    assert [o.error_code for o in outs] == [Err.UNKNOWN_TOPIC_OR_PARTITION, 0]
     assert c.topics["t"].configs == {"retention.ms": "7"}
 
 
@@ -97,9 +88,9 @@ def test_duplicate_resources_and_duplicate_keys_are_invalid_requests() -> None:
     outs = c.alter_configs(
         [topic(ConfigOp("retention.ms", "1")), topic(ConfigOp("retention.ms", "2"))], incremental=True
     )
-    assert [o.error_code for o in outs] == [INVALID_REQUEST, INVALID_REQUEST]
+    assert [o.error_code for o in outs] == [Err.INVALID_REQUEST, Err.INVALID_REQUEST]
     [out] = c.alter_configs([topic(ConfigOp("retention.ms", "1"), ConfigOp("retention.ms", "2"))], incremental=True)
-    assert out.error_code == INVALID_REQUEST
+    assert out.error_code == Err.INVALID_REQUEST
     assert c.records == []
 
 
@@ -109,7 +100,7 @@ def test_validate_only_decides_but_records_nothing() -> None:
     assert ok.error_code == 0 and ok.records
     assert c.records == [] and c.topics["t"].configs == {}
     [bad] = c.alter_configs([topic(ConfigOp("retention.ms", "x"))], incremental=True, validate_only=True)
-    assert bad.error_code == INVALID_CONFIG
+    assert bad.error_code == Err.INVALID_CONFIG
 
 
 def test_append_and_subtract_on_a_list_config_start_from_the_default() -> None:
@@ -121,7 +112,7 @@ def test_append_and_subtract_on_a_list_config_start_from_the_default() -> None:
     c.alter_configs([topic(ConfigOp("cleanup.policy", "delete", SUBTRACT))], incremental=True)
     assert c.topics["t"].configs["cleanup.policy"] == "compact"
     [out] = c.alter_configs([topic(ConfigOp("cleanup.policy", "compact", SUBTRACT))], incremental=True)
-    assert out.error_code == INVALID_CONFIG  # an empty policy
+    assert out.error_code == Err.INVALID_CONFIG  # an empty policy
     assert c.topics["t"].configs["cleanup.policy"] == "compact"
 
 
@@ -152,13 +143,13 @@ def test_broker_configs_per_broker_and_cluster_default() -> None:
     ("name", "op", "code"),
     [
         # read-only and bad values: INVALID_REQUEST, as Kafka's brokers answer (KAFKA-13609)
-        ("1", ConfigOp("log.dirs", "/tmp/x"), INVALID_REQUEST),
-        ("1", ConfigOp("node.id", "7"), INVALID_REQUEST),
-        ("", ConfigOp("log.segment.bytes", "3"), INVALID_REQUEST),
-        ("1", ConfigOp("log.retention.ms", "soon"), INVALID_REQUEST),
-        ("1", ConfigOp("log.retention.ms", "7", APPEND), INVALID_CONFIG),  # not a list
-        ("1", ConfigOp("retention.ms", "7"), INVALID_CONFIG),  # unknown: a topic name is not a broker config
-        ("abc", ConfigOp("log.retention.ms", "7"), INVALID_REQUEST),
+        ("1", ConfigOp("log.dirs", "/tmp/x"), Err.INVALID_REQUEST),
+        ("1", ConfigOp("node.id", "7"), Err.INVALID_REQUEST),
+        ("", ConfigOp("log.segment.bytes", "3"), Err.INVALID_REQUEST),
+        ("1", ConfigOp("log.retention.ms", "soon"), Err.INVALID_REQUEST),
+        ("1", ConfigOp("log.retention.ms", "7", APPEND), Err.INVALID_CONFIG),  # not a list
+        ("1", ConfigOp("retention.ms", "7"), Err.INVALID_CONFIG),  # unknown: a topic name is not a broker config
+        ("abc", ConfigOp("log.retention.ms", "7"), Err.INVALID_REQUEST),
     ],
 )
 def test_broker_config_refusals(name: str, op: ConfigOp, code: int) -> None:
@@ -171,7 +162,7 @@ def test_broker_config_refusals(name: str, op: ConfigOp, code: int) -> None:
 def test_unsupported_resource_type_is_an_invalid_request() -> None:
     c = cluster()
     [out] = c.alter_configs([ConfigChange(8, "x", (ConfigOp("a", "b"),))], incremental=True)
-    assert out.error_code == INVALID_REQUEST
+    assert out.error_code == Err.INVALID_REQUEST
 
 
 def test_records_round_trip_through_json_replay_and_snapshot() -> None:

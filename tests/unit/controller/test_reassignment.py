@@ -3,8 +3,9 @@ cancel, validation, and that a controller replaying the log continues a reassign
 
 from __future__ import annotations
 
-from epochlog.controller.controller import INVALID_REPLICA_ASSIGNMENT, UNKNOWN_TOPIC_OR_PARTITION, Controller
-from epochlog.controller.reassignment import NO_REASSIGNMENT_IN_PROGRESS, replica_list_problem
+from epochlog.codes import Err
+from epochlog.controller.controller import Controller
+from epochlog.controller.reassignment import replica_list_problem
 from epochlog.controller.records import PartitionChange, from_json, to_json
 from epochlog.replication.types import AlterIsr, PartitionState
 
@@ -113,7 +114,7 @@ def test_cancel_after_a_joining_replica_caught_up_drops_it_from_the_isr() -> Non
 def test_cancel_without_reassignment_is_refused() -> None:
     c = cluster()
     n = len(c.records)
-    assert c.alter_reassignment("t", 0, None)[0] == NO_REASSIGNMENT_IN_PROGRESS
+    assert c.alter_reassignment("t", 0, None)[0] == Err.NO_REASSIGNMENT_IN_PROGRESS
     assert len(c.records) == n
 
 
@@ -129,11 +130,11 @@ def test_new_target_mid_reassignment_starts_over_from_the_original() -> None:
 def test_bad_targets_change_nothing() -> None:
     c = cluster()
     n, before = len(c.records), st(c)
-    assert c.alter_reassignment("t", 0, [1, 1, 2])[0] == INVALID_REPLICA_ASSIGNMENT
-    assert c.alter_reassignment("t", 0, [1, 2, 9])[0] == INVALID_REPLICA_ASSIGNMENT
-    assert c.alter_reassignment("t", 0, [])[0] == INVALID_REPLICA_ASSIGNMENT
-    assert c.alter_reassignment("t", 7, [1, 2, 3])[0] == UNKNOWN_TOPIC_OR_PARTITION
-    assert c.alter_reassignment("nope", 0, [1, 2, 3])[0] == UNKNOWN_TOPIC_OR_PARTITION
+    assert c.alter_reassignment("t", 0, [1, 1, 2])[0] == Err.INVALID_REPLICA_ASSIGNMENT
+    assert c.alter_reassignment("t", 0, [1, 2, 9])[0] == Err.INVALID_REPLICA_ASSIGNMENT
+    assert c.alter_reassignment("t", 0, [])[0] == Err.INVALID_REPLICA_ASSIGNMENT
+    assert c.alter_reassignment("t", 7, [1, 2, 3])[0] == Err.UNKNOWN_TOPIC_OR_PARTITION
+    assert c.alter_reassignment("nope", 0, [1, 2, 3])[0] == Err.UNKNOWN_TOPIC_OR_PARTITION
     assert len(c.records) == n and st(c) == before
 
 
@@ -189,11 +190,10 @@ def test_cancel_moves_leadership_off_a_joining_replica() -> None:
 
 
 def test_replication_factor_change_refused_when_not_allowed() -> None:
-    from epochlog.controller.controller import INVALID_REPLICATION_FACTOR
 
     c = cluster()
     n = len(c.records)
-    assert c.alter_reassignment("t", 0, [2, 3], allow_rf_change=False)[0] == INVALID_REPLICATION_FACTOR
+    assert c.alter_reassignment("t", 0, [2, 3], allow_rf_change=False)[0] == Err.INVALID_REPLICATION_FACTOR
     assert len(c.records) == n
     assert c.alter_reassignment("t", 0, [2, 3, 4], allow_rf_change=False) == (0, None)
 

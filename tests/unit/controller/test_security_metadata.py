@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from epochlog.controller.acls import INVALID_REQUEST
+from epochlog.codes import Err
 from epochlog.controller.controller import Controller
 from epochlog.controller.image import ClusterImage
 from epochlog.controller.records import (
@@ -18,14 +18,7 @@ from epochlog.controller.records import (
     from_json,
     to_json,
 )
-from epochlog.controller.scram import (
-    DUPLICATE_RESOURCE,
-    RESOURCE_NOT_FOUND,
-    UNACCEPTABLE_CREDENTIAL,
-    UNSUPPORTED_SASL_MECHANISM,
-    ScramDeletion,
-    ScramUpsertion,
-)
+from epochlog.controller.scram import ScramDeletion, ScramUpsertion
 from epochlog.security.acl import CLUSTER_NAME, AclBinding, Operation, PatternType, Permission, ResourceType
 from epochlog.security.acl_filters import AclFilter
 from epochlog.security.scram_credentials import credential_from_password, salted_password
@@ -145,7 +138,7 @@ def _with(b: AclBinding, **changes: object) -> AclBinding:
 def test_create_acls_refuses_invalid_bindings_alone(bad: AclBinding) -> None:
     c = Controller()
     outcomes = c.create_acls([bad, READ_ORDERS])
-    assert outcomes[0].error_code == INVALID_REQUEST and outcomes[0].message
+    assert outcomes[0].error_code == Err.INVALID_REQUEST and outcomes[0].message
     assert outcomes[1].error_code == 0
     assert list(c.image.acls.values()) == [READ_ORDERS]
 
@@ -187,7 +180,7 @@ def test_delete_acls_refuses_unknown_filters_and_keeps_the_acls() -> None:
     c = Controller()
     c.create_acls([READ_ORDERS])
     outcomes = c.delete_acls([AclFilter(operation=Operation.UNKNOWN), AclFilter(pattern_type=PatternType.UNKNOWN)])
-    assert [o.error_code for o in outcomes] == [INVALID_REQUEST, INVALID_REQUEST]
+    assert [o.error_code for o in outcomes] == [Err.INVALID_REQUEST, Err.INVALID_REQUEST]
     assert list(c.image.acls.values()) == [READ_ORDERS]
 
 
@@ -210,10 +203,10 @@ def test_upsert_stores_what_a_server_needs_and_never_the_password() -> None:
 @pytest.mark.parametrize(
     ("upsertion", "code"),
     [
-        (upsert("a", iterations=4095), UNACCEPTABLE_CREDENTIAL),
-        (upsert("a", iterations=16385), UNACCEPTABLE_CREDENTIAL),
-        (upsert("", iterations=8192), UNACCEPTABLE_CREDENTIAL),
-        (upsert("a", mech=3), UNSUPPORTED_SASL_MECHANISM),
+        (upsert("a", iterations=4095), Err.UNACCEPTABLE_CREDENTIAL),
+        (upsert("a", iterations=16385), Err.UNACCEPTABLE_CREDENTIAL),
+        (upsert("", iterations=8192), Err.UNACCEPTABLE_CREDENTIAL),
+        (upsert("a", mech=3), Err.UNSUPPORTED_SASL_MECHANISM),
         (upsert("a", iterations=4096), 0),
         (upsert("a", iterations=16384), 0),
     ],
@@ -233,9 +226,9 @@ def test_one_user_twice_in_a_request_is_refused_entirely() -> None:
         [upsert("alice", mech=2), upsert("bob", mech=1), upsert("bob", mech=2), upsert("dave")],
     )
     assert _codes(outcomes) == {
-        "alice": DUPLICATE_RESOURCE,
-        "carol": DUPLICATE_RESOURCE,
-        "bob": DUPLICATE_RESOURCE,
+        "alice": Err.DUPLICATE_RESOURCE,
+        "carol": Err.DUPLICATE_RESOURCE,
+        "bob": Err.DUPLICATE_RESOURCE,
         "dave": 0,
     }
     assert {k: v for k, v in c.image.scram.items() if k[0] != "dave"} == before
@@ -246,7 +239,7 @@ def test_deleting_a_missing_credential_is_resource_not_found() -> None:
     c = Controller()
     c.alter_scram([], [upsert("alice", mech=1)])
     outcomes = c.alter_scram([ScramDeletion("alice", 2), ScramDeletion("bob", 1)], [])
-    assert _codes(outcomes) == {"alice": RESOURCE_NOT_FOUND, "bob": RESOURCE_NOT_FOUND}
+    assert _codes(outcomes) == {"alice": Err.RESOURCE_NOT_FOUND, "bob": Err.RESOURCE_NOT_FOUND}
     assert _codes(c.alter_scram([ScramDeletion("alice", 1)], [])) == {"alice": 0}
     assert not c.image.scram
 
@@ -267,14 +260,13 @@ def test_bootstrap_records_are_appended_once_in_the_life_of_the_log() -> None:
 
 
 def test_a_request_writing_too_many_records_is_refused_whole() -> None:
-    from epochlog.controller.acls import POLICY_VIOLATION
 
     c = Controller()
     many = [_with(READ_ORDERS, resource_name=f"t{i}") for i in range(5)]
-    assert {o.error_code for o in c.create_acls(many, max_records=4)} == {POLICY_VIOLATION}
+    assert {o.error_code for o in c.create_acls(many, max_records=4)} == {Err.POLICY_VIOLATION}
     assert not c.records
     assert {o.error_code for o in c.create_acls(many, max_records=5)} == {0}
-    assert {o.error_code for o in c.delete_acls([AclFilter()], max_records=4)} == {POLICY_VIOLATION}
+    assert {o.error_code for o in c.delete_acls([AclFilter()], max_records=4)} == {Err.POLICY_VIOLATION}
     assert len(c.image.acls) == 5
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from epochlog.codes import Err
 from epochlog.protocol.record_batch import iter_batches
 from epochlog.protocol.records import build_batch
 from epochlog.replication.partition import PartitionReplica
-from epochlog.replication.types import FENCED_LEADER_EPOCH, FetchResponse, PartitionState, Role
+from epochlog.replication.types import FetchOutcome, FetchResponse, PartitionState, Role
 from epochlog.storage.config import LogConfig
 from epochlog.storage.partition_log import PartitionLog
 from epochlog.storage.replica_log import PartitionReplicaLog
@@ -18,7 +19,7 @@ def replica(tmp: Path, bid: int) -> PartitionReplica:
     return PartitionReplica(bid, "t", 0, PartitionReplicaLog(plog))
 
 
-def fetch(follower: PartitionReplica, leader: PartitionReplica, now: int = 0) -> str:
+def fetch(follower: PartitionReplica, leader: PartitionReplica, now: int = 0) -> FetchOutcome:
     req = follower.next_fetch()
     assert req is not None
     decision, proposal = leader.handle_fetch(req, now)
@@ -41,7 +42,7 @@ def test_divergence_is_reconciled_on_real_segments(tmp_path: Path) -> None:
     a.apply_state(state(1, 0), 0)
     b.apply_state(state(1, 0), 0)
     a.append(batch(b"m1"), 0)
-    assert fetch(b, a) == "appended" and fetch(b, a) == "appended"
+    assert fetch(b, a) == FetchOutcome.APPENDED and fetch(b, a) == FetchOutcome.APPENDED
     assert a.high_watermark == 1 and b.high_watermark == 1
     # A takes m2 that B never fetches; then B leads at epoch 1 and takes m3 at the same offset.
     a.append(batch(b"m2"), 0)
@@ -49,10 +50,10 @@ def test_divergence_is_reconciled_on_real_segments(tmp_path: Path) -> None:
     b.append(batch(b"m3"), 0)
     a.apply_state(state(2, 1), 0)
     assert a.role is Role.FOLLOWER
-    assert fetch(a, b) == "truncated"  # DivergingEpoch(0, 1): A drops m2
+    assert fetch(a, b) == FetchOutcome.TRUNCATED  # DivergingEpoch(0, 1): A drops m2
     assert a.log.log_end_offset == 1
-    assert fetch(a, b) == "appended"
-    assert fetch(a, b) == "appended"
+    assert fetch(a, b) == FetchOutcome.APPENDED
+    assert fetch(a, b) == FetchOutcome.APPENDED
     logs = []
     for r in (a, b):
         plog = r.log.log  # type: ignore[attr-defined]
@@ -70,11 +71,11 @@ def test_stale_follower_fetch_is_fenced(tmp_path: Path) -> None:
     a, b = replica(tmp_path, 1), replica(tmp_path, 2)
     a.apply_state(state(1, 3), 0)
     b.apply_state(state(1, 2), 0)
-    assert fetch(b, a) == "fenced"
+    assert fetch(b, a) == FetchOutcome.FENCED
     req = b.next_fetch()
     assert req is not None
     decision, _ = a.handle_fetch(req, 0)
-    assert decision.error == FENCED_LEADER_EPOCH
+    assert decision.error == Err.FENCED_LEADER_EPOCH
 
 
 def test_an_epoch_led_without_appending_does_not_trap_the_follower(tmp_path: Path) -> None:
@@ -85,13 +86,13 @@ def test_an_epoch_led_without_appending_does_not_trap_the_follower(tmp_path: Pat
     a.apply_state(state(1, 0), 0)
     b.apply_state(state(1, 0), 0)
     a.append(batch(b"m1"), 0)
-    assert fetch(b, a) == "appended"
+    assert fetch(b, a) == FetchOutcome.APPENDED
     b.apply_state(state(2, 1), 0)  # B leads epoch 1: its cache gets (1, 1), no record follows
     a.apply_state(state(1, 2), 0)  # A leads epoch 2 without ever following epoch 1
     b.apply_state(state(1, 2), 0)
     a.append(batch(b"m2"), 0)
     outcomes = [fetch(b, a) for _ in range(4)]
-    assert outcomes[0] == "truncated" and "appended" in outcomes[1:]
+    assert outcomes[0] == FetchOutcome.TRUNCATED and FetchOutcome.APPENDED in outcomes[1:]
     assert b.log.log_end_offset == a.log.log_end_offset == 2
 
 
@@ -101,8 +102,8 @@ def test_a_follower_restarted_past_the_leaders_log_start_takes_that_offset_as_it
     f = replica(tmp_path, 2)
     f.become_follower(state(1, 0))
     stale = FetchResponse(1, 600, log_start_offset=500, asked_epoch=0, asked_offset=7)
-    assert f.handle_fetch_response(stale) == "stale" and f.log.log_end_offset == 0
+    assert f.handle_fetch_response(stale) == FetchOutcome.STALE and f.log.log_end_offset == 0
     resp = FetchResponse(1, 600, log_start_offset=500, asked_epoch=0, asked_offset=0)
-    assert f.handle_fetch_response(resp) == "restarted"
+    assert f.handle_fetch_response(resp) == FetchOutcome.RESTARTED
     assert f.high_watermark == 500 == f.log.log_end_offset == f.log.log_start_offset
-    assert f.handle_fetch_response(FetchResponse(0, 600, asked_epoch=-5, asked_offset=500)) == "stale"
+    assert f.handle_fetch_response(FetchResponse(0, 600, asked_epoch=-5, asked_offset=500)) == FetchOutcome.STALE

@@ -5,16 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from epochlog.codes import Err
 from epochlog.protocol.records import build_batch
 from epochlog.replication.partition import PartitionReplica
-from epochlog.replication.types import (
-    NONE,
-    NOT_LEADER_OR_FOLLOWER,
-    OFFSET_OUT_OF_RANGE,
-    FetchRequest,
-    FetchResponse,
-    PartitionState,
-)
+from epochlog.replication.types import FetchOutcome, FetchRequest, FetchResponse, PartitionState
 from epochlog.storage.config import LogConfig
 from epochlog.storage.partition_log import PartitionLog
 from epochlog.storage.replica_log import PartitionReplicaLog
@@ -29,7 +23,7 @@ def replica(tmp: Path, bid: int) -> PartitionReplica:
     return r
 
 
-def fetch(follower: PartitionReplica, leader: PartitionReplica) -> str:
+def fetch(follower: PartitionReplica, leader: PartitionReplica) -> FetchOutcome:
     """One round trip, carrying the log start offsets both ways as the wire does."""
     req = follower.next_fetch()
     assert req is not None
@@ -51,22 +45,22 @@ def pair(tmp: Path, n: int = 20) -> tuple[PartitionReplica, PartitionReplica]:
     for i in range(n):
         a.append(build_batch([(None, b"v%03d" % i * 40)]), 0)
     while a.high_watermark < a.log.log_end_offset or b.high_watermark < a.high_watermark:
-        assert fetch(b, a) == "appended"
+        assert fetch(b, a) == FetchOutcome.APPENDED
     return a, b
 
 
 def test_only_the_leader_deletes_and_never_at_or_past_the_hw(tmp_path: Path) -> None:
     a, b = pair(tmp_path)
     assert a.high_watermark == 20
-    assert b.delete_records(5) == (NOT_LEADER_OR_FOLLOWER, -1)
-    assert a.delete_records(21) == (OFFSET_OUT_OF_RANGE, -1)
-    assert a.delete_records(-2) == (OFFSET_OUT_OF_RANGE, -1)
+    assert b.delete_records(5) == (Err.NOT_LEADER_OR_FOLLOWER, -1)
+    assert a.delete_records(21) == (Err.OFFSET_OUT_OF_RANGE, -1)
+    assert a.delete_records(-2) == (Err.OFFSET_OUT_OF_RANGE, -1)
     assert a.log.log_start_offset == 0
-    assert a.delete_records(7) == (NONE, 7)
+    assert a.delete_records(7) == (Err.NONE, 7)
     assert a.log.log_start_offset == 7
-    assert a.delete_records(3) == (NONE, 3), "an offset below the start is done already"
+    assert a.delete_records(3) == (Err.NONE, 3), "an offset below the start is done already"
     assert a.log.log_start_offset == 7
-    assert a.delete_records(-1) == (NONE, 20), "-1 is the high watermark"
+    assert a.delete_records(-1) == (Err.NONE, 20), "-1 is the high watermark"
     assert a.log.log_start_offset == 20
 
 
@@ -74,23 +68,23 @@ def test_a_hw_that_lags_the_log_end_bounds_what_can_be_deleted(tmp_path: Path) -
     a, _b = pair(tmp_path)
     a.append(build_batch([(None, b"not replicated")]), 0)
     assert a.log.log_end_offset == 21 and a.high_watermark == 20
-    assert a.delete_records(21)[0] == OFFSET_OUT_OF_RANGE
-    assert a.delete_records(-1) == (NONE, 20)
+    assert a.delete_records(21)[0] == Err.OFFSET_OUT_OF_RANGE
+    assert a.delete_records(-1) == (Err.NONE, 20)
 
 
 def test_the_follower_follows_and_the_answer_waits_for_it(tmp_path: Path) -> None:
     a, b = pair(tmp_path)
-    assert fetch(b, a) == "appended"  # the leader now knows b starts at 0
+    assert fetch(b, a) == FetchOutcome.APPENDED  # the leader now knows b starts at 0
     code, target = a.delete_records(12)
-    assert (code, target) == (NONE, 12)
+    assert (code, target) == (Err.NONE, 12)
     assert a.low_watermark() == 0
     assert a.delete_records_result(target) is None, "answered before the follower deleted"
-    assert fetch(b, a) == "appended"  # b learns the leader's start...
+    assert fetch(b, a) == FetchOutcome.APPENDED  # b learns the leader's start...
     assert b.log.log_start_offset == 12
     assert a.delete_records_result(target) is None
-    assert fetch(b, a) == "appended"  # ...and says so in its next fetch
+    assert fetch(b, a) == FetchOutcome.APPENDED  # ...and says so in its next fetch
     assert a.low_watermark() == 12
-    assert a.delete_records_result(target) == NONE
+    assert a.delete_records_result(target) == Err.NONE
 
 
 def test_a_replica_on_a_dead_broker_is_not_waited_for(tmp_path: Path) -> None:
@@ -98,6 +92,6 @@ def test_a_replica_on_a_dead_broker_is_not_waited_for(tmp_path: Path) -> None:
     _code, target = a.delete_records(10)
     assert a.delete_records_result(target) is None
     a.ineligible = frozenset({2})
-    assert a.delete_records_result(target) == NONE
+    assert a.delete_records_result(target) == Err.NONE
     a.apply_state(PartitionState(2, 1, frozenset({1, 2}), (1, 2), 1), 0)
-    assert a.delete_records_result(target) == NOT_LEADER_OR_FOLLOWER
+    assert a.delete_records_result(target) == Err.NOT_LEADER_OR_FOLLOWER

@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
+from epochlog.codes import Err
 from epochlog.replication.partition import PartitionReplica
-from epochlog.replication.types import (
-    FENCED_LEADER_EPOCH,
-    NONE,
-    NOT_ENOUGH_REPLICAS,
-    NOT_LEADER_OR_FOLLOWER,
-    OFFSET_NOT_AVAILABLE,
-    OFFSET_OUT_OF_RANGE,
-    UNKNOWN_LEADER_EPOCH,
-    FetchRequest,
-    PartitionState,
-)
+from epochlog.replication.types import FetchOutcome, FetchRequest, PartitionState
 from epochlog.sim.disk_log import SimLog
 
 
@@ -31,15 +22,15 @@ def test_become_leader_records_epoch_at_log_end() -> None:
 
 def test_produce_checks() -> None:
     r = leader(isr=frozenset({1}), min_isr=2)
-    assert r.check_produce(-1) == NOT_ENOUGH_REPLICAS
-    assert r.check_produce(1) == NONE
-    assert r.check_produce(1, producer_epoch=0) == NONE
+    assert r.check_produce(-1) == Err.NOT_ENOUGH_REPLICAS
+    assert r.check_produce(1) == Err.NONE
+    assert r.check_produce(1, producer_epoch=0) == Err.NONE
     r2 = leader(epoch=3)
-    assert r2.check_produce(1, producer_epoch=2) == FENCED_LEADER_EPOCH  # KIP-359
-    assert r2.check_produce(1, producer_epoch=4) == UNKNOWN_LEADER_EPOCH
+    assert r2.check_produce(1, producer_epoch=2) == Err.FENCED_LEADER_EPOCH  # KIP-359
+    assert r2.check_produce(1, producer_epoch=4) == Err.UNKNOWN_LEADER_EPOCH
     follower = PartitionReplica(2, "t", 0, SimLog())
     follower.apply_state(PartitionState(1, 0, frozenset({1, 2}), (1, 2), 0), 0)
-    assert follower.check_produce(1) == NOT_LEADER_OR_FOLLOWER
+    assert follower.check_produce(1) == Err.NOT_LEADER_OR_FOLLOWER
 
 
 def test_hw_waits_for_isr_and_new_leader_answers_offset_not_available() -> None:
@@ -47,11 +38,11 @@ def test_hw_waits_for_isr_and_new_leader_answers_offset_not_available() -> None:
     r.append(["a"], 0)
     r.append(["b"], 0)
     assert r.high_watermark == 0
-    assert r.handle_fetch(FetchRequest(-1, 1, -1, -1), 0)[0].error == OFFSET_NOT_AVAILABLE
+    assert r.handle_fetch(FetchRequest(-1, 1, -1, -1), 0)[0].error == Err.OFFSET_NOT_AVAILABLE
     decision, _ = r.handle_fetch(FetchRequest(2, 2, 0, 0), 10)
-    assert decision.error == NONE and r.high_watermark == 2
+    assert decision.error == Err.NONE and r.high_watermark == 2
     consumer = r.handle_fetch(FetchRequest(-1, 1, 0, -1), 10)[0]
-    assert consumer.error == NONE and consumer.read_to == 2  # a consumer reads to the HW, not the log end
+    assert consumer.error == Err.NONE and consumer.read_to == 2  # a consumer reads to the HW, not the log end
 
 
 def test_isr_shrinks_after_lag_and_rejoins_when_caught_up() -> None:
@@ -88,11 +79,11 @@ def test_divergence_answer() -> None:
     decision, _ = r.handle_fetch(FetchRequest(2, 3, 1, 2), 0)  # follower claims epoch 1 up to offset 3
     assert decision.diverging is not None
     assert (decision.diverging.epoch, decision.diverging.end_offset) == (0, 1)
-    assert r.offset_for_leader_epoch(2, 0) == (NONE, 0, 1)
-    assert r.offset_for_leader_epoch(1, 0)[0] == FENCED_LEADER_EPOCH
+    assert r.offset_for_leader_epoch(2, 0) == (Err.NONE, 0, 1)
+    assert r.offset_for_leader_epoch(1, 0)[0] == Err.FENCED_LEADER_EPOCH
 
 
-def _reconcile(follower: PartitionReplica, leader: PartitionReplica, rounds: int = 10) -> list[str]:
+def _reconcile(follower: PartitionReplica, leader: PartitionReplica, rounds: int = 10) -> list[FetchOutcome]:
     """Fetch until the follower has the leader's log end; returns what each round did."""
     from epochlog.replication.types import FetchResponse
 
@@ -107,7 +98,7 @@ def _reconcile(follower: PartitionReplica, leader: PartitionReplica, rounds: int
                 FetchResponse(decision.error, decision.high_watermark, decision.diverging, batches, leader.leader_epoch)
             )
         )
-        if follower.log.log_end_offset == leader.log.log_end_offset and outcomes[-1] == "appended":
+        if follower.log.log_end_offset == leader.log.log_end_offset and outcomes[-1] == FetchOutcome.APPENDED:
             break
     return outcomes
 
@@ -128,7 +119,7 @@ def test_a_follower_without_the_leaders_epoch_steps_back_to_its_own_earlier_epoc
     f = PartitionReplica(2, "t", 0, f_log)
     f.apply_state(PartitionState(3, 3, frozenset({3}), (2, 3), 5), 0)
     outcomes = _reconcile(f, c)
-    assert outcomes[0] == "truncated" and f_log.truncations[0] == 40
+    assert outcomes[0] == FetchOutcome.TRUNCATED and f_log.truncations[0] == 40
     assert [(e.epoch, e.value) for e in f_log.entries] == [(e.epoch, e.value) for e in c_log.entries]
     assert f_log.end_offset_for(3) == c_log.end_offset_for(3)
 
@@ -156,10 +147,10 @@ def test_consumer_fetch_decisions_are_the_cores() -> None:
     r.append(["b"], 0)
     r.apply_state(PartitionState(1, 2, frozenset({1}), (1, 2), 1), 0)  # a new term starts at offset 2
     r.append(["c"], 0)
-    assert r.handle_fetch(FetchRequest(-1, 0, -1, 1), 0)[0].error == FENCED_LEADER_EPOCH
-    assert r.handle_fetch(FetchRequest(-1, 0, -1, 3), 0)[0].error == UNKNOWN_LEADER_EPOCH
+    assert r.handle_fetch(FetchRequest(-1, 0, -1, 1), 0)[0].error == Err.FENCED_LEADER_EPOCH
+    assert r.handle_fetch(FetchRequest(-1, 0, -1, 3), 0)[0].error == Err.UNKNOWN_LEADER_EPOCH
     d = r.handle_fetch(FetchRequest(-1, 3, 1, 2), 0)[0]  # epoch 1 never had records; epoch 0 ended at 2
     assert d.diverging is not None and (d.diverging.epoch, d.diverging.end_offset) == (0, 2)
-    assert r.handle_fetch(FetchRequest(-1, 4, -1, -1), 0)[0].error == OFFSET_OUT_OF_RANGE
+    assert r.handle_fetch(FetchRequest(-1, 4, -1, -1), 0)[0].error == Err.OFFSET_OUT_OF_RANGE
     ok = r.handle_fetch(FetchRequest(-1, 1, 0, 2), 0)[0]
-    assert ok.error == NONE and (ok.read_from, ok.read_to) == (1, 3)
+    assert ok.error == Err.NONE and (ok.read_from, ok.read_to) == (1, 3)

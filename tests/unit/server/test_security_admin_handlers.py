@@ -20,18 +20,12 @@ from epochlog.security.acl import AclBinding, Operation, PatternType, Permission
 from epochlog.security.authorizer import StandardAuthorizer
 from epochlog.security.scram_credentials import salted_password
 from epochlog.server.handlers.acls import (
-    SECURITY_DISABLED,
     handle_create_acls,
     handle_delete_acls,
     handle_describe_acls,
 )
 from epochlog.server.handlers.item_errors import error_on_every_item
-from epochlog.server.handlers.scram import (
-    DUPLICATE_RESOURCE,
-    RESOURCE_NOT_FOUND,
-    handle_alter_user_scram_credentials,
-    handle_describe_user_scram_credentials,
-)
+from epochlog.server.handlers.scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 
 pytestmark = pytest.mark.unit
 
@@ -121,7 +115,7 @@ def test_acl_apis_without_an_authorizer_answer_security_disabled() -> None:
     broker = _broker(None)
     header, frame = _frame(29, 3, **_describe_filter())
     body = handle_describe_acls(broker, header, frame)
-    assert body["error_code"] == SECURITY_DISABLED and body["resources"] == []
+    assert body["error_code"] == Err.SECURITY_DISABLED and body["resources"] == []
     mod = _module(30, 3)
     creation = mod.AclCreation(
         resource_type=2,
@@ -134,11 +128,11 @@ def test_acl_apis_without_an_authorizer_answer_security_disabled() -> None:
     )
     header, frame = _frame(30, 3, creations=(creation, creation))
     body = handle_create_acls(broker, header, frame)
-    assert [r["error_code"] for r in body["results"]] == [SECURITY_DISABLED] * 2
+    assert [r["error_code"] for r in body["results"]] == [Err.SECURITY_DISABLED] * 2
     mod = _module(31, 3)
     header, frame = _frame(31, 3, filters=(mod.DeleteAclsFilter(**_describe_filter()),))
     body = handle_delete_acls(broker, header, frame)
-    assert [r["error_code"] for r in body["filter_results"]] == [SECURITY_DISABLED]
+    assert [r["error_code"] for r in body["filter_results"]] == [Err.SECURITY_DISABLED]
     assert encode_response(31, 3, 1, body)
 
 
@@ -179,8 +173,8 @@ def test_describe_user_scram_credentials() -> None:
     header, frame = _frame(50, 0, users=names)
     rows = {r["user"]: r for r in handle_describe_user_scram_credentials(broker, header, frame)["results"]}
     assert rows["alice"]["error_code"] == 0
-    assert rows["carol"]["error_code"] == RESOURCE_NOT_FOUND
-    assert rows["bob"]["error_code"] == DUPLICATE_RESOURCE and rows["bob"]["credential_infos"] == []
+    assert rows["carol"]["error_code"] == Err.RESOURCE_NOT_FOUND
+    assert rows["bob"]["error_code"] == Err.DUPLICATE_RESOURCE and rows["bob"]["credential_infos"] == []
 
 
 @pytest.mark.parametrize("key", [30, 31, 51])

@@ -133,6 +133,7 @@ def delete_topics(server: ControllerServer, req: Any, version: int) -> dict[str,
         elif t is None:
             row["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION if topic_id is None else Err.UNKNOWN_TOPIC_ID
         else:
+            assert name is not None  # a topic was found by it
             row.update(error_code=Err.NONE, topic_id=uuid.UUID(t.topic_id) if t.topic_id else None)
             server.core.delete_topic(name)
             log.info("deleted topic %s", name)

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("epochlog.controller")
 
-STALE_BROKER_EPOCH = 77
 PRODUCER_ID_BLOCK = 1000
 # APIs the controller serves, with the versions its peers (our brokers, admin forwarding) use.
 CONTROLLER_APIS: dict[int, tuple[int, int]] = {
@@ -103,7 +102,7 @@ def broker_heartbeat(server: ControllerServer, conn: Any, req: Any) -> dict[str,
     bid = int(req.broker_id)
     b = server.core.brokers.get(bid)
     if b is None or int(req.broker_epoch) != b.epoch:
-        return {"throttle_time": 0, "error_code": STALE_BROKER_EPOCH, "is_fenced": True, "should_shut_down": False}
+        return {"throttle_time": 0, "error_code": Err.STALE_BROKER_EPOCH, "is_fenced": True, "should_shut_down": False}
     server.session_of[conn] = bid
     if req.want_shut_down:
         if not b.shutting_down:
@@ -132,7 +131,7 @@ def assign_replicas_to_dirs(server: ControllerServer, req: Any) -> dict[str, Any
     bid = int(req.broker_id)
     b = server.core.brokers.get(bid)
     if b is None or int(req.broker_epoch) != b.epoch:
-        return {"throttle_time": 0, "error_code": STALE_BROKER_EPOCH, "directories": []}
+        return {"throttle_time": 0, "error_code": Err.STALE_BROKER_EPOCH, "directories": []}
     dirs = server.dir_assignments.setdefault(bid, {})
     out = []
     for d in req.directories:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from epochlog.protocol.fetch_request_writer import ReplicaFetchPartition, encode_replica_fetch
 from epochlog.protocol.fetch_response import VERSION as FETCH_VERSION
 from epochlog.protocol.fetch_response import parse_fetch_response_v12
-from epochlog.replication.types import DivergingEpoch, FetchResponse, Role
+from epochlog.replication.types import DivergingEpoch, FetchOutcome, FetchResponse, Role
 from epochlog.server.clock import now_ms
 from epochlog.server.cluster.peer import PeerConnection, PeerError
 
@@ -208,7 +208,7 @@ class FetcherManager:
                         asked_offset=offset,
                     )
                 )
-                if outcome == "truncated":
+                if outcome is FetchOutcome.TRUNCATED:
                     log.info(
                         "%s-%d: truncated to %d (the leader's DivergingEpoch %s, or past its end)",
                         part.topic,
@@ -216,14 +216,14 @@ class FetcherManager:
                         r.log.log_end_offset,
                         diverging,
                     )
-                elif outcome == "restarted":
+                elif outcome is FetchOutcome.RESTARTED:
                     log.info(
                         "%s-%d: behind the leader's log start; started over at %d",
                         part.topic,
                         part.partition,
                         r.log.log_end_offset,
                     )
-                elif outcome in ("fenced", "error"):
+                elif outcome in (FetchOutcome.FENCED, FetchOutcome.ERROR):
                     backoff = True
                 part.sync()
         if backoff:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from epochlog.controller.config_defs import RESOURCE_TOPIC
+from epochlog.config_defs import RESOURCE_TOPIC
 from epochlog.controller.image import ClusterImage
 from epochlog.controller.records import ConfigRecord, MetadataRecord, Topic, TopicDeleted
 from epochlog.replication.types import PartitionState

@@ -10,7 +10,7 @@ import uuid
 from epochlog.protocol.errors import Err
 from epochlog.server.groups.model import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, Group, Member
 from epochlog.server.groups.results import JoinResult, SyncResult
-from epochlog.server.groups.state import FENCED_INSTANCE_ID, CoordinatorState
+from epochlog.server.groups.state import CoordinatorState
 
 log = logging.getLogger("epochlog.groups")
 
@@ -111,7 +111,7 @@ class Membership(CoordinatorState):
         if m is None:
             return JoinResult(Err.UNKNOWN_MEMBER_ID, member_id=member_id)
         if group_instance_id is not None and g.static_members.get(group_instance_id) != member_id:
-            return JoinResult(FENCED_INSTANCE_ID, member_id=member_id)
+            return JoinResult(Err.FENCED_INSTANCE_ID, member_id=member_id)
         return await self._join_known(g, m, new_member)
 
     async def _join_known(self, g: Group, m: Member, req: Member) -> JoinResult:
@@ -155,8 +155,8 @@ class Membership(CoordinatorState):
     def _replace_member_id(self, g: Group, m: Member, new_id: str) -> None:
         old_id = m.member_id
         for fut, res in (
-            (m.join_future, JoinResult(FENCED_INSTANCE_ID, member_id=old_id)),
-            (m.sync_future, SyncResult(FENCED_INSTANCE_ID)),
+            (m.join_future, JoinResult(Err.FENCED_INSTANCE_ID, member_id=old_id)),
+            (m.sync_future, SyncResult(Err.FENCED_INSTANCE_ID)),
         ):
             if fut is not None and not fut.done():
                 fut.set_result(res)  # type: ignore[arg-type]
@@ -330,14 +330,16 @@ class Membership(CoordinatorState):
             return Err.REBALANCE_IN_PROGRESS
         return Err.NONE  # CompletingRebalance too: clients heartbeat between join and sync
 
-    async def leave_group(self, group_id: str, members: list[tuple[str | None, str | None]]) -> tuple[int, list[int]]:
+    async def leave_group(
+        self, group_id: str, members: list[tuple[str | None, str | None]]
+    ) -> tuple[int, list[int]]:
         """``members`` are (member_id, group_instance_id); returns (top-level error, per-member errors)."""
         if err := self._unavailable(group_id):
             return err, [err] * len(members)
         g = self.groups.get(group_id)
         if g is None:
             return Err.NONE, [Err.UNKNOWN_MEMBER_ID] * len(members)
-        codes = []
+        codes: list[int] = []
         for member_id, instance_id in members:
             if member_id and member_id in g.pending:
                 del g.pending[member_id]
@@ -347,7 +349,7 @@ class Membership(CoordinatorState):
             if instance_id is not None:
                 m = g.member_by_instance(instance_id)
                 if m is not None and member_id and m.member_id != member_id:
-                    codes.append(FENCED_INSTANCE_ID)
+                    codes.append(Err.FENCED_INSTANCE_ID)
                     continue
             else:
                 m = g.members.get(member_id or "")

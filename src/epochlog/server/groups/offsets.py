@@ -21,7 +21,6 @@ _Records = list[tuple[bytes, bytes | None]]
 _OffsetWrite = tuple[dict[TopicPartition, int], _Records, list[tuple[TopicPartition, "rec.OffsetValue"]]]
 
 # A Kafka error code that protocol/errors.py does not name.
-OFFSET_METADATA_TOO_LARGE = 12
 
 
 def _every(offsets: list[OffsetCommit], code: int) -> dict[TopicPartition, int]:
@@ -145,7 +144,7 @@ class Offsets(CoordinatorState):
         for o in offsets:
             meta = o.metadata or ""
             if len(meta.encode()) > self.config.offset_metadata_max_bytes:
-                refused[(o.topic, o.partition)] = OFFSET_METADATA_TOO_LARGE
+                refused[(o.topic, o.partition)] = Err.OFFSET_METADATA_TOO_LARGE
                 continue
             v = rec.OffsetValue(o.offset, o.leader_epoch, meta, now_ms)
             records.append((rec.offset_key(group_id, o.topic, o.partition), rec.offset_value(v)))

@@ -21,7 +21,6 @@ from epochlog.server.groups.txn_offsets import PendingTxnOffsets
 log = logging.getLogger("epochlog.groups")
 
 # A Kafka error code that protocol/errors.py does not name.
-FENCED_INSTANCE_ID = 82
 
 
 class CoordinatorState:
@@ -80,7 +79,7 @@ class CoordinatorState:
         if instance_id is not None:
             known = g.static_members.get(instance_id)
             if known is not None and known != member_id:
-                return FENCED_INSTANCE_ID
+                return Err.FENCED_INSTANCE_ID
         if member_id not in g.members:
             return Err.UNKNOWN_MEMBER_ID
         if generation_id != g.generation:

@@ -23,7 +23,6 @@ from epochlog.server.handlers.item_errors import error_on_every_item
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
 
-SECURITY_DISABLED = 54
 NO_AUTHORIZER = "No Authorizer is configured."
 NOT_ALLOWED = "Cluster authorization failed."
 
@@ -107,7 +106,7 @@ def handle_describe_acls(broker: Broker, header: RequestHeader, frame: memoryvie
     if not cluster_allowed(broker, header, Operation.DESCRIBE):
         return answer(Err.CLUSTER_AUTHORIZATION_FAILED, NOT_ALLOWED, [])
     if broker.authorizer is None:
-        return answer(SECURITY_DISABLED, NO_AUTHORIZER, [])
+        return answer(Err.SECURITY_DISABLED, NO_AUTHORIZER, [])
     f = filter_of(req)
     why = problem(f)
     if why is not None:
@@ -121,7 +120,7 @@ def _refused(broker: Broker, header: RequestHeader, req: Any, op: Operation) -> 
         code = Err.CLUSTER_AUTHORIZATION_FAILED
         return error_on_every_item(header.api_key, header.api_version, req, code, NOT_ALLOWED)
     if broker.authorizer is None and header.api_key in (30, 31):
-        return error_on_every_item(header.api_key, header.api_version, req, SECURITY_DISABLED, NO_AUTHORIZER)
+        return error_on_every_item(header.api_key, header.api_version, req, Err.SECURITY_DISABLED, NO_AUTHORIZER)
     return None
 
 

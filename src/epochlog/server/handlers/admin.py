@@ -16,8 +16,6 @@ from epochlog.server.handlers.item_errors import error_on_every_item
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
 
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
 
 
 # Topic changes are the controller's: a broker forwards them and answers once its own metadata shows the

@@ -10,11 +10,11 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from epochlog.config_defs import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.security.acl import Operation
 from epochlog.server import authz
-from epochlog.server.handlers.admin import RESOURCE_BROKER, RESOURCE_TOPIC
 from epochlog.server.handlers.forwarding import answer_field, forward
 from epochlog.server.topic_configs import (
     ConfigEntry,
@@ -25,8 +25,6 @@ from epochlog.server.topic_configs import (
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
-
-RESOURCE_GROUP = 32
 
 
 def config_denied(broker: Broker, header: RequestHeader, op: Operation, rtype: int, name: str) -> Err | None:

@@ -21,9 +21,6 @@ from epochlog.server.handlers.item_errors import error_on_every_item
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
 
-RESOURCE_NOT_FOUND = 91
-DUPLICATE_RESOURCE = 92
-
 
 def describe(scram: dict[tuple[str, str], Any], users: list[str] | None) -> list[dict[str, Any]]:
     """One row per user asked (all users with a credential when none are named): its mechanisms and
@@ -39,7 +36,7 @@ def describe(scram: dict[tuple[str, str], Any], users: list[str] | None) -> list
         row: dict[str, Any] = {"user": user, "error_code": Err.NONE, "error_message": None, "credential_infos": []}
         if twice:
             row.update(
-                error_code=DUPLICATE_RESOURCE,
+                error_code=Err.DUPLICATE_RESOURCE,
                 error_message=f"Cannot describe SCRAM credentials for the same user twice in a single request: {user}",
             )
         else:
@@ -52,7 +49,7 @@ def describe(scram: dict[tuple[str, str], Any], users: list[str] | None) -> list
                 row["credential_infos"] = infos
             else:
                 row.update(
-                    error_code=RESOURCE_NOT_FOUND, error_message=f"attemptToDescribeUserThatDoesNotExist: {user}"
+                    error_code=Err.RESOURCE_NOT_FOUND, error_message=f"attemptToDescribeUserThatDoesNotExist: {user}"
                 )
         rows.append(row)
     return rows

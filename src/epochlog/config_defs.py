@@ -1,14 +1,18 @@
 """Which configs exist, their types, defaults and bounds, and which broker configs may change at runtime.
 
-The controller validates dynamic config changes against this table (Kafka's LogConfig and
-DynamicBrokerConfig rules) and the brokers describe configs from it, so both agree on what a name
-means. Names and defaults are Kafka's. A topic config falls back to its broker synonym
-(``retention.ms`` -> ``log.retention.ms``); that synonym is what a per-broker or cluster-wide dynamic
-config sets.
+The one table of config definitions. The controller validates CreateTopics and the *AlterConfigs against
+it (Kafka's LogConfig and DynamicBrokerConfig rules), the brokers describe configs from it and build each
+log's LogConfig (storage/config.py) through it, and `epochlog configs` checks values with it before
+sending: a value one accepts, the others accept. Names, defaults and bounds are Kafka's. A topic config
+falls back to its broker synonym (``retention.ms`` -> ``log.retention.ms``); that synonym is what a
+per-broker or cluster-wide dynamic config sets.
+
+A leaf module (it imports nothing from epochlog), so that storage/ and the controller can both use it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -18,6 +22,7 @@ INT_MAX = 2**31 - 1
 # Resource types of the *Configs APIs.
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
 
 
 class ConfigType(IntEnum):
@@ -50,6 +55,7 @@ class ConfigDef:
     default: str
     broker_name: str  # the broker config that supplies the default, and that dynamic broker configs set
     minimum: int | None = None
+    maximum: int | None = None
     choices: tuple[str, ...] = ()
     doc: str = ""
     # Older broker spellings read from server.properties (in precedence order after broker_name) and the
@@ -102,7 +108,7 @@ _DEFS = (
     ),
     ConfigDef(
         "min.cleanable.dirty.ratio", ConfigType.DOUBLE, "0.5", "log.cleaner.min.cleanable.ratio", minimum=0,
-        doc="the share of a compacted log that must be uncleaned before the cleaner takes it",
+        maximum=1, doc="the share of a compacted log that must be uncleaned before the cleaner takes it",
     ),
     ConfigDef(
         "min.compaction.lag.ms", ConfigType.LONG, "0", "log.cleaner.min.compaction.lag.ms", minimum=0,
@@ -222,19 +228,15 @@ def validate_value(d: ConfigDef, value: str, as_name: str | None = None) -> str 
         top = INT_MAX if d.type is ConfigType.INT else LONG_MAX
         if not -top - 1 <= n <= top:
             return f"{bad}: Not a number of type {d.type.name}"
-        if d.minimum is not None and n < d.minimum:
-            return f"{bad}: Value must be at least {d.minimum}"
-        return None
+        return _range_problem(d, n, bad)
     if d.type is ConfigType.DOUBLE:
         try:
             x = float(value)
         except ValueError:
             return f"{bad}: Not a number of type DOUBLE"
-        if d.minimum is not None and x < d.minimum:
-            return f"{bad}: Value must be at least {d.minimum}"
-        if d.name == "min.cleanable.dirty.ratio" and x > 1:
-            return f"{bad}: Value must be no more than 1"
-        return None
+        if x != x:  # NaN passes every comparison
+            return f"{bad}: Not a number of type DOUBLE"
+        return _range_problem(d, x, bad)
     if d.name in THROTTLED_REPLICAS_CONFIGS:
         return throttled_replicas_problem(value, bad)
     if d.type is ConfigType.LIST:
@@ -247,6 +249,47 @@ def validate_value(d: ConfigDef, value: str, as_name: str | None = None) -> str 
         return None
     if d.choices and value not in d.choices:
         return f"{bad}: String must be one of: {', '.join(d.choices)}"
+    return None
+
+
+def _range_problem(d: ConfigDef, x: float, bad: str) -> str | None:
+    if d.minimum is not None and x < d.minimum:
+        return f"{bad}: Value must be at least {d.minimum}"
+    if d.maximum is not None and x > d.maximum:
+        return f"{bad}: Value must be no more than {d.maximum}"
+    return None
+
+
+def typed(d: ConfigDef, value: str) -> int | float | bool | str:
+    """A value that validate_value accepted, as the Python type of its config."""
+    if d.type in (ConfigType.INT, ConfigType.LONG):
+        return int(value.strip())
+    if d.type is ConfigType.DOUBLE:
+        return float(value)
+    if d.type is ConfigType.BOOLEAN:
+        return value.strip().lower() == "true"
+    return value
+
+
+def in_topic_unit(raw: str, factor: int) -> str:
+    """An older broker spelling's value (log.retention.hours=2) in its topic config's unit. A negative count
+    means no limit, as Kafka reads these (-1). Not a number: returned as it is, for validate_value to name."""
+    if factor == 1:
+        return raw
+    try:
+        n = int(raw.strip())
+    except ValueError:
+        return raw
+    return str(-1 if n < 0 else n * factor)
+
+
+def topic_setting(d: ConfigDef, props: Mapping[str, str]) -> tuple[str, str] | None:
+    """The (name, value) that sets ``d`` in a set of properties that mixes topic and broker names: the
+    topic name wins, then the broker synonym, then its older spellings (converted to the topic's unit);
+    None when none is set."""
+    for name, factor in ((d.name, 1), (d.broker_name, 1), *d.static_aliases):
+        if name and props.get(name, "") != "":
+            return name, in_topic_unit(props[name], factor)
     return None
 
 
