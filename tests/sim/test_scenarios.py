@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -131,15 +132,20 @@ def test_the_follower_rule_from_the_review_converges_in_the_seed_that_found_it()
     assert not w.violations, "\n".join(w.history[-40:])
 
 
-def test_cli_exit_codes() -> None:
+def test_cli_exit_codes(tmp_path: Path) -> None:
     def run(*args: str) -> int:
         return subprocess.run(
-            [sys.executable, "-m", "epochlog.cli.main", "sim", *args, "-q", "--report-dir", "/tmp/epochlog-sim-test"],
+            [sys.executable, "-m", "epochlog.cli.main", "sim", *args, "-q", "--report-dir", str(tmp_path)],
             capture_output=True,
             timeout=120,
         ).returncode
 
     assert run("--scenario", "kip101-scenario1") == 0
     assert run("--scenario", "kip101-scenario1", "--truncation", "high-watermark") == 1
+    # Each run's report lands in this test's own directory (a shared /tmp path raced parallel runs).
+    assert {p.name for p in tmp_path.glob("*.html")} == {
+        "kip101-scenario1-leader-epoch.html",
+        "kip101-scenario1-high-watermark.html",
+    }
     assert run("--seeds", "5") == 0
     assert run("--scenario", "nope") == 2
