@@ -182,13 +182,22 @@ def alive(pids: set[int]) -> set[int]:
     return {p for p in pids if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text()}
 
 
-def wait_until(pred, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+def wait_until(pred, timeout: float, what: str, interval: float = 0.5) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if pred():
             return
-        time.sleep(0.5)
+        time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def _cleaning(part: Path) -> tuple[frozenset[str], bool]:
+    """(the segments in place, whether a cleaned segment is being written) in a partition directory."""
+    try:
+        names = [f.name for f in part.iterdir()]
+    except FileNotFoundError:  # a file renamed or deleted while listing
+        return frozenset(), False
+    return frozenset(n for n in names if n.endswith(".log")), any(n.endswith(".log.cleaned") for n in names)
 
 
 def test_compaction_keeps_latest_values_and_removes_deleted_keys(broker_factory) -> None:
@@ -268,11 +277,24 @@ def test_kill_9_while_cleaning_then_restart_stays_consistent(broker_factory, in_
     clock = threading.Thread(target=trickle, args=(b.bootstrap, topic, history, stop))
     clock.start()
     killed_mid_clean = 0
+    part = b.data_dir / f"{topic}-0"
     try:
         marks = 0
-        for pause in (1.0, 6.0, 8.5):  # before the first swap, and (at 400 kB/s) after some
+        for after_a_swap in (False, True, True):
             wait_until(lambda m=marks: b.log_text().count("cleaning (") > m, 60, "a cleaning to begin")
-            time.sleep(pause)
+            # The cleaner writes each group as <base>.log.cleaned before swapping it in (in process mode, every
+            # group before the first swap), so the segments seen when the first one appears are the ones this
+            # cleaning started from.
+            wait_until(lambda: _cleaning(part)[1], 60, "a cleaned segment being written", interval=0.02)
+            start = _cleaning(part)[0]
+
+            def swapped_and_cleaning(start: frozenset[str] = start) -> bool:
+                # A swap replaces segments (rolling only adds them); another group is still being written.
+                segments, cleaning = _cleaning(part)
+                return cleaning and bool(start - segments)
+
+            if after_a_swap:
+                wait_until(swapped_and_cleaning, 60, "a swap, with the cleaning still going", interval=0.02)
             done = b.log_text().count("cleaned [")
             assert b.proc is not None
             helpers = children_of(b.proc.pid)
@@ -302,7 +324,6 @@ def test_kill_9_while_cleaning_then_restart_stays_consistent(broker_factory, in_
         clock.join(30)
     seen, _high = read_all(b.bootstrap, topic)
     check(history, seen, deleted)
-    part = b.data_dir / f"{topic}-0"
     assert not [f.name for f in part.iterdir() if f.suffix in (".cleaned", ".swap", ".deleted")]
 
 

@@ -9,7 +9,8 @@ import signal
 import time
 from pathlib import Path
 
-from epochlog.client.quorum import leader_of
+from epochlog.client.quorum import describe_quorum_request, leader_of
+from epochlog.client.wire import Connection
 from epochlog.controller.quorum_controller import ACTIVATION_GRACE_MS
 from epochlog.server.cluster.local import LocalCluster, free_base_port
 from tests.integration.cluster_helpers import (
@@ -25,6 +26,14 @@ from tests.integration.test_cluster import consume_all
 
 def _leader_id(lc: LocalCluster) -> int:
     return leader_of([n.port for n in lc.controller_nodes() if n.alive])
+
+
+def _caught_up(leader_port: int, voter: int) -> bool:
+    """The leader's DescribeQuorum shows ``voter`` holding everything committed (its log end at the HW)."""
+    with Connection("127.0.0.1", leader_port, client_id="test-quorum", timeout=2) as conn:
+        row = conn.request(describe_quorum_request()).topics[0].partitions[0]
+    ends = {int(v.replica_id): int(v.log_end_offset) for v in row.current_voters}
+    return int(row.high_watermark) > 0 and ends.get(voter, -1) >= int(row.high_watermark)
 
 
 def _check_acked(bs: str, topic: str, prod: AckingProducer) -> None:
@@ -95,9 +104,8 @@ def test_a_paused_active_controller_steps_down_and_commits_nothing(quorum_cluste
     finally:
         lc.signal(active.name, signal.SIGCONT)
     # Woken past its fetch timeout, the old leader has resigned: it follows, and the leader stays.
-    time.sleep(3)
+    wait_until(lambda: leader_of([active.port]) == new, 15, "the woken controller to follow the new leader")
     assert _leader_id(lc) == new
-    assert leader_of([active.port]) == new, "the paused controller must follow the new leader"
     prod.stop()
     assert prod.errors == []
     _check_acked(bs, topic, prod)
@@ -132,7 +140,7 @@ def test_a_wiped_controller_rejoins_and_catches_up(quorum_cluster: LocalCluster)
     lc.start_node(victim.name)
     # It follows the leader again, and once caught up could lead: kill the others' leader and see.
     wait_until(lambda: leader_of([victim.port]) == active.node_id, 20, "the wiped controller to follow")
-    time.sleep(2)
+    wait_until(lambda: _caught_up(active.port, victim.node_id), 20, "the wiped controller to catch up")
     lc.kill9(active.name)
     wait_until(lambda: _leader_id(lc) not in (-1, active.node_id), 20, "a new leader without the old one")
     create_topic(bs, "after-wipe", 1, 3, {})

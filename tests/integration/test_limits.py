@@ -159,19 +159,27 @@ def test_queued_max_request_bytes_pauses_instead_of_refusing(broker_factory) -> 
         entity_writer(cls)(out, req)
         body = out.getvalue()
         frames.append(struct.pack(">i", len(body)) + body)
+    from kio.index import load_response_schema
+    from kio.serial import entity_reader
+
+    read_response = entity_reader(load_response_schema(0, 9))
+    answers: list[tuple[int, int, int]] = []  # (correlation id, error code, base offset)
     try:
         sender = threading.Thread(target=lambda: wire.sock.sendall(b"".join(frames)), daemon=True)
         sender.start()
-        answered = 0
         wire.sock.settimeout(20)
-        while answered < 20:
+        for _ in range(20):
             size = struct.unpack(">i", wire._recv(4))[0]
-            wire._recv(size)
-            answered += 1
+            frame = wire._recv(size)
+            resp, _ = read_response(frame[5:], 0)  # after the correlation id and the flexible header's tags
+            part = resp.responses[0].partition_responses[0]
+            answers.append((struct.unpack_from(">i", frame)[0], int(part.error_code), int(part.base_offset)))
         sender.join(10)
+        assert not sender.is_alive(), "the broker never read the whole pipeline"
     finally:
         wire.close()
-    assert answered == 20
+    # Every produce was answered in order and accepted (none refused for the pool), one record each.
+    assert answers == [(i + 1, 0, i) for i in range(20)]
 
 
 def _bomb() -> bytes:

@@ -4,17 +4,16 @@ starts deciding before its LeaderChange commits must be caught doing exactly tha
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from epochlog.controller.quorum_controller import NEVER, QuorumController
 from epochlog.sim.controller_world import SESSION_MS, ControllerWorld
 from epochlog.sim.quorum_scenarios import random_run
+from tests.sweep import seeds
 
 pytestmark = pytest.mark.sim
 
-SEEDS = int(os.environ.get("EPOCHLOG_CONTROLLER_SIM_SEEDS", "200"))
+SEEDS = seeds(200, "EPOCHLOG_CONTROLLER_SIM_SEEDS")
 CHUNK = 25
 
 

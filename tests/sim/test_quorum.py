@@ -11,8 +11,9 @@ import pytest
 from epochlog.raft.node import RaftNode
 from epochlog.sim.quorum_scenarios import SCENARIOS, controller_crash, figure_8, random_run, zombie_controller
 from epochlog.sim.quorum_world import SIM_CONFIG, NetFaults, QuorumWorld
+from tests.sweep import seeds
 
-SEEDS = int(os.environ.get("EPOCHLOG_SIM_SEEDS", "500"))
+SEEDS = seeds(500, "EPOCHLOG_SIM_SEEDS")
 SEED_BASE = int(os.environ.get("EPOCHLOG_SIM_SEED_BASE", "0"))
 CHUNK = 50
 

@@ -4,11 +4,12 @@ faults; no acknowledged record is lost, replicas never diverge below the HW, and
 from __future__ import annotations
 
 from epochlog.sim.scenarios import reassignment_schedule
+from tests.sweep import seeds
 
 
 def test_random_reassignments_keep_every_invariant_and_complete() -> None:
     bad = {}
-    for seed in range(150):
+    for seed in range(seeds(150)):
         w = reassignment_schedule(seed)
         real = w.violations  # permitted losses (every in-sync replica crashed) are kept apart
         if real:

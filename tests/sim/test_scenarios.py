@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,7 @@ from epochlog.replication.types import TruncationMode
 from epochlog.sim.disk_log import Entry
 from epochlog.sim.scenarios import SCENARIOS, random_schedule
 from epochlog.sim.world import World
+from tests.sweep import seeds
 
 EPOCH = TruncationMode.LEADER_EPOCH
 LEGACY = TruncationMode.HIGH_WATERMARK
@@ -55,7 +57,7 @@ def test_hw_under_min_isr_refuses_instead_of_acknowledging() -> None:
 
 
 def test_random_seeds_epoch_rule_is_clean() -> None:
-    bad = [s for s in range(500) if random_schedule(s, EPOCH).violations]
+    bad = [s for s in range(seeds(500)) if random_schedule(s, EPOCH).violations]
     assert not bad, f"seeds with violations: {bad[:10]} (replay: epochlog sim --seed N)"
 
 
@@ -131,15 +133,20 @@ def test_the_follower_rule_from_the_review_converges_in_the_seed_that_found_it()
     assert not w.violations, "\n".join(w.history[-40:])
 
 
-def test_cli_exit_codes() -> None:
+def test_cli_exit_codes(tmp_path: Path) -> None:
     def run(*args: str) -> int:
         return subprocess.run(
-            [sys.executable, "-m", "epochlog.cli.main", "sim", *args, "-q", "--report-dir", "/tmp/epochlog-sim-test"],
+            [sys.executable, "-m", "epochlog.cli.main", "sim", *args, "-q", "--report-dir", str(tmp_path)],
             capture_output=True,
             timeout=120,
         ).returncode
 
     assert run("--scenario", "kip101-scenario1") == 0
     assert run("--scenario", "kip101-scenario1", "--truncation", "high-watermark") == 1
+    # Each run's report lands in this test's own directory (a shared /tmp path raced parallel runs).
+    assert {p.name for p in tmp_path.glob("*.html")} == {
+        "kip101-scenario1-leader-epoch.html",
+        "kip101-scenario1-high-watermark.html",
+    }
     assert run("--seeds", "5") == 0
     assert run("--scenario", "nope") == 2

@@ -222,7 +222,7 @@ class FaultSchedule(threading.Thread):
         self.killed = f"broker-{p0.leader}"
         self.killed_names = {self.killed, controller.name}
         self.res.killed_broker, self.res.killed_epoch = p0.leader, p0.epoch
-        self.res.killed_controller = controller.node_id
+        self.res.killed_controller = controller.name
         self.cluster.kill9(controller.name)
         self.cluster.kill9(self.killed)
         self.res.kill_t = self.clock()
@@ -240,11 +240,13 @@ class FaultSchedule(threading.Thread):
         while not self._finish.is_set() and self.clock() - (self.res.kill_t or 0) < 30:
             leader = leader_of(ports)
             if leader not in (-1, old):
-                self.res.new_controller = leader
+                # The quorum names its leader by node id; the demo names nodes as their log files do.
+                name = next((n.name for n in self.cluster.controller_nodes() if n.node_id == leader), str(leader))
+                self.res.new_controller = name
                 self.res.controller_failover_seconds = self.clock() - (self.res.kill_t or 0)
                 self.event(
                     "controller",
-                    f"controller {leader} is active, {self.res.controller_failover_seconds:.2f} s after the kill",
+                    f"{name} is active, {self.res.controller_failover_seconds:.2f} s after the kill",
                 )
                 return
             self._finish.wait(0.05)

@@ -64,6 +64,7 @@ class DemoResult:
     topic: str = ""
     partitions: int = 0
     brokers: int = 3
+    controllers: int = 3  # a quorum
     data_dir: str = ""
     data_kept: bool = False
     report_path: str = ""
@@ -96,9 +97,9 @@ class DemoResult:
     killed_epoch: int | None = None
     failover_seconds: float | None = None
     restart_t: float | None = None
-    killed_controller: int | None = None  # the active controller, killed with partition 0's leader
+    killed_controller: str | None = None  # the active controller's node name, killed with partition 0's leader
     controller_failover_seconds: float | None = None  # until another controller was active
-    new_controller: int | None = None
+    new_controller: str | None = None
     leader_changes: list[LeaderChange] = field(default_factory=list)
     leaders_before: dict[int, tuple[int, int]] = field(default_factory=dict)
     leaders_after: dict[int, tuple[int, int]] = field(default_factory=dict)

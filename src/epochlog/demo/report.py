@@ -16,8 +16,8 @@ def _n(v: int) -> str:
 def summary_lines(res: DemoResult) -> list[str]:
     """The plain-text summary the demo prints at the end (also the report's table)."""
     out = [
-        f"cluster: controller + {res.brokers} brokers; topic {res.topic}: {res.partitions} partitions, "
-        f"replication factor 3, min.insync.replicas=2",
+        f"cluster: {res.controllers} controllers (a quorum) + {res.brokers} brokers; "
+        f"topic {res.topic}: {res.partitions} partitions, replication factor 3, min.insync.replicas=2",
         f"produced for {res.duration:g} s at {res.rate:,} page views/s (acks=all, enable.idempotence=true); "
         f"whole run {res.wall_seconds:.0f} s",
         "leaders before: " + _leaders(res.leaders_before),
@@ -28,11 +28,11 @@ def summary_lines(res: DemoResult) -> list[str]:
             (
                 res.kill_t,
                 f"kill -9 broker-{res.killed_broker} (leader of {res.topic}-0, epoch {res.killed_epoch}) and "
-                f"controller {res.killed_controller} (the active controller)",
+                f"{res.killed_controller} (the active controller)",
             )
         )
     if res.controller_failover_seconds is not None and res.kill_t is not None:
-        steps.append((res.kill_t + res.controller_failover_seconds, f"controller {res.new_controller} is active"))
+        steps.append((res.kill_t + res.controller_failover_seconds, f"{res.new_controller} is active"))
     for c in res.leader_changes:
         steps.append(
             (
@@ -42,11 +42,11 @@ def summary_lines(res: DemoResult) -> list[str]:
             )
         )
     if res.restart_t is not None:
-        steps.append((res.restart_t, f"broker-{res.killed_broker} and controller {res.killed_controller} restarted"))
+        steps.append((res.restart_t, f"broker-{res.killed_broker} and {res.killed_controller} restarted"))
     out += [f"at +{t:.1f} s: {text}" for t, text in sorted(steps, key=lambda s: s[0])]
     if res.controller_failover_seconds is not None:
         out.append(
-            f"controller failover: controller {res.new_controller} active {res.controller_failover_seconds:.2f} s "
+            f"controller failover: {res.new_controller} active {res.controller_failover_seconds:.2f} s "
             "after the kill (quorum polled every 0.05 s)"
         )
     if res.failover_seconds is not None:
@@ -160,9 +160,7 @@ def throughput_svg(res: DemoResult, width: int = 860, height: int = 320) -> str:
         parts.append(f'<polyline points="{pts}" fill="none" stroke="#1f6feb" stroke-width="2"/>')
     marks = []
     if res.kill_t is not None:
-        marks.append(
-            (res.kill_t, "#d1242f", f"kill -9 broker-{res.killed_broker} + controller {res.killed_controller}")
-        )
+        marks.append((res.kill_t, "#d1242f", f"kill -9 broker-{res.killed_broker} + {res.killed_controller}"))
     for c in res.leader_changes:
         marks.append((c.t, "#1a7f37", f"p{c.partition}: broker-{c.new_leader}, epoch {c.new_epoch}"))
     if res.restart_t is not None:
@@ -281,14 +279,15 @@ def render_html(res: DemoResult) -> str:
 <style>{_CSS}</style></head>
 <body>
 <h1>epochlog demo: a leader killed under a live stream</h1>
-<p>A controller and 3 brokers on 127.0.0.1; topic <code>{html.escape(res.topic)}</code> with {res.partitions}
-partitions, replication factor 3, <code>min.insync.replicas=2</code>. A producer sent page views at
+<p>{res.controllers} controllers (a quorum) and {res.brokers} brokers on 127.0.0.1; topic
+<code>{html.escape(res.topic)}</code> with {res.partitions} partitions, replication factor 3,
+<code>min.insync.replicas=2</code>. A producer sent page views at
 {res.rate:,}/s for {res.duration:g} s with <code>acks=all</code> and idempotence; a Spark Structured Streaming
 query read them with the <code>epochlog</code> source and wrote raw events and per-country counts per 10-second
 window to Parquet; a second query copied every record through the exactly-once <code>epochlog</code> sink (one
 Kafka transaction per task and micro-batch) into <code>{html.escape(res.eos_topic)}</code>. Both read with
-<code>isolation.level=read_committed</code>. The leader of partition 0 was killed with <code>kill -9</code> and
-restarted later.</p>
+<code>isolation.level=read_committed</code>. The leader of partition 0 and the active controller were killed with
+<code>kill -9</code> and restarted later.</p>
 <p>Result: {verdict}</p>
 <h2>Throughput</h2>
 {throughput_svg(res)}

@@ -151,6 +151,7 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
             controller_settings=dict(CONTROLLER_SETTINGS),
             controllers=3,
         )
+        res.brokers, res.controllers = cluster.brokers, cluster.controllers
         brokers = {n.node_id: n.config for n in cluster.nodes.values() if n.role == "broker"}
         ports = metrics_ports(cluster.base_port, sorted(brokers))
         add_metrics_ports(brokers, ports)
@@ -253,7 +254,7 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
                     f"p{p} broker-{st.leader} e{st.epoch}" for p, st in sorted(watcher.snapshot().items())
                 )
                 if res.kill_t is not None:
-                    leaders += f"  (broker-{res.killed_broker} and controller {res.killed_controller} killed at"
+                    leaders += f"  (broker-{res.killed_broker} and {res.killed_controller} killed at"
                     leaders += f" {res.kill_t:.1f} s"
                     leaders += f", restarted at {res.restart_t:.1f} s)" if res.restart_t is not None else ")"
                 prog.update(

@@ -17,7 +17,11 @@ def __getattr__(name: str) -> Any:
 
 
 def register(spark: Any) -> None:
-    """spark.dataSource.register(EpochlogDataSource), so that format("epochlog") works."""
+    """spark.dataSource.register(EpochlogDataSource), so that format("epochlog") works; warns
+    (epochlog.spark.worker_python.WorkerPythonWarning) when the session's Python workers cannot import
+    epochlog, saying what to set."""
+    from epochlog.spark import worker_python
     from epochlog.spark.source import EpochlogDataSource
 
     spark.dataSource.register(EpochlogDataSource)
+    worker_python.check(spark)

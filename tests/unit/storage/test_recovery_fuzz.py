@@ -7,12 +7,12 @@ opens it again. Recovery must not raise, and what it keeps must be sound: every 
 only increase, the log end is the last batch's end, the high watermark and log start lie inside the log, and
 no leader-epoch entry points past the log end.
 
-EPOCHLOG_RECOVERY_FUZZ_CASES (default 2000) and EPOCHLOG_RECOVERY_FUZZ_SEED replay or lengthen a run.
+EPOCHLOG_RECOVERY_FUZZ_CASES (default 2000, a fifth under `scripts/test --quick`) and EPOCHLOG_RECOVERY_FUZZ_SEED
+replay or lengthen a run.
 """
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import struct
@@ -27,8 +27,9 @@ from epochlog.storage.config import LogConfig
 from epochlog.storage.log_manager import CLEAN_SHUTDOWN, RECOVERY_POINTS, LogManager
 from epochlog.storage.partition_log import PartitionLog
 from tests.fuzz.seeds import default_seed
+from tests.sweep import seeds
 
-CASES = int(os.environ.get("EPOCHLOG_RECOVERY_FUZZ_CASES", "2000"))
+CASES = seeds(2000, "EPOCHLOG_RECOVERY_FUZZ_CASES")
 SEED = default_seed("EPOCHLOG_RECOVERY_FUZZ_SEED")
 CONFIG = LogConfig(segment_bytes=1500, index_interval_bytes=200)
 PARTITIONS = (("fz", 0), ("fz", 1))

@@ -30,6 +30,7 @@ from epochlog.replication.types import AlterIsr, PartitionState, Role, Truncatio
 from epochlog.security.scram_credentials import ScramCredential
 from epochlog.server.broker import Broker
 from epochlog.server.clock import now_ms
+from epochlog.server.cluster.backoff import ExponentialBackoff
 from epochlog.server.cluster.controller_channel import ControllerChannel
 from epochlog.server.cluster.fetcher import FetcherManager
 from epochlog.server.cluster.image import MetadataImage
@@ -202,10 +203,12 @@ class ClusterBroker(Broker):
             # KIP-966's signal: a broker that did not shut down cleanly may have lost unflushed records.
             previous_broker_epoch=max(self.broker_epoch, 0) if clean else -1,
         )
-        delay = 0.1
+        # One backoff for the whole registration, shared with the channel's own retries: a controller
+        # that refuses this broker (its authorizer closes the connection) was asked every 50 ms.
+        backoff = ExponentialBackoff()
         while True:
             try:
-                resp = await self.controller.request("session", req, timeout=5)
+                resp = await self.controller.request("session", req, timeout=5, backoff=backoff)
                 if resp.error_code == 0:
                     self.broker_epoch = int(resp.broker_epoch)
                     log.info("broker %d registered with epoch %d", c.node_id, self.broker_epoch)
@@ -213,8 +216,7 @@ class ClusterBroker(Broker):
                 log.warning("registration refused: error %d", resp.error_code)
             except PeerError as e:
                 log.info("waiting for the controller at %s:%d: %s", *self.controller.address, e)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+            await asyncio.sleep(backoff.next())
 
     def _heartbeat(self, want_shut_down: bool) -> Any:
         return _HB(

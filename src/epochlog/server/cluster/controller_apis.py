@@ -216,13 +216,7 @@ def _api_versions() -> dict[str, Any]:
 def dispatch(server: ControllerServer, conn: Any, header: RequestHeader, frame: memoryview) -> Any:
     key, version = header.api_key, header.api_version
     if not server.access.allows(server.core.image, header):
-        log.warning(
-            "closing %s: %s may not send api %d to the controller (brokers and controllers need CLUSTER_ACTION on "
-            "the cluster: name their principal in super.users, or secure the controller listener with SASL)",
-            getattr(conn, "peer", "?"),
-            getattr(header.session, "principal", "?"),
-            key,
-        )
+        server.access.refused(str(getattr(conn, "peer", "?")), str(getattr(header.session, "principal", "?")), key)
         conn.close()
         return NO_RESPONSE
     if key == 18:

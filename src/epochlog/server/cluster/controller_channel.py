@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from epochlog.protocol.errors import Err
+from epochlog.server.cluster.backoff import ExponentialBackoff
 from epochlog.server.cluster.peer import PeerConnection, PeerError
 from epochlog.server.peer_security import PeerSecurity
 
@@ -88,9 +89,13 @@ class ControllerChannel:
         self.known_leader = -1
         self.target = (self.target + 1) % len(self.controllers)
 
-    async def request(self, purpose: str, body: Any, timeout: float = 5.0) -> Any:
+    async def request(
+        self, purpose: str, body: Any, timeout: float = 5.0, backoff: ExponentialBackoff | None = None
+    ) -> Any:
         """Send ``body`` to the active controller, moving on past ones that cannot serve it until
-        ``timeout``; the last answer (or PeerError) when none could."""
+        ``timeout``; the last answer (or PeerError) when none could. With ``backoff``, the pause after a
+        controller that cannot be reached or closes the connection grows with each such failure (50 ms
+        otherwise): a controller that refuses this broker outright is asked less and less often."""
         deadline = time.monotonic() + timeout
         last_error: PeerError | None = None
         while True:
@@ -104,7 +109,8 @@ class ControllerChannel:
                 last_error = e
                 if self.target == target:
                     self.failed()
-                await asyncio.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+                pause = backoff.next() if backoff is not None else 0.05
+                await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
                 continue
             if not says_not_controller(resp):
                 return resp

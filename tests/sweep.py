@@ -1,0 +1,16 @@
+"""How many random seeds or cases a long sweep runs (the simulator's random schedules, the recovery fuzz): all
+of them by default (CI and `scripts/test`), a fifth under `scripts/test --quick` (EPOCHLOG_QUICK=1). The named
+scenarios and the tests that show each checker can fail run in full either way."""
+
+from __future__ import annotations
+
+import os
+
+
+def seeds(full: int, env: str | None = None) -> int:
+    """``full``, or a fifth of it in the quick tier; an explicit ``env`` variable overrides both."""
+    if env and os.environ.get(env):
+        return int(os.environ[env])
+    if os.environ.get("EPOCHLOG_QUICK") == "1":
+        return max(1, full // 5)
+    return full
