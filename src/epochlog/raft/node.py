@@ -47,6 +47,7 @@ from epochlog.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from epochlog.trace import events as trace
 
 
 class Role(Enum):
@@ -69,7 +70,10 @@ class RaftNode:
         rng: random.Random,
         cluster_id: str = "",
         config: QuorumConfig | None = None,
+        tracer: trace.Tracer = trace.NO_TRACE,
     ) -> None:
+        self.tracer = tracer  # its state transitions, for the trace checker (trace/check.py)
+        self._traced_hw = -1
         self.node_id = node_id
         self.voters = tuple(sorted(voters))
         self.log = log
@@ -93,6 +97,7 @@ class RaftNode:
         st = state or QuorumStateData()
         self.epoch, self.leader_id, self.voted_id = st.leader_epoch, st.leader_id, st.voted_id
         self.role = Role.UNATTACHED
+        self.tracer.emit(trace.RaftState(self.epoch, self.leader_id, self.voted_id, "restarted"))
         if log.latest_epoch() > self.epoch:
             # The log saw a later epoch than the state file (only possible if that file was lost):
             # start from the log's epoch with no vote, so no epoch we may have voted in is reused.
@@ -133,6 +138,12 @@ class RaftNode:
     # -- driver entry points ----------------------------------------------------------------
     def take_ready(self) -> Ready:
         ready, self._ready = self._ready, Ready()
+        if ready.high_watermark is not None and self.tracer.enabled:
+            # Traced here, where every Ready passes: the epochs of the entries it commits, within the log.
+            lo = max(self._traced_hw, self.log.log_start_offset, 0)
+            runs = trace.epochs_between(self.log, lo, min(ready.high_watermark, self.log.log_end_offset))
+            self.tracer.emit(trace.RaftHw(self.epoch, self.role.value, ready.high_watermark, runs))
+            self._traced_hw = ready.high_watermark
         return ready
 
     def tick(self, now_ms: int) -> Ready:
@@ -192,6 +203,7 @@ class RaftNode:
     # -- transitions --------------------------------------------------------------------------
     def _persist(self) -> None:
         self._ready.quorum_state = QuorumStateData(self.epoch, self.leader_id, self.voted_id)
+        self.tracer.emit(trace.RaftState(self.epoch, self.leader_id, self.voted_id, self.role.value))
 
     def _changed_role(self, role: Role) -> None:
         self.role = role
@@ -485,6 +497,8 @@ class RaftNode:
                 and self.voted_id in (NO_LEADER, req.sender)
                 and self.role not in (Role.LEADER, Role.RESIGNED, Role.CANDIDATE)
             )
+            if granted:
+                self.tracer.emit(trace.RaftVote(req.epoch, req.sender))
             if granted and self.voted_id != req.sender:
                 self.voted_id = req.sender
                 self._persist()  # on disk before the grant leaves (Ready orders it first)
@@ -642,7 +656,11 @@ class RaftNode:
         self.fetched_this_epoch = True
         self.fetch_deadline = now_ms + self.config.fetch_timeout_ms
         if resp.diverging is not None:
-            self.log.truncate_to(self._truncation_offset(resp.diverging))
+            to = self._truncation_offset(resp.diverging)
+            if self.tracer.enabled and to < self.log.log_end_offset:
+                at = trace.epoch_at(self.log, to)
+                self.tracer.emit(trace.RaftTruncate(self.epoch, self.log.log_end_offset, to, at))
+            self.log.truncate_to(to)
             self._ready.flush = True  # the truncation is durable before anything fetched after it
         elif resp.snapshot_id is not None:
             self.snapshot_fetch = (resp.snapshot_id, 0)
