@@ -112,12 +112,15 @@ class ReadyTracer:
 
 
 def find_traces(roots: Iterable[Path]) -> list[Path]:
-    """Every trace file under these directories."""
+    """The trace files in these directories and in their subdirectories one level down (a node's data
+    directory, or a cluster's directory of node directories)."""
     out: set[Path] = set()
+    pattern = f"{FILE_PREFIX}*{FILE_SUFFIX}"
     for root in roots:
         root = Path(root)
         if root.is_dir():
-            out.update(root.rglob(f"{FILE_PREFIX}*{FILE_SUFFIX}"))
+            out.update(root.glob(pattern))
+            out.update(root.glob(f"*/{pattern}"))
     return sorted(out)
 
 
@@ -136,3 +139,8 @@ def merge(streams: Iterable[list[Stamped]]) -> Iterator[Stamped]:
 
 def read_merged(paths: Iterable[Path]) -> list[Stamped]:
     return list(merge(read_trace(p) for p in paths))
+
+
+def close(tracer: Tracer) -> None:
+    if isinstance(tracer, FileSink):
+        tracer.close()

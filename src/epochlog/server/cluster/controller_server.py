@@ -49,6 +49,8 @@ from epochlog.server.metrics import ControllerMetrics
 from epochlog.server.quorum.driver import NotLeader, QuorumDriver
 from epochlog.server.topic_configs import invalid_topic_configs
 from epochlog.server.topics import validate_topic_name
+from epochlog.server.tracing import node_tracer
+from epochlog.trace.events import CONTROLLER as CONTROLLER_SRC
 
 log = logging.getLogger("epochlog.controller")
 
@@ -133,6 +135,7 @@ class ControllerConfig:
     snapshot_bytes: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
     segment_bytes: int = 1024 * 1024 * 1024  # metadata.log.segment.bytes
     colocated_broker: bool = False  # combined mode: the broker with our node.id runs in this process
+    trace_enable: bool = False  # epochlog.trace.enable: quorum transitions to trace-controller.jsonl
     listener: Listener = field(default_factory=lambda: Listener("PLAINTEXT", "127.0.0.1", 9093, "PLAINTEXT"))
     raw: dict[str, str] = field(default_factory=dict)
 
@@ -157,6 +160,7 @@ class ControllerConfig:
         c.num_partitions = _int(props, "num.partitions", 1, minimum=1)
         c.delete_topic_enable = _bool(props, "delete.topic.enable", True)
         c.metrics_port = _int(props, "metrics.port", 0, minimum=0)
+        c.trace_enable = _bool(props, "epochlog.trace.enable", False)
         c.voters = parse_voters(props.get("controller.quorum.voters", ""))
         if c.voters and c.node_id not in c.voters:
             raise ConfigError(f"node.id={c.node_id} is not among controller.quorum.voters")
@@ -266,6 +270,7 @@ class ControllerServer:
             self._on_snapshot,
             segment_bytes=self.config.segment_bytes,
             security=raft_security,
+            tracer=node_tracer(self.config.trace_enable, self.config.log_dir, self.config.node_id, CONTROLLER_SRC),
         )
         self._rebuild()
         self.quorum.start()

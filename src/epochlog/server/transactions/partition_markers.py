@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.control_records import ControlType, marker_batch
 from epochlog.protocol.errors import Err
+from epochlog.trace.events import TxnMarker
 from epochlog.transactions.state import TopicPartition, partitions_by_topic
 
 if TYPE_CHECKING:
@@ -84,6 +85,9 @@ async def write_markers(broker: Broker, req: MarkerRequest) -> dict[TopicPartiti
             out[tp] = err_of(code) if code is not None else Err.UNKNOWN_SERVER_ERROR
             continue
         part.appended_as_leader()
+        if part.replica.tracer.enabled:
+            marker = TxnMarker(*tp, part.leader_epoch, req.producer_id, req.commit, result.last_offset)
+            part.replica.tracer.emit(marker)
         waits.append((tp, part, result.last_offset))
     timeout = broker.config.request_timeout_ms / 1000
     futs = [part.wait_committed(last) for _tp, part, last in waits]
