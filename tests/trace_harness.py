@@ -15,7 +15,7 @@ from pathlib import Path
 
 from epochlog.server.tracing import TRACE_ENABLE
 from epochlog.trace.check import TraceChecker, describe
-from epochlog.trace.sink import find_traces, read_merged
+from epochlog.trace.sink import check_directory, find_traces
 
 TRACE_ON = {TRACE_ENABLE: "true"}
 AROUND = 10  # events shown either side of a violation
@@ -76,9 +76,7 @@ def _size(files: list[Path]) -> int:
 
 def judge(directory: Path) -> tuple[TraceChecker, list[str]]:
     """The checker's verdict on one directory's traces, and each violation with the events around it."""
-    stream = read_merged(find_traces([directory]))
-    checker = TraceChecker()
-    checker.feed_all(stream).finish()
+    checker, stream = check_directory(directory)
     reports = []
     for v in checker.violations[:3]:
         lo, hi = max(0, v.index - AROUND), min(len(stream), v.index + AROUND + 1)

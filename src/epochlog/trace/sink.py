@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TextIO
 
+from epochlog.trace.check import TraceChecker
 from epochlog.trace.events import Event, Stamped, Start, Tracer, decode, encode
 
 log = logging.getLogger("epochlog.trace")
@@ -144,3 +145,9 @@ def read_merged(paths: Iterable[Path]) -> list[Stamped]:
 def close(tracer: Tracer) -> None:
     if isinstance(tracer, FileSink):
         tracer.close()
+
+
+def check_directory(directory: Path) -> tuple[TraceChecker, list[Stamped]]:
+    """Judge every trace under ``directory`` (a node's, or a cluster's of nodes) as one merged stream."""
+    stream = read_merged(find_traces([directory]))
+    return TraceChecker().feed_all(stream).finish(), stream
