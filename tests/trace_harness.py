@@ -44,10 +44,11 @@ class Session:
 
     def summary(self) -> str:
         judged = [j for j in self.dirs.values() if j.events]
-        bad = sum(1 for j in judged if j.violations)
+        bad = sum(1 for j in judged if j.violations and not j.expected)
+        planted = sum(1 for j in judged if j.violations and j.expected)
         return (
             f"trace invariants: {self.checks} checks over {self.events} events traced by real processes "
-            f"({len(judged)} node/cluster directories, {bad} with violations)"
+            f"({len(judged)} node/cluster directories; {bad} with violations, {planted} broken on purpose)"
         )
 
 
