@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from epochlog.server.cluster.local import free_base_port, wait_for_port
+from tests.trace_harness import TRACE_ON, register
 
 
 def free_port() -> int:
@@ -22,7 +23,8 @@ class BrokerProcess:
     def __init__(self, data_dir: Path, port: int | None = None, settings: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
         self.port = port or free_port()
-        self.settings = {"group.initial.rebalance.delay.ms": "0", **(settings or {})}
+        # Traced: the state transitions are judged at the end of the test (tests/trace_harness.py).
+        self.settings = {"group.initial.rebalance.delay.ms": "0", **TRACE_ON, **(settings or {})}
         self.proc: subprocess.Popen | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
 
@@ -43,6 +45,7 @@ class BrokerProcess:
         ]
         for k, v in self.settings.items():
             args += ["--set", f"{k}={v}"]
+        register(self.data_dir)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
         log.close()

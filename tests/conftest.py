@@ -19,6 +19,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(getattr(pytest.mark, layer))
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    from tests.trace_harness import SESSION
+
+    if SESSION.dirs:
+        terminalreporter.write_line(SESSION.summary())
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Any]:
     """A real cluster: `epochlog controller` and three `epochlog broker` processes on free ports."""

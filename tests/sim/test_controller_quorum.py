@@ -24,6 +24,7 @@ def test_random_seeds_with_controllers(chunk: int) -> None:
         w = run.world
         assert isinstance(w, ControllerWorld)
         assert not run.violations, f"seed {seed}: {run.violations[:3]}\n" + "\n".join(w.log_lines[-30:])
+        assert not w.trace_violations, f"seed {seed}: {w.trace.report()}"
         assert w.decisions > 0 and w.activations > 0, f"seed {seed}: no controller ever decided"
 
 

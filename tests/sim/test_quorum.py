@@ -26,6 +26,7 @@ def _explain(run: Any) -> str:
 def test_scenario_keeps_every_invariant(name: str) -> None:
     run = SCENARIOS[name]()
     assert not run.violations, _explain(run)
+    assert not run.world.trace_violations, run.world.trace.report()
 
 
 @pytest.mark.parametrize("chunk", range(0, SEEDS, CHUNK))
@@ -33,6 +34,7 @@ def test_random_seeds(chunk: int) -> None:
     for seed in range(SEED_BASE + chunk, SEED_BASE + min(chunk + CHUNK, SEEDS)):
         run = random_run(seed)
         assert not run.violations, f"seed {seed}: {run.violations[:3]}\n{_explain(run)}"
+        assert not run.world.trace_violations, f"seed {seed}: {run.world.trace.report()}"
         assert run.facts["committed"] > 0, f"seed {seed}: nothing was ever committed"
 
 
@@ -127,12 +129,14 @@ class GreedyVoter(RaftNode):
 def test_the_vote_must_be_on_disk_before_it_is_sent() -> None:
     run = SCENARIOS["crash-before-vote-write"](skip_vote_persist=True)
     assert {v.invariant for v in run.violations} >= {"vote-once", "one-leader-per-epoch"}
+    assert {v.invariant for v in run.world.trace_violations} == {"raft-vote-once", "raft-one-leader-per-epoch"}
 
 
 def test_counting_replicas_across_epochs_is_caught() -> None:
     run = figure_8(node_factory=CountingLeader)
     assert run.facts["hw_of_epoch_3_leader"] == 2
     assert "committed-safety" in {v.invariant for v in run.violations}
+    assert "raft-truncate-below-commit" in {v.invariant for v in run.world.trace_violations}
 
 
 def test_a_high_watermark_without_a_majority_is_caught() -> None:
@@ -167,6 +171,7 @@ def test_a_follower_that_ignores_divergence_is_caught() -> None:
 def test_a_voter_that_votes_twice_is_caught() -> None:
     run = SCENARIOS["crash-before-vote-write"](node_factory=GreedyVoter)
     assert {v.invariant for v in run.violations} >= {"vote-once", "one-leader-per-epoch"}
+    assert "raft-vote-once" in {v.invariant for v in run.world.trace_violations}
 
 
 def test_lost_quorum_state_is_caught_as_an_epoch_going_back() -> None:
@@ -179,3 +184,4 @@ def test_lost_quorum_state_is_caught_as_an_epoch_going_back() -> None:
     w.restart(victim.node_id)
     w.run_until(410)
     assert "monotonic" in {v.invariant for v in w.checker.violations}
+    assert "raft-epoch-monotonic" in {v.invariant for v in w.trace_violations}

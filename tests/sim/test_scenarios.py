@@ -22,6 +22,8 @@ LEGACY = TruncationMode.HIGH_WATERMARK
 def test_epoch_rule_holds_every_invariant(name: str) -> None:
     w = SCENARIOS[name](EPOCH)
     assert not w.violations, "\n".join(w.history[-40:])
+    assert not w.trace_violations, w.trace.report()
+    assert w.trace.checks > 0
 
 
 @pytest.mark.parametrize("name", ["kip101-scenario1", "kip101-scenario2"])
@@ -34,6 +36,8 @@ def test_scenario1_legacy_loses_the_committed_records() -> None:
     w = SCENARIOS["kip101-scenario1"](LEGACY)
     assert {v.invariant for v in w.violations} == {"committed"}
     assert w.acked == {0: "m1", 1: "m2"}
+    # The trace checker sees it from the events alone: a replica dropped records a leader had committed.
+    assert {v.invariant for v in w.trace_violations} == {"truncate-below-committed"}
 
 
 def test_scenario2_legacy_diverges_and_epoch_rule_reconciles() -> None:
@@ -48,6 +52,8 @@ def test_unclean_election_loss_is_reported_as_permitted() -> None:
     w = SCENARIOS["kip101-unclean"](EPOCH)
     assert not w.violations
     assert [v.invariant for v in w.checker.permitted] == ["committed"]
+    assert not w.trace_violations
+    assert [v.invariant for v in w.trace.permitted] == ["truncate-below-committed"]
 
 
 def test_hw_under_min_isr_refuses_instead_of_acknowledging() -> None:
@@ -57,12 +63,17 @@ def test_hw_under_min_isr_refuses_instead_of_acknowledging() -> None:
 
 
 def test_random_seeds_epoch_rule_is_clean() -> None:
-    bad = [s for s in range(seeds(500)) if random_schedule(s, EPOCH).violations]
+    bad = []
+    for s in range(seeds(500)):
+        w = random_schedule(s, EPOCH)
+        if w.violations or w.trace_violations:
+            bad.append(s)
     assert not bad, f"seeds with violations: {bad[:10]} (replay: epochlog sim --seed N)"
 
 
 def test_legacy_rule_breaks_some_random_seeds() -> None:
     assert any(random_schedule(s, LEGACY).violations for s in range(40))
+    assert any(random_schedule(s, LEGACY).trace_violations for s in range(40))
 
 
 def test_same_seed_same_history() -> None:

@@ -33,7 +33,9 @@ def test_read_committed_filters_aborted_records_and_markers() -> None:
 
 
 def test_random_schedules_with_transactions_keep_read_committed_consistent() -> None:
-    bad = [s for s in range(seeds(150)) if random_schedule(s, transactions=True).violations]
+    bad = [
+        s for s in range(seeds(150)) if (w := random_schedule(s, transactions=True)).violations or w.trace_violations
+    ]
     assert not bad, f"seeds with violations: {bad[:10]}"
 
 

@@ -48,6 +48,8 @@ def test_demo_short_run(tmp_path: Path) -> None:
     assert "PROBLEM" not in out, out
     # The exactly-once copy through the sink, read with read_committed, and the brokers' transaction count.
     assert "into page-views-eos, read with read_committed: " in out and "(lost: 0, duplicated: 0;" in out, out
+    traced = re.search(r"trace invariants: ([0-9,]+) checks over ([0-9,]+) events .*, 0 violations", out)
+    assert traced and int(traced.group(1).replace(",", "")) > 0, out
     committed = re.search(r"transactions committed: ([0-9,]+), aborted: ([0-9,]+)", out)
     assert committed and int(committed.group(1).replace(",", "")) > 0, out
 

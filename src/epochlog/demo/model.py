@@ -5,10 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-BROKER_SETTINGS = {"replica.lag.time.max.ms": "5000", "group.initial.rebalance.delay.ms": "0"}
+# Traced: every state transition of the brokers and controllers is judged by the trace checker at the end.
+BROKER_SETTINGS = {
+    "replica.lag.time.max.ms": "5000",
+    "group.initial.rebalance.delay.ms": "0",
+    "epochlog.trace.enable": "true",
+}
 # Kafka's automatic preferred-leader rebalance, checked every 5 s instead of 300 s: once the killed broker is
 # back in the ISR it takes its partitions back (a second, clean leader change in a new epoch).
-CONTROLLER_SETTINGS = {"auto.leader.rebalance.enable": "true", "leader.imbalance.check.interval.seconds": "5"}
+CONTROLLER_SETTINGS = {
+    "auto.leader.rebalance.enable": "true",
+    "leader.imbalance.check.interval.seconds": "5",
+    "epochlog.trace.enable": "true",
+}
 
 
 @dataclass
@@ -116,6 +125,10 @@ class DemoResult:
     eos_uncommitted_rows: int = -1  # what a read_uncommitted consumer sees (aborted attempts' rows too)
     txn_committed: int = -1  # the brokers' epochlog_transaction_coordinator_completed_total
     txn_aborted: int = -1
+    # The trace checker over the processes' traces (src/epochlog/trace/): checks made, events, violations.
+    trace_checks: int = 0
+    trace_events: int = 0
+    trace_violations: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

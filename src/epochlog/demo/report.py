@@ -89,6 +89,11 @@ def summary_lines(res: DemoResult) -> list[str]:
             f"transactions committed: {_n(max(res.txn_committed, 0))}, aborted: {_n(max(res.txn_aborted, 0))} "
             "(the brokers' epochlog_transaction_coordinator_completed_total)"
         )
+    out.append(
+        f"trace invariants: {_n(res.trace_checks)} checks over {_n(res.trace_events)} events the brokers and "
+        f"controllers traced, {len(res.trace_violations)} violations"
+    )
+    out += [f"  {v}" for v in res.trace_violations[:5]]
     for p in res.problems:
         out.append(f"PROBLEM: {p}")
     return out

@@ -38,6 +38,23 @@ def _free_base_port() -> int:
         raise DemoError(str(e)) from None
 
 
+def _judge_traces(res: DemoResult, data_dir: Path) -> None:
+    """The trace checker over what the stopped processes traced: the simulator's invariants on this real run."""
+    from epochlog.trace.sink import check_directory
+
+    try:
+        checker, _stream = check_directory(data_dir)
+    except Exception as e:  # a report without the trace verdict beats no report
+        res.problems.append(f"the traces could not be checked: {e!r}")
+        return
+    res.trace_checks, res.trace_events = checker.checks, checker.events
+    res.trace_violations = [f"{v.invariant}: {v.detail}" for v in checker.violations]
+    if checker.violations:
+        res.problems.append(f"the trace checker found {len(checker.violations)} invariant violation(s); see {data_dir}")
+    elif not checker.events:
+        res.problems.append("the brokers and controllers traced nothing")
+
+
 def _percentile(sorted_values: list[float], q: float) -> float:
     if not sorted_values:
         return 0.0
@@ -401,6 +418,8 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
                     for node in cluster.nodes.values():  # last resort, by pid
                         if node.alive and node.proc is not None:
                             node.proc.kill()
+        if cluster is not None:
+            _judge_traces(res, data_dir)
         res.wall_seconds = time.monotonic() - wall0
         handler.close()
         root_epochlog.removeHandler(handler)

@@ -21,10 +21,10 @@ voters) is only ever unattached or a follower and never takes part in an electio
 from __future__ import annotations
 
 import random
-from enum import Enum
 from typing import Any
 
 from epochlog.codes import Err
+from epochlog.raft import tracing
 from epochlog.raft.config import QuorumConfig
 from epochlog.raft.divergence import restart_point, truncation_offset
 from epochlog.raft.leader_state import LeaderState
@@ -49,15 +49,8 @@ from epochlog.raft.messages import (
     VoteResponse,
 )
 from epochlog.raft.messaging import Messenger
-
-
-class Role(Enum):
-    UNATTACHED = "unattached"
-    PROSPECTIVE = "prospective"
-    CANDIDATE = "candidate"
-    LEADER = "leader"
-    FOLLOWER = "follower"
-    RESIGNED = "resigned"
+from epochlog.raft.roles import Role
+from epochlog.trace import events as trace
 
 
 class RaftNode(Messenger):
@@ -71,8 +64,11 @@ class RaftNode(Messenger):
         rng: random.Random,
         cluster_id: str = "",
         config: QuorumConfig | None = None,
+        tracer: trace.Tracer = trace.NO_TRACE,
     ) -> None:
         super().__init__()
+        self.tracer = tracer  # its state transitions, for the trace checker (trace/check.py)
+        self._traced_hw = -1
         self.node_id = node_id
         self.voters = tuple(sorted(voters))
         self.log = log
@@ -92,6 +88,7 @@ class RaftNode(Messenger):
         st = state or QuorumStateData()
         self.epoch, self.leader_id, self.voted_id = st.leader_epoch, st.leader_id, st.voted_id
         self.role = Role.UNATTACHED
+        self.tracer.emit(trace.RaftState(self.epoch, self.leader_id, self.voted_id, "restarted"))
         if log.latest_epoch() > self.epoch:
             # The log saw a later epoch than the state file (only possible if that file was lost):
             # start from the log's epoch with no vote, so no epoch we may have voted in is reused.
@@ -128,6 +125,9 @@ class RaftNode(Messenger):
     # -- driver entry points ----------------------------------------------------------------
     def take_ready(self) -> Ready:
         ready, self._ready = self._ready, Ready()
+        self._traced_hw = tracing.commit(
+            self.tracer, self.log, self.epoch, self.role.value, self._traced_hw, ready.high_watermark
+        )
         return ready
 
     def tick(self, now_ms: int) -> Ready:
@@ -186,6 +186,7 @@ class RaftNode(Messenger):
     # -- transitions --------------------------------------------------------------------------
     def _persist(self) -> None:
         self._ready.quorum_state = QuorumStateData(self.epoch, self.leader_id, self.voted_id)
+        self.tracer.emit(trace.RaftState(self.epoch, self.leader_id, self.voted_id, self.role.value))
 
     def _changed_role(self, role: Role) -> None:
         self.role = role
@@ -427,6 +428,8 @@ class RaftNode(Messenger):
                 and self.voted_id in (NO_LEADER, req.sender)
                 and self.role not in (Role.LEADER, Role.RESIGNED, Role.CANDIDATE)
             )
+            if granted:
+                self.tracer.emit(trace.RaftVote(req.epoch, req.sender))
             if granted and self.voted_id != req.sender:
                 self.voted_id = req.sender
                 self._persist()  # on disk before the grant leaves (Ready orders it first)
@@ -525,7 +528,9 @@ class RaftNode(Messenger):
             return
         self._heard_from_leader(now_ms)
         if resp.diverging is not None:
-            self.log.truncate_to(self._truncation_offset(resp.diverging))
+            to = self._truncation_offset(resp.diverging)
+            tracing.truncate(self.tracer, self.log, self.epoch, to)
+            self.log.truncate_to(to)
             self._ready.flush = True  # the truncation is durable before anything fetched after it
         elif resp.snapshot_id is not None:
             self.snapshot_fetch = (resp.snapshot_id, 0)

@@ -43,6 +43,7 @@ from epochlog.replication.types import (
     Role,
     TruncationMode,
 )
+from epochlog.trace import events as trace
 
 
 @dataclass
@@ -77,6 +78,7 @@ class PartitionReplica:
         replica_lag_time_max_ms: int = 30_000,
         truncation_mode: TruncationMode = TruncationMode.LEADER_EPOCH,
         high_watermark: int = 0,
+        tracer: trace.Tracer = trace.NO_TRACE,
     ) -> None:
         """``high_watermark``: where the durable checkpoint left it (capped at the log end): from then on
         this object is its only owner; storage, the checkpoints and every reader read it here."""
@@ -103,6 +105,9 @@ class PartitionReplica:
         # Brokers the metadata shows fenced or shutting down: never proposed for the ISR (KIP-841). A
         # proposal the controller would refuse still holds the HW to the maximal ISR while in flight.
         self.ineligible: frozenset[int] = frozenset()
+        # Its state transitions, for the trace checker (trace/check.py); a no-op unless the driver asks.
+        self.tracer = tracer
+        self._traced_leo = -1
 
     def __repr__(self) -> str:
         return (
@@ -131,6 +136,7 @@ class PartitionReplica:
                 self.isr, self.partition_epoch = state.isr, state.partition_epoch
                 self._take_replicas(state.replicas, now_ms)
                 self.pending_isr = None
+                self._trace_isr(proposed=False)
                 self._maybe_advance_hw()  # a shrink can let the HW move at once
         elif self.broker_id in state.replicas:
             if (
@@ -180,13 +186,15 @@ class PartitionReplica:
         # the HW at once): without that, a restarted sole replica hid its log until the next write.
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         self.hw_epoch = state.leader_epoch
+        self._trace_role(self.log.log_end_offset)
         self._maybe_advance_hw()
 
     def become_follower(self, state: PartitionState) -> None:
         self._take_term(Role.FOLLOWER, state)
+        self._trace_role(-1)
         if self.mode is TruncationMode.HIGH_WATERMARK:
             # The pre-KIP-101 rule: drop everything above the local HW (KIP-101 Scenario 1).
-            self.log.truncate_to(self.high_watermark)
+            self._truncate(self.high_watermark, "high-watermark rule")
 
     # -- produce (leader) -----------------------------------------------------------------
     def check_produce(self, acks: int, producer_epoch: int = UNDEFINED_EPOCH) -> int:
@@ -308,6 +316,7 @@ class PartitionReplica:
             self.topic, self.partition, self.broker_id, self.leader_epoch, frozenset(new_isr), self.partition_epoch
         )
         self.alter_sent_ms = now_ms
+        self._trace_isr(proposed=True)
         return self.pending_isr
 
     def isr_change_failed(self) -> None:
@@ -354,6 +363,8 @@ class PartitionReplica:
                 f = self.followers.get(r)
                 ends.append(f.log_end_offset if f else -1)
         new_hw = min(ends)
+        if self.tracer.enabled:
+            self._trace_leader_progress(new_hw)
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
 
@@ -383,8 +394,11 @@ class PartitionReplica:
             return FetchOutcome.TRUNCATED
         if resp.batches is not None:
             self.log.append_as_follower(resp.batches)
+        hw_before = self.high_watermark
         self.high_watermark = max(self.high_watermark, min(resp.high_watermark, self.log.log_end_offset))
         self.hw_epoch = self.leader_epoch
+        if self.tracer.enabled:
+            self._trace_follower_progress(hw_before)
         if resp.log_start_offset > self.log.log_start_offset:
             # The leader deleted records (DeleteRecords, or retention): follow its start. Our HW is at least
             # that far once this answer is applied (we fetched at or above it); the cap is for safety.
@@ -395,11 +409,17 @@ class PartitionReplica:
         if self.log.log_end_offset < leader_start:
             # Retention on the leader passed our end: start over at its log start. Everything below is
             # the leader's committed history, so the HW is that offset (Kafka's truncateFullyAndStartAt).
+            if self.tracer.enabled:
+                self.tracer.emit(
+                    trace.LogRestart(
+                        self.topic, self.partition, self.leader_epoch, self.log.log_end_offset, leader_start
+                    )
+                )
             self.log.truncate_fully_and_start_at(leader_start)
             self.high_watermark = max(self.high_watermark, self.log.log_end_offset)
             return FetchOutcome.RESTARTED
         # Ahead of the leader's end: only reachable without epochs (the legacy rule): its HW is all we know.
-        self.log.truncate_to(min(leader_hw, self.log.log_end_offset))
+        self._truncate(min(leader_hw, self.log.log_end_offset), "ahead of the leader's log end")
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         return FetchOutcome.TRUNCATED
 
@@ -456,7 +476,7 @@ class PartitionReplica:
             else:
                 target = min(div.end_offset, my_end)
         target = min(target, self.log.log_end_offset)
-        self.log.truncate_to(target)
+        self._truncate(target, f"diverging epoch {div.epoch} ending at {div.end_offset}")
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
 
     # -- OffsetsForLeaderEpoch ----------------------------------------------------------------
@@ -469,3 +489,77 @@ class PartitionReplica:
             return code, UNDEFINED_EPOCH, -1
         epoch, end = self.log.end_offset_for(requested_epoch)
         return Err.NONE, epoch, end
+
+    # -- the trace (trace/events.py) ---------------------------------------------------------------
+    def _truncate(self, target: int, reason: str) -> None:
+        leo = self.log.log_end_offset
+        if self.tracer.enabled and target < leo:
+            self.tracer.emit(
+                trace.Truncate(
+                    self.topic,
+                    self.partition,
+                    self.role.value,
+                    self.leader_epoch,
+                    leo,
+                    target,
+                    trace.epoch_at(self.log, target),
+                    self.high_watermark,
+                    reason,
+                )
+            )
+        self.log.truncate_to(target)
+
+    def _trace_role(self, epoch_start: int) -> None:
+        if self.tracer.enabled:
+            leo = self.log.log_end_offset
+            self._traced_leo = leo
+            self.tracer.emit(
+                trace.Role(
+                    self.topic,
+                    self.partition,
+                    self.role.value,
+                    self.leader_epoch,
+                    self.leader_id,
+                    epoch_start,
+                    leo,
+                    self.high_watermark,
+                )
+            )
+
+    def _trace_isr(self, proposed: bool) -> None:
+        if self.tracer.enabled:
+            isr = self.pending_isr.new_isr if proposed and self.pending_isr is not None else self.isr
+            self.tracer.emit(
+                trace.Isr(
+                    self.topic,
+                    self.partition,
+                    self.leader_epoch,
+                    self.partition_epoch,
+                    self.broker_id,
+                    tuple(sorted(isr)),
+                    proposed,
+                )
+            )
+
+    def _trace_leader_progress(self, new_hw: int) -> None:
+        """Before the HW moves to ``new_hw``: the log end a leader append reached, and the HW's move with the
+        epochs of the records it commits."""
+        leo = self.log.log_end_offset
+        if leo != self._traced_leo:
+            self._traced_leo = leo
+            self.tracer.emit(trace.Leo(self.topic, self.partition, self.role.value, self.leader_epoch, leo))
+        if new_hw > self.high_watermark:
+            runs = trace.epochs_between(self.log, self.high_watermark, new_hw)
+            self.tracer.emit(
+                trace.Hw(self.topic, self.partition, self.role.value, self.leader_epoch, new_hw, leo, runs)
+            )
+
+    def _trace_follower_progress(self, hw_before: int) -> None:
+        leo = self.log.log_end_offset
+        if leo != self._traced_leo:
+            self._traced_leo = leo
+            self.tracer.emit(trace.Leo(self.topic, self.partition, self.role.value, self.leader_epoch, leo))
+        if self.high_watermark != hw_before:
+            self.tracer.emit(
+                trace.Hw(self.topic, self.partition, self.role.value, self.leader_epoch, self.high_watermark, leo)
+            )

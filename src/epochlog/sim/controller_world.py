@@ -18,7 +18,7 @@ from typing import Any
 from epochlog.controller.quorum_controller import QuorumController
 from epochlog.controller.records import MetadataRecord, PartitionChange, from_json, to_json
 from epochlog.raft.messages import Ready
-from epochlog.raft.node import Role
+from epochlog.raft.roles import Role
 from epochlog.sim.quorum_invariants import QuorumChecker
 from epochlog.sim.quorum_world import QuorumWorld, SimNode
 

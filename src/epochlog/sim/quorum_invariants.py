@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from epochlog.raft.messages import Message, VoteResponse
-from epochlog.raft.node import Role
+from epochlog.raft.roles import Role
 from epochlog.sim.invariants import Violation
 
 if TYPE_CHECKING:

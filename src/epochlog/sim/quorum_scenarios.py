@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from epochlog.raft.messages import FetchResponse, Message, VoteRequest
-from epochlog.raft.node import Role
+from epochlog.raft.roles import Role
 from epochlog.sim.quorum_world import SIM_CONFIG, NetFaults, QuorumWorld
 
 

@@ -17,9 +17,13 @@ from typing import Any
 
 from epochlog.raft.config import QuorumConfig
 from epochlog.raft.messages import FetchResponse, Message, QuorumStateData, Ready, VoteResponse
-from epochlog.raft.node import RaftNode, Role
+from epochlog.raft.node import RaftNode
+from epochlog.raft.roles import Role
 from epochlog.sim.quorum_invariants import QuorumChecker
 from epochlog.sim.quorum_log import SimQuorumLog
+from epochlog.trace import events as trace
+from epochlog.trace.check import TraceChecker, TraceViolation
+from epochlog.trace.sink import CallbackTracer, ReadyTracer
 
 # Timeouts scaled down tenfold from Kafka's defaults: the same ratios, ten times the events per second.
 SIM_CONFIG = QuorumConfig(
@@ -89,6 +93,7 @@ class QuorumWorld:
         self.log_lines: list[str] = []
         self.pictures: list[str] = []
         self.checker = QuorumChecker(self)
+        self.trace = TraceChecker()  # the invariants real controllers' traces are checked against
         for n in [*self.voters, *range(voters, voters + observers)]:
             log = SimQuorumLog()
             self.nodes[n] = SimNode(n, log, self._make_core(n, log, None))
@@ -98,7 +103,10 @@ class QuorumWorld:
     # -- plumbing ----------------------------------------------------------------------------
     def _make_core(self, n: int, log: SimQuorumLog, state: QuorumStateData | None) -> RaftNode:
         rng = random.Random(self.rng.random())
-        return self.node_factory(n, self.voters, log, state, self.now, rng, "sim", SIM_CONFIG)
+        feed = CallbackTracer(self.trace.feed, n, trace.CONTROLLER, lambda: self.now)
+        feed.emit(trace.Start())
+        tracer = ReadyTracer(feed)
+        return self.node_factory(n, self.voters, log, state, self.now, rng, "sim", SIM_CONFIG, tracer=tracer)
 
     def _schedule(self, delay: int, kind: str, payload: Any) -> None:
         self._seq += 1
@@ -124,8 +132,11 @@ class QuorumWorld:
 
     def _carry_out(self, node: SimNode, ready: Ready) -> None:
         """The driver's half of the contract, with a pending crash able to cut it short."""
+        tracer = node.core.tracer
         if ready.quorum_state is not None:
             if not self._step(node):
+                if isinstance(tracer, ReadyTracer):
+                    tracer.drop()
                 return
             vote_granted = any(
                 isinstance(o.message, VoteResponse) and o.message.granted and not o.message.pre_vote
@@ -135,6 +146,8 @@ class QuorumWorld:
             if self.skip_vote_persist and vote_granted:
                 voted = node.disk_state.voted_id if node.disk_state is not None else -1  # the vote never written
             node.disk_state = QuorumStateData(ready.quorum_state.leader_epoch, ready.quorum_state.leader_id, voted)
+        if isinstance(tracer, ReadyTracer):
+            tracer.release()
         if ready.flush:
             if not self._step(node):
                 return
@@ -225,6 +238,7 @@ class QuorumWorld:
         node.log = SimQuorumLog()
         node.disk_state = None
         self.checker.wiped(n)
+        self.trace.feed(trace.Stamped(n, trace.CONTROLLER, -1, self.now, trace.DiskLost()))
         self.note(f"node {n} loses its disk")
 
     def isolate(self, n: int) -> None:
@@ -243,6 +257,10 @@ class QuorumWorld:
     def heal(self) -> None:
         self.cut.clear()
         self.note("the network heals")
+
+    @property
+    def trace_violations(self) -> list[TraceViolation]:
+        return self.trace.finish().violations
 
     def leaders(self) -> list[SimNode]:
         return [s for s in self.nodes.values() if s.alive and s.core.role is Role.LEADER]

@@ -13,10 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from epochlog.controller.controller import Controller
+from epochlog.controller.records import UncleanElection
 from epochlog.replication.partition import PartitionReplica
 from epochlog.replication.types import FetchOutcome, FetchRequest, FetchResponse, PartitionState, Role, TruncationMode
 from epochlog.sim.disk_log import SimLog
 from epochlog.sim.invariants import InvariantChecker, Violation
+from epochlog.trace import events as trace
+from epochlog.trace.check import TraceChecker, TraceViolation
+from epochlog.trace.sink import CallbackTracer
 
 TOPIC = "t"
 PARTITION = 0
@@ -77,6 +81,9 @@ class World:
         self.acked: dict[int, str] = {}  # offset -> value acknowledged to the acks=all producer
         self.next_value = 0
         self.checker = InvariantChecker(self)
+        # The same invariants real brokers' traces are checked against, fed by the cores as they move.
+        self.trace = TraceChecker()
+        self._unclean_seen = 0  # controller records already looked at for unclean elections
         self.snapshots: list[tuple[str, dict[int, dict[str, Any]]]] = []
         from epochlog.sim.transactions import ReadCommittedChecker, TxnProducer
 
@@ -95,6 +102,8 @@ class World:
 
     # -- plumbing ---------------------------------------------------------------------------
     def _new_broker(self, b: int, log: SimLog, hw: int = 0) -> SimBroker:
+        tracer = CallbackTracer(self.trace.feed, b, trace.BROKER, lambda: self.now)
+        tracer.emit(trace.Start())
         replica = PartitionReplica(
             b,
             TOPIC,
@@ -103,6 +112,7 @@ class World:
             min_insync_replicas=self.min_isr,
             replica_lag_time_max_ms=self.lag_ms,
             truncation_mode=self.mode,
+            tracer=tracer,
         )
         replica.high_watermark = min(hw, log.log_end_offset)
         return SimBroker(b, log, replica, persisted_hw=hw)
@@ -159,6 +169,11 @@ class World:
     def violations(self) -> list[Violation]:
         return self.checker.violations
 
+    @property
+    def trace_violations(self) -> list[TraceViolation]:
+        """What the trace checker found in the cores' events (kept apart: the scenarios name the sim's own)."""
+        return self.trace.finish().violations
+
     # -- the controller -----------------------------------------------------------------------
     def _told(self, st: PartitionState) -> list[int]:
         """Who hears of a partition state: its replicas, then former replicas (in id order)."""
@@ -166,7 +181,17 @@ class World:
         self.known_replicas |= set(st.replicas)
         return out
 
+    def _trace_unclean(self) -> None:
+        """Tell the trace checker of unclean elections, as a broker's metadata would."""
+        records = self.controller.records
+        for r in records[self._unclean_seen :]:
+            if isinstance(r, UncleanElection):
+                event = trace.Unclean(r.topic, r.partition, r.leader)
+                self.trace.feed(trace.Stamped(CONTROLLER, trace.CONTROLLER, -1, self.now, event))
+        self._unclean_seen = len(records)
+
     def _push_states(self, reliable: bool = False) -> None:
+        self._trace_unclean()
         for _t, _p, st in self.controller.drain_changes():
             self.log_event(f"controller: leader={st.leader} epoch={st.leader_epoch} isr={sorted(st.isr)}")
             for b in self._told(st):
@@ -323,6 +348,7 @@ class World:
         if hard:
             lost = b.log.crash(tear_last=tear)
             self.checker.on_hard_crash(bid)
+            b.replica.tracer.emit(trace.Crash(lost))
             self.log_event(f"broker {bid} crashes hard, losing {lost} unflushed record(s)")
         else:
             b.log.flush()
@@ -440,6 +466,7 @@ class World:
 
     def apply_controller_now(self) -> None:
         """Deliver the controller's pending decisions to every live broker immediately."""
+        self._trace_unclean()
         for _t, _p, st in self.controller.drain_changes():
             self.log_event(f"controller: leader={st.leader} epoch={st.leader_epoch} isr={sorted(st.isr)}")
             for bid in self._told(st):

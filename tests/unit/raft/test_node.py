@@ -18,7 +18,8 @@ from epochlog.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from epochlog.raft.node import RaftNode, Role
+from epochlog.raft.node import RaftNode
+from epochlog.raft.roles import Role
 from epochlog.sim.quorum_log import SimQuorumLog
 
 VOTERS = (1, 2, 3)

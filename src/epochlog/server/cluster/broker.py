@@ -28,6 +28,7 @@ from epochlog.raft.messages import FetchSnapshotRequest, SnapshotId
 from epochlog.replication.partition import PartitionReplica
 from epochlog.replication.types import AlterIsr, PartitionState, Role, TruncationMode
 from epochlog.security.scram_credentials import ScramCredential
+from epochlog.server import tracing
 from epochlog.server.broker import Broker
 from epochlog.server.clock import now_ms
 from epochlog.server.cluster.backoff import ExponentialBackoff
@@ -48,6 +49,7 @@ from epochlog.storage import partition_log as storage_metrics
 from epochlog.storage.errors import KafkaStorageError
 from epochlog.storage.metadata_raft_log import decode_record, parse_snapshot
 from epochlog.storage.replica_log import PartitionReplicaLog
+from epochlog.trace.events import BROKER as BROKER_SRC
 
 log = logging.getLogger("epochlog.broker")
 APPLY_YIELD_EVERY = 64
@@ -98,6 +100,13 @@ class ClusterBroker(Broker):
         self.shutting_down = False
         self.metadata_changed = asyncio.Event()
         self.mode = TruncationMode(config.replication_truncation_mode)
+        if self.mode is TruncationMode.HIGH_WATERMARK:
+            log.warning(
+                "broker %d: UNSAFE replication.truncation.mode=high-watermark: followers truncate to their HW, the "
+                "rule KIP-101 replaced, and acknowledged records can be lost. For tests and teaching only.",
+                config.node_id,
+            )
+        self.tracer = tracing.node_tracer(config.trace_enable, config.log_dir, config.node_id, BROKER_SRC)
         self.producer_ids = ControllerProducerIds(self)
         self.txn = TxnCoordinators(self)
 
@@ -167,6 +176,7 @@ class ClusterBroker(Broker):
         await self.fetchers.stop()
         self.controller.close()
         await super().stop()
+        tracing.close(self.tracer)
 
     async def _controlled_shutdown(self) -> None:
         """Ask the controller to move our leaderships away and wait until the metadata says so."""
@@ -368,6 +378,7 @@ class ClusterBroker(Broker):
                 if p.records:
                     for offset, epoch, record in _committed_records(bytes(p.records), self.image.offset, hw):
                         c, d = self.image.apply(record)
+                        tracing.trace_record(self.tracer, record)
                         changed += c
                         deleted += d
                         self.image.offset = offset + 1
@@ -543,6 +554,7 @@ class ClusterBroker(Broker):
                 replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
                 truncation_mode=self.mode,
                 high_watermark=plog.high_watermark,  # the checkpoint's; the core owns it from here
+                tracer=tracing.partition_tracer(self.tracer, info.topic_id),
             )
             part = Partition(topic, p, info.topic_id, plog, replica)
             self.partitions[(topic, p)] = part

@@ -33,6 +33,7 @@ class ControllerConfig:
     snapshot_bytes: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
     segment_bytes: int = 1024 * 1024 * 1024  # metadata.log.segment.bytes
     colocated_broker: bool = False  # combined mode: the broker with our node.id runs in this process
+    trace_enable: bool = False  # epochlog.trace.enable: quorum transitions to trace-controller.jsonl
     listener: Listener = field(default_factory=lambda: Listener("PLAINTEXT", "127.0.0.1", 9093, "PLAINTEXT"))
     raw: dict[str, str] = field(default_factory=dict)
 
@@ -57,6 +58,7 @@ class ControllerConfig:
         c.num_partitions = _int(props, "num.partitions", 1, minimum=1)
         c.delete_topic_enable = _bool(props, "delete.topic.enable", True)
         c.metrics_port = _int(props, "metrics.port", 0, minimum=0)
+        c.trace_enable = _bool(props, "epochlog.trace.enable", False)
         c.voters = parse_voters(props.get("controller.quorum.voters", ""))
         if c.voters and c.node_id not in c.voters:
             raise ConfigError(f"node.id={c.node_id} is not among controller.quorum.voters")

@@ -28,7 +28,7 @@ from epochlog.controller.quorum_controller import ACTIVATION_GRACE_MS, NotActive
 from epochlog.controller.records import MetadataRecord, ScramCredentialSet
 from epochlog.protocol.codec import RequestHeader
 from epochlog.raft.messages import SnapshotId
-from epochlog.raft.node import Role
+from epochlog.raft.roles import Role
 from epochlog.security.scram_credentials import ScramCredential
 from epochlog.server.cluster.bootstrap import read_bootstrap
 from epochlog.server.cluster.controller_apis import dispatch, is_supported
@@ -36,6 +36,8 @@ from epochlog.server.cluster.controller_authz import ControllerAccess, controlle
 from epochlog.server.cluster.controller_config import ControllerConfig
 from epochlog.server.metrics import ControllerMetrics
 from epochlog.server.quorum.driver import NotLeader, QuorumDriver, now_ms
+from epochlog.server.tracing import node_tracer
+from epochlog.trace.events import CONTROLLER as CONTROLLER_SRC
 
 log = logging.getLogger("epochlog.controller")
 
@@ -115,6 +117,7 @@ class ControllerServer:
             self._on_snapshot,
             segment_bytes=self.config.segment_bytes,
             security=raft_security,
+            tracer=node_tracer(self.config.trace_enable, self.config.log_dir, self.config.node_id, CONTROLLER_SRC),
         )
         self._rebuild()
         self.quorum.start()

@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.errors import Err
-from epochlog.raft.node import Role
+from epochlog.raft.roles import Role
 
 if TYPE_CHECKING:
     from epochlog.server.cluster.controller_server import ControllerServer

@@ -20,12 +20,16 @@ from typing import Any
 
 from epochlog.raft import messages as m
 from epochlog.raft.config import QuorumConfig
-from epochlog.raft.node import RaftNode, Role
+from epochlog.raft.node import RaftNode
+from epochlog.raft.roles import Role
 from epochlog.server.cluster.peer import PeerConnection, PeerError
 from epochlog.server.peer_security import PeerSecurity
 from epochlog.server.quorum import wire
 from epochlog.storage.metadata_raft_log import MetadataRaftLog
 from epochlog.storage.quorum_state_file import QuorumStateFile
+from epochlog.trace.events import NO_TRACE, Tracer
+from epochlog.trace.sink import ReadyTracer
+from epochlog.trace.sink import close as close_trace
 
 log = logging.getLogger("epochlog.quorum")
 TICK_S = 0.01
@@ -53,6 +57,7 @@ class QuorumDriver:
         on_snapshot: Callable[[m.SnapshotId], None],
         segment_bytes: int | None = None,
         security: PeerSecurity | None = None,
+        tracer: Tracer = NO_TRACE,
     ) -> None:
         self.node_id = node_id
         self.security = security  # how to reach the other voters' controller listeners
@@ -65,7 +70,11 @@ class QuorumDriver:
         self.state_file = QuorumStateFile(self.log.dir)
         self.state_file.remove_leftovers()
         state = self.state_file.read()  # QuorumStateCorrupt stops the controller here
-        self.node = RaftNode(node_id, tuple(voters), self.log, state, now_ms(), random.Random(), cluster_id, config)
+        # The core's events count once the quorum state of their Ready is on disk (trace/sink.ReadyTracer).
+        self.tracer = ReadyTracer(tracer)
+        self.node = RaftNode(
+            node_id, tuple(voters), self.log, state, now_ms(), random.Random(), cluster_id, config, self.tracer
+        )
         self.peers: dict[int, PeerConnection] = {}
         # Requests we serve, by request id: the future for the answer, and whether a broker asked.
         self.waiting: dict[int, tuple[asyncio.Future[tuple[m.Response, bytes]], bool]] = {}
@@ -93,6 +102,7 @@ class QuorumDriver:
             peer.close()
         self._fail_commit_waiters()
         self.log.close()
+        close_trace(self.tracer.inner)
 
     async def _ticker(self) -> None:
         while True:
@@ -108,6 +118,7 @@ class QuorumDriver:
             return
         if ready.quorum_state is not None:
             self.state_file.write(ready.quorum_state, self.cluster_id, tuple(self.voters))
+        self.tracer.release()
         if ready.flush:
             self.log.flush()
         for out in ready.messages:

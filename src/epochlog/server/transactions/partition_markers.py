@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.control_records import ControlType, marker_batch
 from epochlog.protocol.errors import Err
+from epochlog.trace.events import TxnMarker
 from epochlog.transactions.state import TopicPartition, partitions_by_topic
 
 if TYPE_CHECKING:
@@ -84,6 +85,9 @@ async def write_markers(broker: Broker, req: MarkerRequest) -> dict[TopicPartiti
         if result.error:
             out[tp] = err_of(result.error)
             continue
+        if part.replica.tracer.enabled:
+            marker = TxnMarker(*tp, part.leader_epoch, req.producer_id, req.commit, result.last_offset)
+            part.replica.tracer.emit(marker)
         waits.append((tp, part, result.wait_offset))
     timeout = broker.config.request_timeout_ms / 1000
     futs = [part.wait_committed(last) for _tp, part, last in waits]
