@@ -8,10 +8,12 @@ acknowledging or exposing data that is not there.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from epochlog.storage.errors import KafkaStorageError
 
@@ -64,3 +66,36 @@ class LogDirFailureChannel:
         except OSError as e:
             self.mark_offline(log_dir, f"{what}: {e}")
             raise KafkaStorageError(f"{what} failed on log directory {log_dir}: {e}") from e
+
+
+class OnLogDir(Protocol):
+    """A partition's storage in one log directory (PartitionLog)."""
+
+    failures: LogDirFailureChannel
+    log_dir: str
+    topic: str
+    partition: int
+
+
+_L = TypeVar("_L", bound=OnLogDir)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def io_guard(fn: Callable[Concatenate[_L, _P], _R]) -> Callable[Concatenate[_L, _P], _R]:
+    """Kafka's maybeHandleIOException: refused while the log directory is offline, and an OSError takes
+    it offline (once, for every partition in it) and surfaces as KAFKA_STORAGE_ERROR."""
+
+    def guarded(self: _L, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        failures = self.failures
+        if failures.offline_count and failures.is_offline(self.log_dir):
+            raise KafkaStorageError(f"{self.topic}-{self.partition}: log directory {self.log_dir} is offline")
+        try:
+            return fn(self, *args, **kwargs)
+        except OSError as e:
+            failures.mark_offline(self.log_dir, f"{fn.__name__} on {self.topic}-{self.partition}: {e}")
+            raise KafkaStorageError(f"{self.topic}-{self.partition}: {fn.__name__} failed: {e}") from e
+
+    # update_wrapper rather than @functools.wraps: the same wrapper, and it keeps guarded's precise type.
+    functools.update_wrapper(guarded, fn)
+    return guarded

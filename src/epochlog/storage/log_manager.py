@@ -17,7 +17,8 @@ from epochlog.storage import checkpoints, fileops
 from epochlog.storage.config import LogConfig
 from epochlog.storage.errors import KafkaStorageError, LogDirError
 from epochlog.storage.log_dir_failure import LogDirFailureChannel
-from epochlog.storage.partition_log import PartitionLog, parse_dir_name
+from epochlog.storage.log_loader import parse_dir_name
+from epochlog.storage.partition_log import PartitionLog
 
 log = logging.getLogger("epochlog.storage")
 

@@ -1,4 +1,8 @@
-"""One topic-partition's log: segments, epoch cache, producer state, recovery and retention.
+"""One topic-partition's log: segments, epoch cache and producer state; appends, reads, truncation and flushes.
+
+Opening and recovery are in log_loader, retention in log_retention, the cleaner's view of the log and the swap of
+a cleaned segment in log_cleaning, the lookups by timestamp in log_timestamps, and what appends and reads answer in
+log_results.
 
 Offsets and the leader epoch are written into each batch header in place (the CRC does not
 cover them); everything else stays exactly as the producer sent it.
@@ -6,20 +10,17 @@ cover them); everything else stays exactly as the producer sent it.
 
 from __future__ import annotations
 
-import base64
 import bisect
-import functools
 import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sized
 from pathlib import Path
-from typing import Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Protocol, TypeGuard, cast
 
 from epochlog.offsets import last_stable_offset
-from epochlog.protocol.control_records import Marker, read_marker
+from epochlog.protocol.control_records import read_marker
 from epochlog.protocol.record_batch import (
     BatchHeader,
     CorruptBatchError,
@@ -29,109 +30,28 @@ from epochlog.protocol.record_batch import (
     set_max_timestamp_log_append,
     set_partition_leader_epoch,
 )
-from epochlog.protocol.records import decode_batch
-from epochlog.storage import checkpoints, fileops
-from epochlog.storage.cleaner import swap
-from epochlog.storage.cleaner.cleaner import LogView, SegmentInfo
+from epochlog.storage import checkpoints, fileops, log_cleaning, log_loader, log_retention, log_timestamps
+from epochlog.storage.cleaner.cleaner import LogView
 from epochlog.storage.config import LogConfig
 from epochlog.storage.epoch_cache import EpochEntry, LeaderEpochCache
 from epochlog.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
-    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
-from epochlog.storage.log_dir_failure import LogDirFailureChannel
+from epochlog.storage.log_dir_failure import LogDirFailureChannel, io_guard
+from epochlog.storage.log_loader import EPOCH_CHECKPOINT
+from epochlog.storage.log_results import AppendResult, FileRead, ReadResult, whole_batches
 from epochlog.storage.producer_state import CompletedTxn, ProducerStateManager
 from epochlog.storage.segment import Segment
-from epochlog.storage.transaction_index import AbortedTxn, TransactionIndexCorrupt
+from epochlog.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger("epochlog.storage")
-
-EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-PARTITION_METADATA = "partition.metadata"
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _io(fn: Callable[Concatenate[PartitionLog, _P], _R]) -> Callable[Concatenate[PartitionLog, _P], _R]:
-    """Kafka's maybeHandleIOException: refused while the log directory is offline, and an OSError takes
-    it offline (once, for every partition in it) and surfaces as KAFKA_STORAGE_ERROR."""
-
-    @functools.wraps(fn)
-    def guarded(self: PartitionLog, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        failures = self.failures
-        if failures.offline_count and failures.is_offline(self.log_dir):
-            raise KafkaStorageError(f"{self.topic}-{self.partition}: log directory {self.log_dir} is offline")
-        try:
-            return fn(self, *args, **kwargs)
-        except OSError as e:
-            failures.mark_offline(self.log_dir, f"{fn.__name__} on {self.topic}-{self.partition}: {e}")
-            raise KafkaStorageError(f"{self.topic}-{self.partition}: {fn.__name__} failed: {e}") from e
-
-    return guarded
-
-
-def _whole_batches(parts: list[bytes | memoryview], limit: int, base: int) -> ReadResult:
-    """Whole batches below ``limit`` only. The parts are handed on as they are (a follower's fetch spans
-    two appends more often than not): joining them would copy a megabyte per fetch."""
-    chunks: list[bytes | memoryview] = []
-    for data in parts:
-        end = 0
-        n = len(data)
-        while end + 61 <= n:
-            h = read_header(data, end)
-            if h.base_offset >= limit or end + h.size > n:
-                break
-            end += h.size
-        if end:
-            chunks.append(data[:end] if end < n else data)
-        if end < n:
-            break
-    if not chunks:
-        return ReadResult()
-    return ReadResult(chunks, base)
-
-
-@dataclass
-class FileRead:
-    """A read from a segment file, planned on the event loop and done elsewhere (see plan_read)."""
-
-    fd: int
-    path: Path
-    position: int
-    length: int
-    limit: int
-    base_offset: int
-
-    def run(self) -> memoryview:
-        try:
-            return memoryview(fileops.ops().pread(self.fd, self.length, self.position, self.path))
-        finally:
-            os.close(self.fd)
-
-    def finish(self, data: memoryview) -> ReadResult:
-        return _whole_batches([data], self.limit, self.base_offset)
-
-    def discard(self) -> None:
-        os.close(self.fd)
-
-
-@dataclass(slots=True)
-class AppendResult:
-    first_offset: int
-    last_offset: int
-    log_append_time_ms: int
-    log_start_offset: int
-    record_count: int
-    duplicate: bool = False
 
 
 class HighWatermarkOwner(Protocol):
@@ -143,41 +63,20 @@ class HighWatermarkOwner(Protocol):
     def last_stable_offset(self) -> int: ...
 
 
-@dataclass(slots=True)
-class ReadResult:
-    chunks: list[bytes | memoryview] = field(default_factory=list)
-    first_offset: int = -1
-
-    @property
-    def size(self) -> int:
-        return sum(len(c) for c in self.chunks)
-
-
-def parse_dir_name(name: str) -> tuple[str, int] | None:
-    topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not part.isdigit():
-        return None
-    return topic, int(part)
-
-
-def _encode_topic_id(topic_id: uuid.UUID) -> str:
-    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
-
-
 # Called with each flush's duration in seconds (the broker's LogFlushRateAndTimeMs); storage imports no
 # metrics library, so the broker sets this at start.
 on_flush: Callable[[float], None] | None = None
 
 
-def _decode_topic_id(text: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-
-
-def _owns_frame(records: bytes | bytearray | memoryview) -> bool:
+def _owns_frame(records: bytes | bytearray | memoryview) -> TypeGuard[memoryview]:
     """A writable view that is (nearly) the whole buffer a frame was read into: ours to patch and to keep
     in the segment's tail. A view that is only part of a larger frame is not kept, so it cannot pin a
     request or answer that also carried other partitions' data."""
-    return isinstance(records, memoryview) and not records.readonly and records.nbytes + 4096 >= len(records.obj)
+    return (
+        isinstance(records, memoryview)
+        and not records.readonly
+        and records.nbytes + 4096 >= len(cast(Sized, records.obj))
+    )
 
 
 class PartitionLog:
@@ -261,121 +160,13 @@ class PartitionLog:
         self._open(recover, topic_id, recovery_point, log_start_offset, high_watermark)
         return self
 
-    @_io
+    @io_guard
     def _open(
         self, recover: bool, topic_id: uuid.UUID | None, recovery_point: int, log_start_offset: int, high_watermark: int
     ) -> None:
-        directory, config = self.dir, self.config
-        if not directory.exists():
-            fileops.ops().mkdir(directory)
-            self._dir_durable = False  # synced before the first write (make_dir_durable)
-        self._load_topic_id(topic_id)
-        strays = list(directory.glob("*.tmp")) + list(directory.glob("*.deleted"))
-        for stray in strays:
-            fileops.ops().unlink(stray)
-        if strays:
-            fileops.ops().fsync_dir(directory)
-        # A cleaner's swap that a crash interrupted is completed or rolled back before the segments are
-        # listed (storage/cleaner/swap.py says which, and why neither loses nor duplicates a record).
-        swap.recover_swaps(directory)
-        bases = sorted(int(p.name[:-4]) for p in directory.glob("*.log") if p.name[:-4].isdigit())
-        now = _now_ms()
-        self.segments = [Segment(directory, b, config.index_interval_bytes, now) for b in bases]
-        self._bases = bases
-        self.recovery_point = recovery_point
-        self._load_segments(recover)
-        if not self.segments:
-            self._new_segment(max(log_start_offset, 0), now)
-        self.log_start_offset = max(self.segments[0].base_offset, log_start_offset)
-        if self.log_start_offset > self.log_end_offset:
-            self.log_start_offset = self.log_end_offset
-        self.recovery_point = min(max(recovery_point, 0), self.log_end_offset) if not recover else self.log_end_offset
-        self._hw = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
-        try:
-            entries = checkpoints.read_epochs(directory / EPOCH_CHECKPOINT)
-        except (checkpoints.CheckpointError, ValueError) as e:
-            log.error("%s: leader-epoch-checkpoint unreadable (%s); rebuilding it from the batches", self, e)
-            entries = self._epochs_from_batches()
-        self.epoch_cache = LeaderEpochCache(entries, on_change=self._save_epochs)
-        # KIP-101 "Unclean Shutdown": the checkpoint may be ahead of the log.
-        self.epoch_cache.truncate_from_end(self.log_end_offset)
-        self.epoch_cache.truncate_from_start(self.log_start_offset)
-        if recover:
-            # Appends write the data before its epoch entry (so an entry is never ahead of the data after
-            # an error); a crash in between leaves batches whose epoch the checkpoint lacks. Kafka's
-            # segment recovery assigns the epochs of the batches it re-reads; so do we, past the
-            # recovery point.
-            latest = self.epoch_cache.latest_entry()
-            start = max(recovery_point, self.log_start_offset, latest.start_offset if latest else 0)
-            for h in self.read_headers(start):
-                if h.partition_leader_epoch > self.epoch_cache.latest_epoch():
-                    self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-        self._check_txn_indexes()
-        self._load_producer_state()
+        log_loader.open_log(self, recover, topic_id, recovery_point, log_start_offset, high_watermark)
 
-    def _load_topic_id(self, topic_id: uuid.UUID | None) -> None:
-        path = self.dir / PARTITION_METADATA
-        if path.exists():
-            try:
-                fields = dict(line.split(":", 1) for line in path.read_text().splitlines() if ":" in line)
-                self.topic_id = _decode_topic_id(fields["topic_id"].strip())
-            except (KeyError, ValueError) as e:
-                log.error("%s: unreadable %s: %s", self.dir, PARTITION_METADATA, e)
-        if topic_id is not None and self.topic_id != topic_id:
-            self.topic_id = topic_id
-            checkpoints.write_atomically(
-                path, f"version: 0\ntopic_id: {_encode_topic_id(topic_id)}\n", sync_dir=self._dir_durable
-            )
-
-    def _load_segments(self, recover: bool) -> None:
-        kept: list[Segment] = []
-        for i, seg in enumerate(self.segments):
-            needs_scan = recover and (
-                i + 1 >= len(self.segments) or self.segments[i + 1].base_offset > self.recovery_point
-            )
-            if not needs_scan and seg.load_indexes():
-                kept.append(seg)
-                continue
-            following = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
-            result = seg.scan(validate_crc=needs_scan or recover, before_offset=following)
-            if result.error is not None:
-                log.warning(
-                    "%s-%d: recovery truncates segment %d at byte %d of %d (offset %d): %s",
-                    self.topic,
-                    self.partition,
-                    seg.base_offset,
-                    result.valid_bytes,
-                    seg.size,
-                    result.next_offset,
-                    result.error,
-                )
-                seg.truncate_to_position(result.valid_bytes)
-                kept.append(seg)
-                for later in self.segments[i + 1 :]:
-                    log.warning(
-                        "%s-%d: recovery drops segment %d after the corruption",
-                        self.topic,
-                        self.partition,
-                        later.base_offset,
-                    )
-                    later.delete()
-                break
-            kept.append(seg)
-        # An empty trailing segment after a crash is fine; an empty segment in the middle is not kept.
-        self.segments = [s for j, s in enumerate(kept) if s.size > 0 or j == len(kept) - 1]
-        for s in kept:
-            if s not in self.segments:
-                s.delete()
-        self._bases = [s.base_offset for s in self.segments]
-
-    def _epochs_from_batches(self) -> list[tuple[int, int]]:
-        entries: list[tuple[int, int]] = []
-        for h in self.read_headers(self.log_start_offset):
-            if h.partition_leader_epoch >= 0 and (not entries or h.partition_leader_epoch > entries[-1][0]):
-                entries.append((h.partition_leader_epoch, h.base_offset))
-        return entries
-
-    @_io
+    @io_guard
     def _save_epochs(self, entries: list[EpochEntry]) -> None:
         checkpoints.write_epochs(
             self.dir / EPOCH_CHECKPOINT, [(e.epoch, e.start_offset) for e in entries], sync_dir=self._dir_durable
@@ -446,7 +237,7 @@ class PartitionLog:
                 raise InvalidRecordError(f"batch at position {pos} has {h.record_count} records")
         return batches
 
-    @_io
+    @io_guard
     def append_as_leader(
         self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int, crc_checked: bool = False
     ) -> AppendResult:
@@ -484,7 +275,7 @@ class PartitionLog:
         self.epoch_cache.assign(leader_epoch, first)
         return AppendResult(first, offset - 1, append_time, self.log_start_offset, count)
 
-    @_io
+    @io_guard
     def append_as_follower(self, records: bytes | bytearray | memoryview, now_ms: int | None = None) -> int:
         """Append batches that already carry offsets and epochs; returns the new log end offset."""
         batches = self._validate(records, allow_empty=True)
@@ -535,14 +326,6 @@ class PartitionLog:
             self.flush()
 
     # -- transactions ------------------------------------------------------------------------
-    def _marker_of(self, h: BatchHeader) -> Marker | None:
-        i = self._segment_index(h.base_offset)
-        seg = self.segments[i]
-        found = seg.find_position(h.base_offset)
-        if found is None:
-            return None
-        return read_marker(seg.read(found[0], found[1].size))
-
     def _index_completed(self, txn: CompletedTxn, stable: int) -> None:
         """An aborted transaction goes into the index of the segment holding its marker, once."""
         if not txn.aborted:
@@ -550,25 +333,6 @@ class PartitionLog:
         seg = self.segments[self._segment_index(txn.last_offset)]
         if txn.last_offset > seg.txn_index.last_offset:
             seg.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, stable))
-
-    def _load_producer_state(self) -> None:
-        self.producer_state.load(
-            self.log_start_offset, self.log_end_offset, self.read_headers, self._marker_of, self._index_completed
-        )
-
-    def _check_txn_indexes(self) -> None:
-        """Entries past the log end (recovery cut the log) go; an unreadable index is rebuilt from the
-        markers, by replaying the whole log into the producer state."""
-        rebuild = False
-        for seg in self.segments:
-            try:
-                seg.txn_index.truncate_to(self.log_end_offset)
-            except TransactionIndexCorrupt as e:
-                log.error("%s: %s; rebuilding the transaction index from the log", self, e)
-                seg.txn_index.rewrite([])
-                rebuild = True
-        if rebuild:
-            self.producer_state.delete_snapshots_above(-1)
 
     @property
     def last_stable_offset(self) -> int:
@@ -627,7 +391,7 @@ class PartitionLog:
             want = first.size
         return seg, pos, want, limit, first.base_offset
 
-    @_io
+    @io_guard
     def read(
         self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
     ) -> ReadResult:
@@ -635,9 +399,9 @@ class PartitionLog:
         if found is None:
             return ReadResult()
         seg, pos, want, limit, base = found
-        return _whole_batches(seg.read_parts(pos, want), limit, base)
+        return whole_batches(seg.read_parts(pos, want), limit, base)
 
-    @_io
+    @io_guard
     def plan_read(
         self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
     ) -> ReadResult | FileRead:
@@ -650,7 +414,7 @@ class PartitionLog:
             return ReadResult()
         seg, pos, want, limit, base = found
         if seg.in_tail(pos):
-            return _whole_batches(seg.read_parts(pos, want), limit, base)
+            return whole_batches(seg.read_parts(pos, want), limit, base)
         return FileRead(os.dup(seg.fd), seg.path, pos, min(want, seg.size - pos), limit, base)
 
     def read_headers(self, from_offset: int) -> Iterator[BatchHeader]:
@@ -664,65 +428,23 @@ class PartitionLog:
                 yield h
                 pos += h.size
 
-    @_io
+    # -- by timestamp (log_timestamps.py) -------------------------------------------------------
+    @io_guard
     def offset_for_timestamp(self, ts: int) -> tuple[int, int, int] | None:
         """(offset, timestamp, epoch) of the first record, at or after the log start, whose timestamp is
         >= ts; None when there is none. As Kafka does: find the first batch whose max timestamp reaches
         ts, then look at its records (decompressing them if need be), since timestamps inside a batch
         need not be ordered."""
-        for seg in self.segments:
-            if seg.max_timestamp < ts or seg.size == 0:
-                continue
-            pos = seg.find_timestamp(ts)
-            while pos < seg.size:
-                h = seg.header_at(pos)
-                if h.max_timestamp >= ts and h.last_offset >= self.log_start_offset:
-                    found = self._first_record_at_or_after(seg, pos, h, ts)
-                    if found is not None:
-                        return found[0], found[1], self.epoch_cache.epoch_for_offset(found[0])
-                pos += h.size
-        return None
+        return log_timestamps.offset_for_timestamp(self, ts)
 
-    def _first_record_at_or_after(self, seg: Segment, pos: int, h: BatchHeader, ts: int) -> tuple[int, int] | None:
-        if h.last_offset < self.log_start_offset:
-            return None
-        if h.is_log_append_time:  # every record carries the batch's max timestamp: nothing to decode
-            return max(h.base_offset, self.log_start_offset), h.max_timestamp
-        try:
-            _h, records = decode_batch(seg.read(pos, h.size), verify_crc=False)
-        except CorruptBatchError as e:
-            # The batch passed its checks on append; if it cannot be read now, answer for the batch as
-            # a whole (where a consumer must start to see the record) rather than fail the request.
-            log.warning(
-                "%s-%d: reading batch at offset %d for a timestamp: %s", self.topic, self.partition, h.base_offset, e
-            )
-            return max(h.base_offset, self.log_start_offset), h.max_timestamp
-        for r in records:
-            if r.timestamp >= ts and r.offset >= self.log_start_offset:
-                return r.offset, r.timestamp
-        return None
-
-    @_io
+    @io_guard
     def max_timestamp_and_offset(self) -> tuple[int, int] | None:
         """(timestamp, offset) of the record with the largest timestamp, the first such by offset
         (ListOffsets MAX_TIMESTAMP; Kafka answers the record's offset since KAFKA-16310)."""
-        best: Segment | None = None
-        for seg in self.segments:
-            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
-                best = seg
-        if best is None:
-            return None
-        ts, offset = best.max_timestamp, best.offset_of_max_timestamp
-        found = best.find_position(offset)
-        if found is not None:
-            pos, h = found
-            hit = self._first_record_at_or_after(best, pos, h, ts)
-            if hit is not None:
-                offset = hit[0]
-        return ts, offset
+        return log_timestamps.max_timestamp_and_offset(self)
 
-    # -- truncation, retention -----------------------------------------------------------------
-    @_io
+    # -- truncation ----------------------------------------------------------------------------
+    @io_guard
     def truncate_to(self, offset: int) -> None:
         """Drop every batch at or after ``offset`` (a follower's truncation)."""
         if offset >= self.log_end_offset:
@@ -749,9 +471,9 @@ class PartitionLog:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         seg.txn_index.truncate_to(self.log_end_offset)
         self.producer_state.delete_snapshots_above(self.log_end_offset)
-        self._load_producer_state()
+        log_loader.load_producer_state(self)
 
-    @_io
+    @io_guard
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.truncations += 1
         for seg in self.segments:
@@ -763,122 +485,39 @@ class PartitionLog:
         self.recovery_point = offset
         self.epoch_cache.clear()
         self.producer_state.delete_snapshots_above(-1)
-        self._load_producer_state()
+        log_loader.load_producer_state(self)
 
-    @_io
+    # -- retention (log_retention.py) ---------------------------------------------------------
+    @io_guard
     def apply_retention(self, now_ms: int) -> int:
         """Delete whole old segments (never the active one, nor data above the HW); returns bytes freed."""
-        cfg = self.config
-        if "delete" not in cfg.cleanup_policy:
-            return 0
-        total = self.size_bytes
+        return log_retention.apply_retention(self, now_ms)
 
-        def expired(seg: Segment) -> str | None:
-            nonlocal total
-            if seg.next_offset > self.high_watermark:
-                return None
-            by_time = cfg.retention_ms >= 0 and now_ms - seg.largest_timestamp_ms() > cfg.retention_ms
-            by_size = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
-            if not (by_time or by_size):
-                return None
-            total -= seg.size
-            return "time" if by_time else "size"
-
-        freed = self._delete_oldest_segments(expired)
-        if freed:
-            self.increment_log_start_offset(self.segments[0].base_offset)
-        return freed
-
-    def _delete_oldest_segments(self, reason_to_delete: Callable[[Segment], str | None]) -> int:
-        """Delete segments from the oldest on while ``reason_to_delete`` names a reason (the active segment
-        always stays); returns the bytes freed."""
-        freed = 0
-        while len(self.segments) > 1:
-            seg = self.segments[0]
-            reason = reason_to_delete(seg)
-            if reason is None:
-                break
-            log.info(
-                "%s-%d: %s deletes segment %d (%d bytes)",
-                self.topic,
-                self.partition,
-                reason,
-                seg.base_offset,
-                seg.size,
-            )
-            self.segments.pop(0)
-            self._bases.pop(0)
-            freed += seg.size
-            seg.delete()
-        return freed
-
-    @_io
+    @io_guard
     def advance_log_start(self, offset: int, reason: str) -> bool:
         """Start the log at ``offset`` (DeleteRecords on a leader, a follower following its leader's start;
         Kafka's maybeIncrementLogStartOffset). The caller (the replication core) decides the offset, at most
         the high watermark; here it never goes backwards nor past the log end. The new start is durable
         (log-start-offset-checkpoint) before any segment below it is deleted, so a crash in between leaves
         the records below it unreadable rather than back. Returns whether the start moved."""
-        offset = min(offset, self.log_end_offset)
-        if offset <= self.log_start_offset:
-            return False
-        old = self.log_start_offset
-        self.log_start_offset = offset
-        self.epoch_cache.truncate_from_start(offset)
-        if self.persist_log_start is not None:
-            self.persist_log_start()
-        if self.active.size > 0 and self.active.next_offset <= offset:
-            # Everything is below the new start: roll, so the old active segment can go too.
-            self._new_segment(self.log_end_offset, _now_ms())
-        self._delete_oldest_segments(lambda seg: reason if seg.next_offset <= offset else None)
-        self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
-        log.info("%s-%d: log start offset %d -> %d (%s)", self.topic, self.partition, old, offset, reason)
-        return True
+        return log_retention.advance_log_start(self, offset, reason)
 
-    @_io
+    @io_guard
     def increment_log_start_offset(self, offset: int) -> None:
-        offset = min(offset, self.high_watermark)
-        if offset <= self.log_start_offset:
-            return
-        self.log_start_offset = offset
-        self.epoch_cache.truncate_from_start(offset)
-        self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
+        log_retention.increment_log_start_offset(self, offset)
 
-    # -- compaction (storage/cleaner) ----------------------------------------------------------
+    # -- compaction (storage/cleaner; log_cleaning.py) ---------------------------------------
     def cleaning_view(self, with_files: bool) -> LogView:
         """The closed segments, as the cleaner sees them (on the owner's thread). ``with_files``: each
         with a descriptor of the cleaner's own, which it closes (LogView.close)."""
-        infos = []
-        for seg in self.segments[:-1]:
-            fd = os.dup(seg.fd) if with_files else -1
-            infos.append(SegmentInfo(seg, seg.base_offset, seg.next_offset, seg.size, seg.largest_timestamp_ms(), fd))
-        producers = {pid: e.batches[-1].last_offset for pid, e in self.producer_state.producers.items() if e.batches}
-        marker_epochs = {pid: e.epoch for pid, e in self.producer_state.producers.items() if not e.batches}
-        return LogView(
-            self.dir,
-            f"{self.topic}-{self.partition}",
-            infos,
-            self.log_start_offset,
-            self.high_watermark,
-            self.config,
-            producers,
-            truncations=self.truncations,
-            last_stable_offset=self.last_stable_offset,
-            # Only the cleaning itself needs them, not the probes that choose a log.
-            aborted=[e for seg in self.segments for e in seg.txn_index.entries] if with_files else [],
-            marker_epochs=marker_epochs,
-        )
+        return log_cleaning.cleaning_view(self, with_files)
 
     def first_batch_timestamp(self, offset: int) -> int:
         """The max timestamp of the batch holding ``offset`` (max.compaction.lag.ms looks at the first
         dirty batch); -1 when there is none."""
-        for seg in self.segments[self._segment_index(offset) :]:
-            found = seg.find_position(offset)
-            if found is not None:
-                return found[1].max_timestamp
-        return -1
+        return log_cleaning.first_batch_timestamp(self, offset)
 
-    @_io
+    @io_guard
     def replace_segments(
         self, cleaned: Segment, old: list[Segment], sizes: list[int], truncations: int
     ) -> list[Path] | None:
@@ -887,34 +526,10 @@ class PartitionLog:
         remove). None, and nothing changed, when those segments are no longer all there as they were
         read (retention or deletion got to them first) or the log was truncated since the cleaning
         began (``truncations`` is the count it saw)."""
-        if truncations != self.truncations:
-            return None
-        ids = [id(s) for s in self.segments]
-        try:
-            first = ids.index(id(old[0]))
-        except ValueError:
-            return None
-        current = self.segments[first : first + len(old)]
-        if (
-            len(current) != len(old)
-            or any(a is not b for a, b in zip(current, old, strict=True))
-            or first + len(old) >= len(self.segments)  # the active segment is never replaced
-            or [s.size for s in current] != sizes
-            or cleaned.base_offset != old[0].base_offset
-        ):
-            return None
-        swap.commit_cleaned(self.dir, cleaned.base_offset)
-        retired = swap.retire(self.dir, [s.base_offset for s in old])
-        for s in old:
-            s.abandon()  # closed, not deleted: their files are the .deleted ones now
-        self.segments[first : first + len(old)] = [cleaned]
-        self._bases = [s.base_offset for s in self.segments]
-        swap.install(self.dir, cleaned.base_offset)
-        cleaned.renamed()
-        return retired
+        return log_cleaning.replace_segments(self, cleaned, old, sizes, truncations)
 
     # -- durability ----------------------------------------------------------------------------
-    @_io
+    @io_guard
     def flush(self, up_to: int | None = None) -> None:
         t0 = time.monotonic()
         for seg in self.segments:
@@ -930,7 +545,7 @@ class PartitionLog:
         if self.unflushed_messages and now_ms - self.last_flush_ms >= self.config.flush_interval_ms:
             self.flush()
 
-    @_io
+    @io_guard
     def close(self) -> None:
         self.flush()
         self.producer_state.take_snapshot()

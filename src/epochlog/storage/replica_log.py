@@ -6,7 +6,8 @@ this adapter is how the server hands it files. Batches stay bytes end to end.
 
 from __future__ import annotations
 
-from epochlog.storage.partition_log import AppendResult, PartitionLog
+from epochlog.storage.log_results import AppendResult
+from epochlog.storage.partition_log import PartitionLog
 
 
 class PartitionReplicaLog:

@@ -18,7 +18,7 @@ from epochlog.server.clock import now_ms
 from epochlog.server.handlers.leader_hints import add_hint
 from epochlog.server.responses import Waiting
 from epochlog.storage.errors import KafkaStorageError
-from epochlog.storage.partition_log import FileRead
+from epochlog.storage.log_results import FileRead
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
