@@ -1,14 +1,16 @@
 """Markers and the last stable offset in the simulator: the LSO rule on simulated logs, random fault
-schedules with a transactional producer, a marker lost with its leader, and proof the checker can fail."""
+schedules with a transactional producer, a marker lost with its leader, KIP-890 part 1's verification at
+the leader, and proof the checkers can fail."""
 
 from __future__ import annotations
 
 import pytest
 
 import epochlog.sim.transactions as txn
+import epochlog.sim.world as world_module
 from epochlog.sim.disk_log import Entry
 from epochlog.sim.scenarios import random_schedule
-from epochlog.sim.world import World
+from epochlog.sim.world import PRODUCER, World
 from tests.sweep import seeds
 
 pytestmark = pytest.mark.sim
@@ -73,3 +75,59 @@ def test_the_checker_catches_a_partition_that_ignores_open_transactions(monkeypa
     monkeypatch.setattr(txn, "first_unstable_offset", lambda entries, hw: None)
     found = [{v.invariant for v in random_schedule(s, transactions=True).violations} for s in range(20)]
     assert any("read-committed" in f for f in found)
+
+
+def _write(w: World, value: str) -> None:
+    """The producer's write reaching leader 1, and whatever round trips it starts, run out."""
+    w.send(PRODUCER, 1, ("produce", value), reliable=True)
+    w.run_for(50)
+
+
+def _values(w: World, bid: int) -> list[str]:
+    return [e.value for e in w.brokers[bid].log.entries]
+
+
+def _open_transaction(w: World, t: int) -> None:
+    producer = w.txn_producer
+    assert producer is not None
+    producer.current, producer.marker = t, None
+
+
+def test_a_record_of_a_decided_transaction_arriving_late_is_refused() -> None:
+    """KIP-890 part 1: the record would open a transaction after its own marker, one nothing closes."""
+    w = World(brokers=2, transactions=True)
+    w.run_for(10)
+    _open_transaction(w, 0)
+    _write(w, "x0.0")  # opens the transaction: the coordinator vouches
+    _write(w, "x0.1")  # joins it: no question asked
+    assert _values(w, 1) == ["x0.0", "x0.1"]
+    w.txn_producer.marker = "C0"  # type: ignore[union-attr]
+    _write(w, "C0")
+    _write(w, "x0.1")  # a network duplicate, late
+    assert _values(w, 1) == ["x0.0", "x0.1", "C0"]
+    assert any("refuses x0.1: TRANSACTION_ABORTABLE" in h for h in w.history)
+    assert not w.violations, w.violations
+
+
+def test_a_marker_landing_while_the_coordinator_is_asked_voids_its_answer() -> None:
+    w = World(brokers=2, transactions=True)
+    w.run_for(10)
+    _open_transaction(w, 0)
+    w._on_message(1, PRODUCER, ("produce", "x0.0"))  # held: the question is on its way
+    w.leader_append(1, "A0")  # the transaction ends before the answer (ongoing when asked) comes back
+    w.run_for(50)
+    assert _values(w, 1) == ["A0"]
+    assert any("refuses x0.0: TRANSACTION_ABORTABLE" in h for h in w.history)
+    assert not w.violations, w.violations
+
+
+def test_the_checker_catches_a_leader_that_skips_verification(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(world_module, "needs_verification", lambda *_args: False)
+    w = World(brokers=2, transactions=True)
+    w.run_for(10)
+    _open_transaction(w, 0)
+    _write(w, "x0.0")
+    w.txn_producer.marker = "C0"  # type: ignore[union-attr]
+    _write(w, "C0")
+    _write(w, "x0.0")
+    assert {v.invariant for v in w.violations} == {"hanging-transaction"}

@@ -116,6 +116,7 @@ class BrokerConfig:
     connections_max_idle_ms: int = 600_000
     replica_fetch_response_max_bytes: int = 10_485_760
     replica_fetch_wait_max_ms: int = 500
+    replica_fetch_backoff_ms: int = 1000
     broker_heartbeat_interval_ms: int = 2000
     controlled_shutdown_enable: bool = True
     controlled_shutdown_timeout_ms: int = 5000
@@ -225,6 +226,7 @@ class BrokerConfig:
         c.connections_max_idle_ms = _int(props, "connections.max.idle.ms", 600_000, minimum=1)
         c.replica_fetch_response_max_bytes = _int(props, "replica.fetch.response.max.bytes", 10_485_760, minimum=1)
         c.replica_fetch_wait_max_ms = _int(props, "replica.fetch.wait.max.ms", 500, minimum=0)
+        c.replica_fetch_backoff_ms = _int(props, "replica.fetch.backoff.ms", 1000, minimum=0)
         c.broker_heartbeat_interval_ms = _int(props, "broker.heartbeat.interval.ms", 2000, minimum=10)
         c.controlled_shutdown_enable = _bool(props, "controlled.shutdown.enable", True)
         c.controlled_shutdown_timeout_ms = _int(props, "epochlog.controlled.shutdown.timeout.ms", 5000, minimum=0)

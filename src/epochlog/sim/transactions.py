@@ -8,12 +8,20 @@ makes it abort. The LSO rule is the one the real partition uses (storage/produce
 offset of a transaction without a marker, or whose marker is not yet below the high watermark. A record of
 a transaction appearing after its marker is a network duplicate the real partition refuses by sequence
 number (idempotence), so it is ignored here.
+
+KIP-890 part 1 runs here as in the server: a leader holds a record that would open a transaction on its
+partition, asks the coordinator (the producer, which knows its transaction) and appends only on the answer
+of transactions/verification.py; the ``hanging-transaction`` invariant checks that no record opens a
+transaction on a partition whose marker for it is already there (one nothing would ever close).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+from epochlog.codes import Err
 
 if TYPE_CHECKING:
     from epochlog.sim.world import World
@@ -65,6 +73,46 @@ def read_committed(entries: Sequence[_Entry], lso: int) -> list[str]:
     return out
 
 
+# The simulated producer never bumps its epoch, and its clients speak Produce v11 (TRANSACTION_ABORTABLE).
+PRODUCER_EPOCH = 0
+PRODUCE_VERSION = 11
+
+
+@dataclass(frozen=True)
+class ProducerEntry:
+    epoch: int
+    current_txn_first_offset: int
+
+
+def producer_entry(entries: Sequence[_Entry]) -> ProducerEntry | None:
+    """The partition's producer state for the transactional producer, read off the log as the real partition
+    rebuilds it: a data record opens a transaction unless one is open, a marker closes it."""
+    seen, first = False, -1
+    for offset, e in enumerate(entries):
+        kind, _t = parse(e.value)
+        if kind == "rec":
+            seen = True
+            first = offset if first < 0 else first
+        elif kind in ("commit", "abort"):
+            seen, first = True, -1
+    return ProducerEntry(PRODUCER_EPOCH, first) if seen else None
+
+
+def markers_applied(entries: Sequence[_Entry]) -> int:
+    return sum(1 for e in entries if parse(e.value)[0] in ("commit", "abort"))
+
+
+def hangs(entries: Sequence[_Entry], value: str) -> bool:
+    """Whether appending ``value`` would open a transaction whose marker is already in the log."""
+    kind, t = parse(value)
+    if kind != "rec":
+        return False
+    entry = producer_entry(entries)
+    if entry is not None and entry.current_txn_first_offset >= 0:
+        return False  # joins the open transaction
+    return any(parse(e.value) in (("commit", t), ("abort", t)) for e in entries)
+
+
 class TxnProducer:
     """One transactional producer (begins, writes up to three records, then commits or aborts) and a plain
     producer writing beside it."""
@@ -78,6 +126,12 @@ class TxnProducer:
         self.marker: str | None = None
         self.marker_sent_at = -1
         self.decided: dict[int, str] = {}  # transaction -> "commit" | "abort", once its marker is acknowledged
+
+    def verify(self, value: str) -> Err:
+        """The coordinator's answer to a leader asking before ``value`` opens a transaction on its partition
+        (transactions/coordinator.py's verify_partitions: only an ongoing transaction vouches)."""
+        _kind, t = parse(value)
+        return Err.NONE if t == self.current and self.marker is None else Err.INVALID_TXN_STATE
 
     def next_value(self) -> str | None:
         w = self.w

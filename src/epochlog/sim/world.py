@@ -14,13 +14,17 @@ from typing import Any
 
 from epochlog.controller.controller import Controller
 from epochlog.controller.records import UncleanElection
+from epochlog.replication.fetch_backoff import FetchBackoff
 from epochlog.replication.partition import PartitionReplica
 from epochlog.replication.types import FetchOutcome, FetchRequest, FetchResponse, PartitionState, Role, TruncationMode
+from epochlog.sim import transactions as txn
 from epochlog.sim.disk_log import SimLog
 from epochlog.sim.invariants import InvariantChecker, Violation
 from epochlog.trace import events as trace
 from epochlog.trace.check import TraceChecker, TraceViolation
 from epochlog.trace.sink import CallbackTracer
+from epochlog.transactions import verification
+from epochlog.transactions.verification import needs_verification
 
 TOPIC = "t"
 PARTITION = 0
@@ -45,7 +49,8 @@ class SimBroker:
     paused: bool = False
     clean_shutdown: bool = True
     persisted_hw: int = 0
-    fetch_in_flight_until: int = 0
+    fetch_in_flight_until: int = 0  # 0: no fetch in flight; else when it counts as failed (unanswered)
+    backoffs: dict[int, FetchBackoff] = field(default_factory=dict)  # per leader, as the server's fetchers
     pending_acks: list[tuple[int, str]] = field(default_factory=list)
     inbox: list[tuple[int, Any]] = field(default_factory=list)  # held while paused
 
@@ -63,6 +68,7 @@ class World:
         session_timeout_ms: int = 1500,
         replication_factor: int | None = None,
         transactions: bool = False,
+        replica_fetch_backoff_ms: int | None = None,
     ) -> None:
         self.rng = random.Random(seed)
         self.seed = seed
@@ -71,6 +77,10 @@ class World:
         self.min_isr = min_isr
         self.faults = faults or Faults()
         self.lag_ms = replica_lag_time_max_ms
+        # Scaled as the simulator's other times are: Kafka's defaults keep 1 s of backoff to 30 s of lag.
+        self.fetch_backoff_ms = (
+            replica_lag_time_max_ms // 30 if replica_fetch_backoff_ms is None else replica_fetch_backoff_ms
+        )
         self._queue: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
         self.events = 0
@@ -85,10 +95,8 @@ class World:
         self.trace = TraceChecker()
         self._unclean_seen = 0  # controller records already looked at for unclean elections
         self.snapshots: list[tuple[str, dict[int, dict[str, Any]]]] = []
-        from epochlog.sim.transactions import ReadCommittedChecker, TxnProducer
-
-        self.txn_producer = TxnProducer(self) if transactions else None
-        self.read_committed = ReadCommittedChecker(self) if transactions else None
+        self.txn_producer = txn.TxnProducer(self) if transactions else None
+        self.read_committed = txn.ReadCommittedChecker(self) if transactions else None
         for b in range(1, brokers + 1):
             log = SimLog()
             log.transactional = transactions
@@ -221,7 +229,10 @@ class World:
             self._push_states()
             return
         if dst == PRODUCER:
-            if kind == "ack":
+            if kind == "verify" and self.txn_producer is not None:
+                _, value, markers = msg
+                self.send(PRODUCER, src, ("verified", value, self.txn_producer.verify(value), markers))
+            elif kind == "ack":
                 _, offset, value, isr, committed_at = msg
                 self.acked[offset] = value
                 self.checker.on_ack(offset, value, isr, committed_at)
@@ -264,6 +275,7 @@ class World:
             resp: FetchResponse = msg[1]
             b.fetch_in_flight_until = 0
             outcome = r.handle_fetch_response(resp)  # the core drops answers to an older term or position
+            self._backoff(b, src).after_answer(PARTITION, outcome, r.leader_epoch, self.now)
             if outcome is FetchOutcome.TRUNCATED:
                 self.log_event(
                     f"broker {dst} truncates to {b.log.log_end_offset} "
@@ -271,12 +283,36 @@ class World:
                 )
         elif kind == "produce":
             _, value = msg
-            appended = r.append([value], self.now, acks=-1)
-            if appended.error:
+            if self.txn_producer is not None:
+                entry = txn.producer_entry(b.log.entries)
+                if needs_verification(txn.parse(value)[0] == "rec", True, txn.PRODUCER_EPOCH, entry):
+                    self.send(dst, PRODUCER, ("verify", value, txn.markers_applied(b.log.entries)))
+                    return
+            self._leader_write(b, value)
+        elif kind == "verified":
+            _, value, coordinator, markers = msg
+            code = verification.answer(coordinator, markers, txn.markers_applied(b.log.entries), txn.PRODUCE_VERSION)
+            if code:
+                self.log_event(f"broker {dst} refuses {value}: {code.name}")
                 return
-            self.checker.on_leader_append(dst, r.leader_epoch, value)
-            b.pending_acks.append((appended.first_offset, value))
-            self._release_acks(b)
+            self._leader_write(b, value)
+
+    def _leader_write(self, b: SimBroker, value: str) -> None:
+        r = b.replica
+        if self.txn_producer is not None and r.role is Role.LEADER and txn.hangs(b.log.entries, value):
+            self.checker._fail("hanging-transaction", f"leader {b.broker_id} opens a decided transaction: {value}")
+        appended = r.append([value], self.now, acks=-1)
+        if appended.error:
+            return
+        self.checker.on_leader_append(b.broker_id, r.leader_epoch, value)
+        b.pending_acks.append((appended.first_offset, value))
+        self._release_acks(b)
+
+    def _backoff(self, b: SimBroker, leader: int) -> FetchBackoff:
+        """The rule the server's fetcher follows (replication/fetch_backoff.py), one per leader."""
+        if leader not in b.backoffs:
+            b.backoffs[leader] = FetchBackoff(self.fetch_backoff_ms)
+        return b.backoffs[leader]
 
     def _release_acks(self, b: SimBroker) -> None:
         r = b.replica
@@ -299,8 +335,12 @@ class World:
             return
         r = b.replica
         self.send(bid, CONTROLLER, ("heartbeat",))
-        if r.role is Role.FOLLOWER and self.now >= b.fetch_in_flight_until:
-            req = r.next_fetch()
+        if r.role is Role.FOLLOWER and b.fetch_in_flight_until and self.now >= b.fetch_in_flight_until:
+            b.fetch_in_flight_until = 0
+            self._backoff(b, r.leader_id).after_failure(self.now)  # unanswered: the request failed
+        if r.role is Role.FOLLOWER and not b.fetch_in_flight_until:
+            backoff = self._backoff(b, r.leader_id)
+            req = r.next_fetch() if backoff.may_fetch(PARTITION, r.leader_epoch, self.now) else None
             if req is not None:
                 b.fetch_in_flight_until = self.now + 200
                 self.send(bid, r.leader_id, ("fetch", req))

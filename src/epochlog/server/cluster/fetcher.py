@@ -5,6 +5,8 @@ them in one Fetch v12 request (packed by protocol/fetch_request_writer.py, its a
 zero-copy parser of protocol/fetch_response.py), and hands each partition's answer back to the core,
 which appends, truncates on a DivergingEpoch, or waits for newer metadata when fenced. An answer that
 arrives after the partition moved to another leader or epoch is dropped: it describes a term that is over.
+How long to wait after an error, a fenced answer or a failed request is the replication core's rule
+(replication/fetch_backoff.py, replica.fetch.backoff.ms), which the simulator follows too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING
 from epochlog.protocol.fetch_request_writer import ReplicaFetchPartition, encode_replica_fetch
 from epochlog.protocol.fetch_response import VERSION as FETCH_VERSION
 from epochlog.protocol.fetch_response import parse_fetch_response_v12
+from epochlog.replication.fetch_backoff import FetchBackoff
 from epochlog.replication.types import DivergingEpoch, FetchOutcome, FetchResponse, Role
 from epochlog.server.clock import now_ms
 from epochlog.server.cluster.peer import PeerConnection, PeerError
@@ -92,6 +95,7 @@ class FetcherManager:
         b = self.broker
         conn: PeerConnection | None = None
         endpoint: tuple[str, int] | None = None
+        backoff = FetchBackoff(b.config.replica_fetch_backoff_ms)
         while not self.stopping:
             parts = self.following(leader)
             if not parts:
@@ -110,34 +114,41 @@ class FetcherManager:
                 endpoint = (ep.host, ep.port)
                 conn = PeerConnection(ep.host, ep.port, f"replica-fetcher-{b.config.node_id}", b.peer_security)
                 self.conns[leader] = conn
+            wait = backoff.wait_ms(now_ms())
+            if wait:
+                await asyncio.sleep(wait / 1000)
+                continue  # the partitions followed there may have changed meanwhile
             asked = frozenset((p.topic, p.partition) for p in parts)
             self.inflight[leader] = asked
             try:
-                await self._fetch_round(conn, parts)
+                await self._fetch_round(conn, parts, backoff)
             except PeerError as e:
                 if frozenset((p.topic, p.partition) for p in self.following(leader)) == asked:
                     log.debug("fetch from broker %d failed: %s", leader, e)
-                    await asyncio.sleep(0.05)  # a real failure; an abandoned fetch goes again at once
+                    backoff.after_failure(now_ms())  # a real failure; an abandoned fetch goes again at once
             except asyncio.CancelledError:
                 conn.close()
                 raise
             except Exception:
                 log.exception("replica fetch from broker %d failed", leader)
-                await asyncio.sleep(0.5)
+                backoff.after_failure(now_ms())
         if conn is not None:
             conn.close()
         self.conns.pop(leader, None)
         self.inflight.pop(leader, None)
 
-    async def _fetch_round(self, conn: PeerConnection, parts: list[Partition]) -> None:
+    async def _fetch_round(self, conn: PeerConnection, parts: list[Partition], backoff: FetchBackoff) -> None:
         cfg = self.broker.config
         sent: dict[tuple[str, int], tuple[Partition, int, int]] = {}
         by_topic: dict[str, list[ReplicaFetchPartition]] = {}
         throttle = self.broker.replication_throttles.follower
         throttled: set[tuple[str, int]] = set()
+        now = now_ms()
         for part in parts:
             r = part.replica
             assert r is not None
+            if not backoff.may_fetch((part.topic, part.partition), r.leader_epoch, now):
+                continue
             fr = r.next_fetch()
             if fr is None:
                 continue
@@ -161,7 +172,7 @@ class FetcherManager:
                 )
             )
         if not by_topic:
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(backoff.idle_ms(now_ms()) / 1000)
             return
         topics = list(by_topic.items())
 
@@ -179,7 +190,6 @@ class FetcherManager:
         resp = await conn.request_frame(
             1, FETCH_VERSION, frame, timeout=cfg.replica_fetch_wait_max_ms / 1000 + 10, parse=parse_fetch_response_v12
         )
-        backoff = False
         for t in resp.responses:
             for p in t.partitions:
                 part = self.broker.partitions.get((t.topic, int(p.partition_index)))
@@ -223,8 +233,5 @@ class FetcherManager:
                         part.partition,
                         r.log.log_end_offset,
                     )
-                elif outcome in (FetchOutcome.FENCED, FetchOutcome.ERROR):
-                    backoff = True
+                backoff.after_answer((part.topic, part.partition), outcome, r.leader_epoch, now_ms())
                 part.sync()
-        if backoff:
-            await asyncio.sleep(0.05)

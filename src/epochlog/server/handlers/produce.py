@@ -19,6 +19,8 @@ from epochlog.server.clock import now_ms
 from epochlog.server.handlers.leader_hints import add_hint
 from epochlog.server.partition import Partition
 from epochlog.server.responses import NO_RESPONSE, Waiting
+from epochlog.transactions import verification
+from epochlog.transactions.verification import Unverified, by_producer, needs_verification
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
@@ -134,10 +136,9 @@ async def _await_acks(
     return _answer(broker, header, responses)
 
 
-def _unverified(broker: Broker, req: Any, denied: set[str]) -> list[tuple[str, int, int, int, int]]:
-    """(topic, partition, producer id, epoch, markers applied so far) of each transactional batch whose
-    producer has no open transaction on its partition yet: KIP-890 part 1 asks the coordinator before the
-    first write, and the count guards the answer (a marker landing meanwhile voids it)."""
+def _unverified(broker: Broker, req: Any, denied: set[str]) -> list[Unverified]:
+    """The writes KIP-890 part 1 holds for the coordinator (the rule is verification.needs_verification),
+    each with its producer's marker count on the partition now."""
     out = []
     for topic in req.topics:
         name = broker.topic_name_for_id(topic.topic_id) if topic.topic_id is not None else topic.name
@@ -151,50 +152,29 @@ def _unverified(broker: Broker, req: Any, denied: set[str]) -> list[tuple[str, i
                 h = read_header(pd.records)
             except ValueError:
                 continue  # validation answers it
-            if not (h.is_transactional and h.has_producer_id):
-                continue
             state = part.log.producer_state
-            entry = state.last_entry(h.producer_id)
-            if entry is None or entry.epoch != h.producer_epoch or entry.current_txn_first_offset < 0:
+            entry = state.last_entry(h.producer_id) if h.has_producer_id else None
+            if needs_verification(h.is_transactional, h.has_producer_id, h.producer_epoch, entry):
                 markers = state.markers_applied.get(h.producer_id, 0)
-                out.append((name, pd.index, h.producer_id, h.producer_epoch, markers))
+                out.append(Unverified(name, pd.index, h.producer_id, h.producer_epoch, markers))
     return out
 
 
-# The coordinator could not answer now (moving, loading, mid-transition): the write is retried.
-_COORDINATOR_BUSY = frozenset(
-    {Err.COORDINATOR_NOT_AVAILABLE, Err.NOT_COORDINATOR, Err.COORDINATOR_LOAD_IN_PROGRESS, Err.CONCURRENT_TRANSACTIONS}
-)
-
-
 async def _verify_then_produce(
-    broker: Broker,
-    header: RequestHeader,
-    req: Any,
-    unverified: list[tuple[str, int, int, int, int]],
-    denied: set[str],
+    broker: Broker, header: RequestHeader, req: Any, unverified: list[Unverified], denied: set[str]
 ) -> Any:
-    refused: dict[tuple[str, int], Err] = {}
-    # Produce v11 clients know TRANSACTION_ABORTABLE (KIP-890): the transaction aborts and goes on.
-    not_in_txn = Err.TRANSACTION_ABORTABLE if header.api_version >= 11 else Err.INVALID_TXN_STATE
-    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
-    for name, index, pid, epoch, _markers in unverified:
-        by_producer.setdefault((pid, epoch), []).append((name, index))
-    for (pid, epoch), tps in by_producer.items():
+    answers: dict[tuple[str, int], Err] = {}
+    for (pid, epoch), tps in by_producer(unverified).items():
         codes = await broker.txn.verify_anywhere(req.transactional_id, pid, epoch, tps)
-        for tp in tps:
-            code = codes.get(tp, Err.COORDINATOR_NOT_AVAILABLE)
-            if code in (Err.PRODUCER_FENCED, Err.INVALID_PRODUCER_EPOCH):
-                refused[tp] = Err.INVALID_PRODUCER_EPOCH
-            elif code in _COORDINATOR_BUSY:
-                refused[tp] = Err.NOT_ENOUGH_REPLICAS  # as Kafka: a retriable error the client knows
-            elif code:
-                refused[tp] = not_in_txn
-    for name, index, pid, _epoch, markers in unverified:
-        part = broker.partition(name, index)
-        if part is not None and part.log.producer_state.markers_applied.get(pid, 0) != markers:
-            # The transaction was decided while we asked: the verified write would begin a new one.
-            refused.setdefault((name, index), not_in_txn)
+        answers.update((tp, codes.get(tp, Err.COORDINATOR_NOT_AVAILABLE)) for tp in tps)
+    refused: dict[tuple[str, int], Err] = {}
+    for u in unverified:
+        part = broker.partition(u.topic, u.partition)
+        markers_now = u.markers if part is None else part.log.producer_state.markers_applied.get(u.producer_id, 0)
+        tp = (u.topic, u.partition)
+        code = verification.answer(answers.get(tp), u.markers, markers_now, header.api_version)
+        if code:
+            refused[tp] = code
     # Appended now, before the connection handles the next request; only an acks=all wait goes on meanwhile.
     return _produce(broker, header, req, refused, denied)
 
