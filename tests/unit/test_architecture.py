@@ -39,6 +39,7 @@ LAYERS: list[set[str]] = [
     {"replication", "protocol"},
     {"properties", "epochlog"},
     {"config_error", "offsets", "codes", "config_defs", "trace"},
+    {"clock"},
 ]
 
 # What each first-level package may import, besides itself. The layers differ from DESIGN.md's sketch
@@ -53,16 +54,17 @@ LAYERS: list[set[str]] = [
 # and none reads configuration files. config_error (ConfigError) and properties (.properties files) are
 # below every other package.
 # A dependency missing from a row is one the design does not have; a new package must get a row.
-SHARED = frozenset({"config_error", "properties", "offsets", "codes", "config_defs", "trace"})
+SHARED = frozenset({"config_error", "properties", "offsets", "codes", "config_defs", "trace", "clock"})
 ALLOWED: dict[str, frozenset[str]] = {
     "epochlog": frozenset(),
     "config_error": frozenset(),
     "offsets": frozenset(),
     "codes": frozenset(),
     "config_defs": frozenset(),
-    "trace": frozenset(),  # the trace events, sink and checker: what the cores report, checked anywhere
+    "clock": frozenset(),  # the one wall clock of a process (a test or the simulator can install another)
+    "trace": frozenset({"clock"}),  # the trace events, sink and checker: what the cores report, checked anywhere
     "properties": frozenset({"config_error"}),
-    "protocol": frozenset({"codes"}),
+    "protocol": frozenset({"codes", "clock"}),
     "replication": frozenset({"offsets", "codes", "trace"}),
     "transactions": frozenset({"codes"}),
     "raft": frozenset({"codes", "trace"}),

@@ -24,13 +24,13 @@ Codecs go through ``cramjam``. Wire formats, and why:
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import cramjam
 import crc32c
 
+from epochlog.clock import now_ms
 from epochlog.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -211,7 +211,7 @@ def build_batch(
     """
     if base_timestamp is None:
         first = records[0] if records else None
-        base_timestamp = first.timestamp if isinstance(first, Record) else time.time_ns() // 1_000_000
+        base_timestamp = first.timestamp if isinstance(first, Record) else now_ms()
     body = bytearray()
     scratch = bytearray()
     max_ts = -1

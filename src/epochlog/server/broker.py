@@ -7,8 +7,8 @@ import logging
 import time
 from typing import Any
 
+from epochlog.clock import now_ms
 from epochlog.security.authorizer import StandardAuthorizer
-from epochlog.server.clock import now_ms
 from epochlog.server.config import BrokerConfig
 from epochlog.server.limits import ConnectionLimits
 from epochlog.server.metrics import BrokerMetrics

@@ -8,9 +8,9 @@ segment format (so `epochlog dump-log` reads them) and hands them back at start 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
+from epochlog.clock import now_ms
 from epochlog.controller.records import MetadataRecord, from_json, to_json
 from epochlog.protocol.records import build_batch, iter_records
 from epochlog.storage.config import LogConfig
@@ -44,7 +44,7 @@ class MetadataLog:
             return
         docs = (dict(zip(("kind", "data"), to_json(r), strict=True)) for r in records)
         batch = build_batch([(None, json.dumps(doc, sort_keys=True).encode()) for doc in docs])
-        self.log.append_as_leader(batch, epoch, time.time_ns() // 1_000_000)
+        self.log.append_as_leader(batch, epoch, now_ms())
         self.log.flush()
         self.log.high_watermark = self.log.log_end_offset
 

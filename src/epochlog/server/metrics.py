@@ -19,6 +19,7 @@ from wsgiref.simple_server import make_server
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app, start_http_server
 from prometheus_client.exposition import ThreadingWSGIServer, _get_best_family, _SilentHandler
 
+from epochlog.clock import now_ms
 from epochlog.replication.types import Role
 
 if TYPE_CHECKING:
@@ -142,7 +143,7 @@ class BrokerMetrics:
         )
         g["kafka_log_logcleanermanager_uncleanable_partitions_count"].set_function(lambda: cleaner.uncleanable_count)
         g["kafka_log_logcleanermanager_time_since_last_run_ms"].set_function(
-            lambda: time.time_ns() // 1_000_000 - cleaner.last_run_ms
+            lambda: now_ms() - cleaner.last_run_ms
         )
 
     def isr_changed(self, before: frozenset[int], after: frozenset[int], leading: bool) -> None:

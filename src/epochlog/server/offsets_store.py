@@ -28,7 +28,7 @@ class LogOffsetsStore:
     async def append(self, partition: int, batch: bytes) -> None:
         """Durable when it returns: once the ISR has it (Kafka writes offsets with acks=all); raises
         otherwise."""
-        from epochlog.server.clock import now_ms
+        from epochlog.clock import now_ms
 
         timeout = self.broker.config.offsets_commit_timeout_ms / 1000
         await internal_log.append_durably(self._partition(partition), batch, timeout, now_ms())

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import base64
 import logging
-import time
 import uuid
 from typing import TYPE_CHECKING
 
+from epochlog.clock import now_ms as _now_ms
 from epochlog.protocol.control_records import Marker, read_marker
 from epochlog.protocol.record_batch import BatchHeader
 from epochlog.storage import checkpoints, fileops
@@ -25,9 +25,6 @@ log = logging.getLogger("epochlog.storage")
 EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def parse_dir_name(name: str) -> tuple[str, int] | None:

@@ -13,6 +13,7 @@ import time
 import uuid
 from pathlib import Path
 
+from epochlog.clock import now_ms as _now_ms
 from epochlog.storage import checkpoints, fileops
 from epochlog.storage.config import LogConfig
 from epochlog.storage.errors import KafkaStorageError, LogDirError
@@ -32,9 +33,6 @@ METADATA_TOPIC = "__cluster_metadata"
 CHECKPOINT_INTERVAL_MS = 60_000
 RETENTION_INTERVAL_MS = 300_000
 
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def new_cluster_id() -> str:

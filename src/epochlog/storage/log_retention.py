@@ -4,10 +4,10 @@ the log start offset moved (DeleteRecords, a follower following its leader's sta
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from epochlog.clock import now_ms as _now_ms
 from epochlog.storage.segment import Segment
 
 if TYPE_CHECKING:
@@ -15,9 +15,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("epochlog.storage")
 
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def apply_retention(plog: PartitionLog, now_ms: int) -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -227,6 +226,3 @@ class MetadataRaftLog:
     def close(self) -> None:
         self.log.close()
 
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sized
 from pathlib import Path
 from typing import Protocol, TypeGuard, cast
 
+from epochlog.clock import now_ms as _now_ms
 from epochlog.offsets import last_stable_offset
 from epochlog.protocol.control_records import read_marker
 from epochlog.protocol.record_batch import (
@@ -49,9 +50,6 @@ from epochlog.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger("epochlog.storage")
 
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class HighWatermarkOwner(Protocol):

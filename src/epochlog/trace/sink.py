@@ -11,11 +11,11 @@ from __future__ import annotations
 import heapq
 import logging
 import os
-import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TextIO
 
+from epochlog.clock import now_ms
 from epochlog.trace.check import TraceChecker
 from epochlog.trace.events import Event, Stamped, Start, Tracer, decode, encode
 
@@ -29,7 +29,7 @@ def trace_path(directory: Path, src: str) -> Path:
 
 
 def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return now_ms()
 
 
 class FileSink:

@@ -20,6 +20,7 @@ from typing import Any
 
 from kio.index import load_request_schema
 
+from epochlog.clock import now_ms
 from epochlog.controller.records import MetadataRecord
 from epochlog.protocol.errors import Err
 from epochlog.protocol.record_batch import read_header
@@ -30,7 +31,6 @@ from epochlog.replication.types import AlterIsr, PartitionState, Role, Truncatio
 from epochlog.security.scram_credentials import ScramCredential
 from epochlog.server import tracing
 from epochlog.server.broker import Broker
-from epochlog.server.clock import now_ms
 from epochlog.server.cluster.backoff import ExponentialBackoff
 from epochlog.server.cluster.controller_channel import ControllerChannel
 from epochlog.server.cluster.fetcher import FetcherManager

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from epochlog.clock import now_ms
 from epochlog.protocol.api_versions import kio_range as supported_range_any
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
@@ -17,7 +18,7 @@ from epochlog.server.cluster.controller_admin import topic_by_id
 from epochlog.server.cluster.not_controller import not_controller
 from epochlog.server.cluster.quorum_describe import describe_cluster, describe_quorum
 from epochlog.server.handlers.sasl import sasl_on_plain_listener
-from epochlog.server.quorum.driver import NotLeader, now_ms
+from epochlog.server.quorum.driver import NotLeader
 from epochlog.server.responses import NO_RESPONSE, Waiting
 
 if TYPE_CHECKING:

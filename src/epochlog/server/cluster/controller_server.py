@@ -22,6 +22,7 @@ import time
 import uuid
 from typing import Any
 
+from epochlog.clock import now_ms
 from epochlog.controller.controller import Controller
 from epochlog.controller.image import scram_credential_of
 from epochlog.controller.quorum_controller import ACTIVATION_GRACE_MS, NotActive, QuorumController
@@ -35,7 +36,7 @@ from epochlog.server.cluster.controller_apis import dispatch, is_supported
 from epochlog.server.cluster.controller_authz import ControllerAccess, controller_authorizer
 from epochlog.server.cluster.controller_config import ControllerConfig
 from epochlog.server.metrics import ControllerMetrics
-from epochlog.server.quorum.driver import NotLeader, QuorumDriver, now_ms
+from epochlog.server.quorum.driver import NotLeader, QuorumDriver
 from epochlog.server.tracing import node_tracer
 from epochlog.trace.events import CONTROLLER as CONTROLLER_SRC
 

@@ -15,12 +15,12 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from epochlog.clock import now_ms
 from epochlog.protocol.fetch_request_writer import ReplicaFetchPartition, encode_replica_fetch
 from epochlog.protocol.fetch_response import VERSION as FETCH_VERSION
 from epochlog.protocol.fetch_response import parse_fetch_response_v12
 from epochlog.replication.fetch_backoff import FetchBackoff
 from epochlog.replication.types import DivergingEpoch, FetchOutcome, FetchResponse, Role
-from epochlog.server.clock import now_ms
 from epochlog.server.cluster.peer import PeerConnection, PeerError
 
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ what it knows (the leader and epoch), as Kafka's does with NOT_LEADER_OR_FOLLOWE
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
+from epochlog.clock import now_ms as _now_ms
 from epochlog.protocol.errors import Err
 from epochlog.raft.roles import Role
 
@@ -18,9 +18,6 @@ if TYPE_CHECKING:
 
 METADATA_TOPIC = "__cluster_metadata"
 
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def describe_quorum(server: ControllerServer, req: Any, version: int) -> dict[str, Any]:

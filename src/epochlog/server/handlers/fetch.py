@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from epochlog.clock import now_ms
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.protocol.fetch_response_writer import encode_fetch_response
@@ -14,7 +15,6 @@ from epochlog.replication.types import FetchRequest
 from epochlog.security.acl import Operation
 from epochlog.server import authz
 from epochlog.server.authz import session_of
-from epochlog.server.clock import now_ms
 from epochlog.server.handlers.leader_hints import add_hint
 from epochlog.server.responses import Waiting
 from epochlog.storage.errors import KafkaStorageError

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from epochlog.clock import now_ms
 from epochlog.protocol.codec import RequestHeader
 from epochlog.protocol.errors import Err
 from epochlog.protocol.log_validator import TopicRules, ValidationError, validate_produce_batch
@@ -15,7 +16,6 @@ from epochlog.protocol.record_batch import read_header
 from epochlog.security.acl import Operation
 from epochlog.server import authz
 from epochlog.server.authz import session_of
-from epochlog.server.clock import now_ms
 from epochlog.server.handlers.leader_hints import add_hint
 from epochlog.server.partition import Partition
 from epochlog.server.responses import NO_RESPONSE, Waiting

@@ -49,7 +49,7 @@ async def _from_controller(allocate_async: Any) -> dict[str, Any]:
 
 
 async def _transactional(broker: Broker, header: RequestHeader, req: Any) -> dict[str, Any]:
-    from epochlog.server.clock import now_ms
+    from epochlog.clock import now_ms
     from epochlog.server.handlers.transactions import client_error
 
     expected = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
+from epochlog.clock import now_ms as _now_ms
 from epochlog.protocol.codec import NO_TIME, RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.security.acl import Operation
@@ -22,11 +23,6 @@ if TYPE_CHECKING:
 # Kafka's "no start" is -1 ms on the wire; the codec writes a negative time that way (protocol/codec.py).
 _NO_TIME = NO_TIME
 
-
-def _now_ms() -> int:
-    from epochlog.server.clock import now_ms
-
-    return now_ms()
 
 
 def _millis(ms: int) -> dt.datetime:

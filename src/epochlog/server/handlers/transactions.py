@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from epochlog.clock import now_ms as _now_ms
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.security.acl import Operation
@@ -26,11 +27,6 @@ def client_error(code: Err, api_version: int, fenced_from: int = 2) -> Err:
         return Err.INVALID_PRODUCER_EPOCH
     return code
 
-
-def _now_ms() -> int:
-    from epochlog.server.clock import now_ms
-
-    return now_ms()
 
 
 # -- AddPartitionsToTxn ----------------------------------------------------------------------------

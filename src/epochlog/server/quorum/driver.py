@@ -13,11 +13,11 @@ import asyncio
 import itertools
 import logging
 import random
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from epochlog.clock import now_ms
 from epochlog.raft import messages as m
 from epochlog.raft.config import QuorumConfig
 from epochlog.raft.node import RaftNode
@@ -35,9 +35,6 @@ log = logging.getLogger("epochlog.quorum")
 TICK_S = 0.01
 MAX_FETCH_BYTES = 8 << 20
 
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class NotLeader(Exception):

@@ -280,7 +280,7 @@ class TxnCoordinators:
         return await fut
 
     async def _write(self, p: int, core: TxnCoordinator, w: Write) -> None:
-        from epochlog.server.clock import now_ms
+        from epochlog.clock import now_ms
 
         tid = w.record.transactional_id
         ok = False
@@ -305,7 +305,7 @@ class TxnCoordinators:
 
     def markers_done(self, p: int, sm: SendMarkers) -> None:
         """Every partition of the transaction has its marker: write the completing record."""
-        from epochlog.server.clock import now_ms
+        from epochlog.clock import now_ms
 
         core = self.cores.get(p)
         if core is None or core.coordinator_epoch != sm.coordinator_epoch:
@@ -316,7 +316,7 @@ class TxnCoordinators:
 
     # -- timers ------------------------------------------------------------------------------------
     async def _timers(self) -> None:
-        from epochlog.server.clock import now_ms
+        from epochlog.clock import now_ms
 
         cfg = self.broker.config
         abort_every = cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000

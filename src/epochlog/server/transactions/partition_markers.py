@@ -62,7 +62,7 @@ def err_of(code: int) -> Err:
 
 
 async def write_markers(broker: Broker, req: MarkerRequest) -> dict[TopicPartition, Err]:
-    from epochlog.server.clock import now_ms
+    from epochlog.clock import now_ms
     from epochlog.server.internal_topics import OFFSETS_TOPIC
 
     out: dict[TopicPartition, Err] = {}

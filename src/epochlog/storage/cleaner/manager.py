@@ -27,6 +27,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from epochlog.clock import now_ms as _now_ms
 from epochlog.protocol.record_batch import CorruptBatchError
 from epochlog.storage import checkpoints, fileops
 from epochlog.storage.cleaner import process
@@ -59,9 +60,6 @@ log = logging.getLogger("epochlog.cleaner")
 T = TypeVar("T")
 Key = tuple[str, int]
 
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class LoopOwner:
