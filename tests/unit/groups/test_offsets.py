@@ -246,7 +246,7 @@ async def test_in_a_cluster_a_coordinator_serves_only_the_partitions_it_leads() 
     p = c.partition_for("g")
 
     other = GroupCoordinator(store, c.config, clock=clock, wall_clock=Wall())
-    await other.start(run_background=False, load_all=False)
+    await other.start(run_background=False)
     one = [OffsetCommit("t", 0, 1)]
     assert other.fetch_offsets("g", None) == (Err.NOT_COORDINATOR, [])
     assert await other.commit_offsets("g", -1, "", None, one) == {("t", 0): Err.NOT_COORDINATOR}
