@@ -237,9 +237,10 @@ async def test_sync_assignment_is_persisted_before_members_get_it() -> None:
 
 
 @aio
-async def test_in_a_cluster_a_coordinator_serves_only_the_partitions_it_leads() -> None:
-    """Partitions load when this broker gains their leadership and unload when it loses it; a group of a
-    partition led elsewhere gets NOT_COORDINATOR, and a parked join is sent away the same way."""
+async def test_a_coordinator_serves_only_the_partitions_it_leads() -> None:
+    """Partitions load when this broker gains their leadership and unload when it loses it, on a single node
+    as in a cluster (there is no mode that serves every partition): a group of a partition not loaded here
+    gets NOT_COORDINATOR, and a parked join is sent away the same way."""
     c, clock, store = await make()
     r = await stable_group(c)
     assert await c.commit_offsets("g", 1, r.member_id, None, [OffsetCommit("t", 0, 42)]) == {("t", 0): Err.NONE}

@@ -44,7 +44,8 @@ class GroupCoordinator(Membership, Offsets, Loading):
         if self._task is not None:
             self._task.cancel()
             self._task = None
-        for fut in [*self._joins.values(), *self._syncs.values()]:
+        parked: list[asyncio.Future[Any]] = [*self._joins.values(), *self._syncs.values()]
+        for fut in parked:
             if not fut.done():
                 fut.cancel()
         if self._background:
@@ -89,6 +90,7 @@ class GroupCoordinator(Membership, Offsets, Loading):
                 err, state = unavailable, DEAD
             else:
                 err, state = Err.NONE, g.state if g is not None else DEAD
+            protocol = g.protocol_name if g is not None else None
             stable = g is not None and g.state == STABLE
             members = [
                 {
@@ -96,7 +98,7 @@ class GroupCoordinator(Membership, Offsets, Loading):
                     "group_instance_id": m.group_instance_id,
                     "client_id": m.client_id,
                     "client_host": m.client_host,
-                    "member_metadata": m.metadata_for(g.protocol_name) if stable else b"",
+                    "member_metadata": m.metadata_for(protocol) if stable else b"",
                     "member_assignment": m.assignment if stable else b"",
                 }
                 for m in (g.members.values() if g is not None and not unavailable else ())
