@@ -35,7 +35,7 @@ LAYERS: list[set[str]] = [
     {"server", "console", "spark"},
     {"storage", "client"},
     {"controller"},
-    {"raft", "security", "transactions"},
+    {"raft", "security", "transactions", "groups"},
     {"replication", "protocol"},
     {"properties", "epochlog"},
     {"config_error", "offsets", "codes", "config_defs", "trace"},
@@ -50,7 +50,7 @@ LAYERS: list[set[str]] = [
 #   quorum_state_file) and dump-log store and print them. raft/ and controller/ never import storage/.
 # - sim/ reads console/'s epoch lineage (where two replicas' epoch histories diverge) for its report.
 # security/ is used by server/, client/ and controller/ (ACLs, SCRAM), so it imports none of them.
-# The cores stay sans-IO: replication/ imports nothing, raft/ and transactions/ only the error codes (codes),
+# The cores stay sans-IO: replication/ imports nothing, raft/, transactions/ and groups/ only the error codes (codes),
 # and none reads configuration files. config_error (ConfigError) and properties (.properties files) are
 # below every other package.
 # A dependency missing from a row is one the design does not have; a new package must get a row.
@@ -67,13 +67,14 @@ ALLOWED: dict[str, frozenset[str]] = {
     "protocol": frozenset({"codes", "clock"}),
     "replication": frozenset({"offsets", "codes", "trace"}),
     "transactions": frozenset({"codes"}),
+    "groups": frozenset({"codes"}),
     "raft": frozenset({"codes", "trace"}),
     "security": SHARED | {"protocol"},
     "storage": SHARED | {"controller", "raft", "protocol"},
     "controller": frozenset({"codes", "config_defs", "raft", "replication", "security", "protocol"}),
     "client": SHARED | {"transactions", "security", "protocol"},
     "server": SHARED
-    | {"client", "controller", "raft", "replication", "transactions", "storage", "security", "protocol"},
+    | {"client", "controller", "raft", "replication", "transactions", "groups", "storage", "security", "protocol"},
     "spark": SHARED | {"client", "security", "protocol"},
     "sim": SHARED | {"console", "controller", "raft", "replication", "transactions", "storage", "protocol"},
     "console": SHARED | {"client", "storage", "security", "protocol"},

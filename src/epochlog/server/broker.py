@@ -149,7 +149,7 @@ class Broker:
         )
         self.groups = GroupCoordinator(store, cfg)
         # Each group's partition loads when this broker takes its leadership.
-        await self.groups.start(load_all=False)
+        await self.groups.start()
 
     def dynamic_broker_configs(self) -> DynamicBrokerConfigs:
         """This broker's and the cluster-wide dynamic configs; none outside a cluster's metadata."""

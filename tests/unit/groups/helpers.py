@@ -35,6 +35,8 @@ async def make(
     clock = clock or FakeClock()
     c = GroupCoordinator(store, GroupConfig(**cfg), clock=clock, wall_clock=wall or Wall())
     await c.start(run_background=False)
+    for p in range(store.num_partitions):  # a single broker leads every partition of __consumer_offsets
+        c.load_partition(p)
     return c, clock, store
 
 

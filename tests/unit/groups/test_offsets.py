@@ -237,16 +237,17 @@ async def test_sync_assignment_is_persisted_before_members_get_it() -> None:
 
 
 @aio
-async def test_in_a_cluster_a_coordinator_serves_only_the_partitions_it_leads() -> None:
-    """Partitions load when this broker gains their leadership and unload when it loses it; a group of a
-    partition led elsewhere gets NOT_COORDINATOR, and a parked join is sent away the same way."""
+async def test_a_coordinator_serves_only_the_partitions_it_leads() -> None:
+    """Partitions load when this broker gains their leadership and unload when it loses it, on a single node
+    as in a cluster (there is no mode that serves every partition): a group of a partition not loaded here
+    gets NOT_COORDINATOR, and a parked join is sent away the same way."""
     c, clock, store = await make()
     r = await stable_group(c)
     assert await c.commit_offsets("g", 1, r.member_id, None, [OffsetCommit("t", 0, 42)]) == {("t", 0): Err.NONE}
     p = c.partition_for("g")
 
     other = GroupCoordinator(store, c.config, clock=clock, wall_clock=Wall())
-    await other.start(run_background=False, load_all=False)
+    await other.start(run_background=False)
     one = [OffsetCommit("t", 0, 1)]
     assert other.fetch_offsets("g", None) == (Err.NOT_COORDINATOR, [])
     assert await other.commit_offsets("g", -1, "", None, one) == {("t", 0): Err.NOT_COORDINATOR}

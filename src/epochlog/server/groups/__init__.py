@@ -1,10 +1,13 @@
 """The classic consumer-group coordinator, as Kafka's GroupCoordinator behaves.
 
 It runs on the broker's event loop and knows nothing of kio: the server translates requests to
-these calls and the results (Kafka error codes as ints) back to responses.
+these calls and the results (Kafka error codes as ints) back to responses. Membership (join, sync,
+heartbeat, leave, rebalances, static members, the timers) is decided by the sans-IO core in
+``epochlog.groups``; this package is its driver: it parks requests on futures until the core answers
+them, writes the group records the core asks for, and brings the clock.
 
 Files: ``coordinator.py`` (GroupCoordinator: lifecycle, timers, admin), ``membership.py`` (join, sync,
-heartbeat, leave, rebalances), ``offsets.py`` (commit, fetch, delete, expiry), ``loading.py`` (replaying
+heartbeat, leave: the calls into the core), ``offsets.py`` (commit, fetch, delete, expiry), ``loading.py`` (replaying
 ``__consumer_offsets``), ``state.py`` (what those parts share), ``model.py`` (Group, Member, state names),
 ``results.py`` (what calls take and return), ``config.py`` (GroupConfig, Kafka's property names),
 ``records.py`` (the ``__consumer_offsets`` key/value formats), ``store.py`` (OffsetsStore and the
@@ -12,7 +15,9 @@ in-memory MemoryOffsetsStore), ``hashing.py`` (Java's String.hashCode, partition
 
 API (``GroupCoordinator(store, config, clock=time.monotonic, wall_clock=time.time)``)::
 
-    await start(run_background=True)   # replay every __consumer_offsets partition, then run timers
+    await start(run_background=True)   # serve requests, run the timers
+    load_partition(p) / unload_partition(p)  # this broker gains / loses the leadership of
+                                       # __consumer_offsets-p (a single node too): replay / drop its groups
     await stop()
     tick(now=None)                     # fire due timers; the background task calls it every 100 ms
     await join_group(group_id, member_id, group_instance_id, client_id, client_host,
@@ -42,18 +47,8 @@ API (``GroupCoordinator(store, config, clock=time.monotonic, wall_clock=time.tim
     await expire_offsets(now_ms=None) -> number of offsets removed
     partition_for(group_id) -> int     # Kafka's abs(hashCode) % offsets.topic.num.partitions
 
-Rules worth knowing (all Kafka's):
+Rules worth knowing (all Kafka's; the membership rules are in epochlog/groups/membership.py):
 
-- States: Empty -> PreparingRebalance -> CompletingRebalance -> Stable (-> Dead when deleted or
-  expired). The first joiner leads; the protocol is chosen by votes among the protocols every
-  member supports.
-- The first rebalance of an Empty group waits group.initial.rebalance.delay.ms, extended by that
-  much for each new arrival up to the rebalance timeout. Later rebalances complete as soon as every
-  member has rejoined, or at the rebalance timeout, which drops the members that did not.
-- A member that neither heartbeats, commits, joins nor syncs within its session timeout is removed,
-  which starts a rebalance. Members parked in JoinGroup or SyncGroup are not expired.
-- Heartbeat: REBALANCE_IN_PROGRESS (27) while PreparingRebalance, NONE in CompletingRebalance and
-  Stable; ILLEGAL_GENERATION (22), UNKNOWN_MEMBER_ID (25), FENCED_INSTANCE_ID (82) as they apply.
 - Commit: generation -1 on an Empty group (no members) is a plain offset store and is accepted.
   Otherwise member and generation must match; CompletingRebalance answers 27; PreparingRebalance
   accepts the commit (consumers commit from their revocation callback at that point).
@@ -61,13 +56,11 @@ Rules worth knowing (all Kafka's):
 - Retention: offsets of an Empty consumer group expire offsets.retention.minutes after it became
   Empty; offsets of a group that only stores offsets expire by their commit time. An Empty group
   left with no offsets is removed (tombstone).
-- Static membership (group.instance.id): a restarted static member takes over its old slot under
-  a new member id, without a rebalance when the group is Stable and its metadata is unchanged;
-  the old id is fenced (82).
 - Restart: groups come back from their last GroupMetadata record; a group with members resumes as
   Stable with the same generation and assignment, and members that do not heartbeat within their
   session are removed as usual.
-- Before start() finishes loading, calls answer COORDINATOR_LOAD_IN_PROGRESS (14).
+- Before start(), calls answer COORDINATOR_LOAD_IN_PROGRESS (14); for a group whose partition this
+  broker does not lead (or has not loaded), NOT_COORDINATOR (16).
 """
 
 from epochlog.server.groups.config import GroupConfig

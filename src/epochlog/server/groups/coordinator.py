@@ -6,9 +6,10 @@ the injected ``clock`` that ``tick(now)`` checks, so tests drive time by hand. T
 started by ``start()`` only calls ``tick`` and the offset expiry. See the package docstring for the
 API and the rules, which follow Kafka's GroupCoordinator.
 
-GroupCoordinator is one object assembled from parts over one CoordinatorState (state.py): membership.py
-(join, sync, heartbeat, leave, the rebalance timers), offsets.py (commit, fetch, delete, expiry) and
-loading.py (replaying __consumer_offsets). Here: its lifecycle, the background loop, and the group admin calls.
+GroupCoordinator is one object assembled from parts over one CoordinatorState (state.py, which holds the
+membership core, epochlog.groups, and carries out its effects): membership.py (join, sync, heartbeat, leave),
+offsets.py (commit, fetch, delete, expiry) and loading.py (replaying __consumer_offsets). Here: its
+lifecycle, the background loop, and the group admin calls.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import asyncio
 import logging
 from typing import Any
 
-from epochlog.protocol.errors import Err
+from epochlog.codes import Err
 from epochlog.server.groups import records as rec
 from epochlog.server.groups.loading import Loading
 from epochlog.server.groups.membership import Membership
@@ -32,20 +33,10 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 class GroupCoordinator(Membership, Offsets, Loading):
     # -- lifecycle ----------------------------------------------------------------------------
-    async def start(self, run_background: bool = True, load_all: bool = True) -> None:
-        """``load_all``: read every partition of __consumer_offsets now (single node). Otherwise (a
-        cluster) partitions are loaded and unloaded as this broker gains and loses their leadership."""
-        if load_all:
-            for p in range(self.store.num_partitions):
-                self._read_partition(p)
-        else:
-            self.owned = set()
+    async def start(self, run_background: bool = True) -> None:
+        """Serve requests from now on. A group's partition of __consumer_offsets is read when this broker
+        becomes its leader (``load_partition``), on a single node as in a cluster."""
         self.loaded = True
-        log.info(
-            "group coordinator loaded %d groups and %d committed offsets",
-            len(self.groups),
-            sum(len(g.offsets) for g in self.groups.values()),
-        )
         if run_background:
             self._task = asyncio.create_task(self._background_loop())
 
@@ -53,11 +44,10 @@ class GroupCoordinator(Membership, Offsets, Loading):
         if self._task is not None:
             self._task.cancel()
             self._task = None
-        for g in self.groups.values():
-            for m in g.members.values():
-                for fut in (m.join_future, m.sync_future):
-                    if fut is not None and not fut.done():
-                        fut.cancel()
+        parked: list[asyncio.Future[Any]] = [*self._joins.values(), *self._syncs.values()]
+        for fut in parked:
+            if not fut.done():
+                fut.cancel()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
 
@@ -100,6 +90,7 @@ class GroupCoordinator(Membership, Offsets, Loading):
                 err, state = unavailable, DEAD
             else:
                 err, state = Err.NONE, g.state if g is not None else DEAD
+            protocol = g.protocol_name if g is not None else None
             stable = g is not None and g.state == STABLE
             members = [
                 {
@@ -107,7 +98,7 @@ class GroupCoordinator(Membership, Offsets, Loading):
                     "group_instance_id": m.group_instance_id,
                     "client_id": m.client_id,
                     "client_host": m.client_host,
-                    "member_metadata": m.metadata_for(g.protocol_name) if stable else b"",
+                    "member_metadata": m.metadata_for(protocol) if stable else b"",
                     "member_assignment": m.assignment if stable else b"",
                 }
                 for m in (g.members.values() if g is not None and not unavailable else ())
@@ -143,15 +134,15 @@ class GroupCoordinator(Membership, Offsets, Loading):
                 tombstones.append((rec.group_key(gid), None))
                 # Dead before the wait for the ISR, as in Kafka: a JoinGroup or commit arriving meanwhile
                 # starts a new group, whose records follow the tombstones in the log.
-                self._set_state(g, DEAD)
+                self._apply(self.core.set_state(g, DEAD))
                 self.groups.pop(gid, None)
                 try:
                     await self._append(gid, tombstones)
                 except Exception:
                     log.exception("group %s: cannot write deletion tombstones", gid)
                     if gid not in self.groups and not self._unavailable(gid):
-                        self._set_state(g, EMPTY)
                         self.groups[gid] = g
+                        self._apply(self.core.set_state(g, EMPTY))
                     out.append((gid, Err.COORDINATOR_NOT_AVAILABLE))
                     continue
                 log.info("group %s deleted with %d committed offsets", gid, len(g.offsets))

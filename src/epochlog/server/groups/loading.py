@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import logging
 
+from epochlog.groups.effects import GroupSnapshot, MemberSnapshot
 from epochlog.protocol.control_records import ControlType, read_marker
-from epochlog.protocol.errors import Err
 from epochlog.protocol.record_batch import read_header
 from epochlog.protocol.records import Record, iter_records
 from epochlog.server.groups import records as rec
-from epochlog.server.groups.model import EMPTY, STABLE, Group, Member
-from epochlog.server.groups.results import JoinResult, SyncResult
+from epochlog.server.groups.model import EMPTY, Group
 from epochlog.server.groups.state import CoordinatorState
 
 log = logging.getLogger("epochlog.groups")
@@ -35,15 +34,10 @@ class Loading(CoordinatorState):
                         self._replay(r)
             except ValueError as e:  # CorruptBatchError included: skip what we cannot read
                 log.error("__consumer_offsets-%d: skipping unreadable batch: %s", p, e)
-        now = self.clock()
-        for gid, g in self.groups.items():
-            if self.partition_for(gid) == p:
-                for m in g.members.values():
-                    m.last_heartbeat = now  # restored members get a full session to find us again
 
     def load_partition(self, p: int) -> None:
         """This broker now leads __consumer_offsets-p: take over its groups from the replicated log."""
-        if self.owned is None or p in self.owned:
+        if p in self.owned:
             return
         self._drop_groups(p)  # anything left from an earlier term here is stale
         self._read_partition(p)
@@ -52,7 +46,7 @@ class Loading(CoordinatorState):
 
     def unload_partition(self, p: int) -> None:
         """Leadership of __consumer_offsets-p moved away: its groups are no longer ours."""
-        if self.owned is None or p not in self.owned:
+        if p not in self.owned:
             return
         self.owned.discard(p)
         self._drop_groups(p)
@@ -60,13 +54,7 @@ class Loading(CoordinatorState):
 
     def _drop_groups(self, p: int) -> None:
         self.txn_offsets.drop_groups({gid for gid in self.txn_offsets.groups() if self.partition_for(gid) == p})
-        for gid in [gid for gid in self.groups if self.partition_for(gid) == p]:
-            g = self.groups.pop(gid)
-            for m in g.members.values():
-                if m.join_future is not None and not m.join_future.done():
-                    m.join_future.set_result(JoinResult(Err.NOT_COORDINATOR, member_id=m.member_id))
-                if m.sync_future is not None and not m.sync_future.done():
-                    m.sync_future.set_result(SyncResult(Err.NOT_COORDINATOR))
+        self._apply(self.core.drop({gid for gid in self.groups if self.partition_for(gid) == p}))
 
     def _replay(self, r: Record) -> None:
         if r.key is None:
@@ -91,19 +79,12 @@ class Loading(CoordinatorState):
                     self.groups[key.group] = Group(key.group, offsets=g.offsets)
                 return
             v = rec.decode_group_value(r.value)
-            g = self.groups.setdefault(key.group, Group(key.group))
-            g.generation, g.protocol_type, g.protocol_name = v.generation, v.protocol_type or None, v.protocol
-            g.leader, g.state_timestamp_ms = v.leader, v.state_timestamp
-            g.members.clear()
-            g.static_members.clear()
-            for mid, iid, cid, host, rto, sto, sub, asg in v.members:
-                m = Member(mid, iid, cid, host, sto, rto, v.protocol_type, [(v.protocol or "", sub)], assignment=asg)
-                g.members[mid] = m
-                if iid is not None:
-                    g.static_members[iid] = mid
-            # Kafka resumes a group with members as Stable: they keep their assignment and only have
-            # to heartbeat within their session, so a broker restart does not force a rebalance.
-            g.state = STABLE if g.members else EMPTY
+            members = tuple(
+                MemberSnapshot(mid, iid, cid, host, rto, sto, sub, asg)
+                for mid, iid, cid, host, rto, sto, sub, asg in v.members
+            )
+            snap = GroupSnapshot(key.group, v.protocol_type, v.generation, v.protocol, v.leader, members)
+            self.core.restore(snap, self._mono_ms()).state_timestamp_ms = v.state_timestamp
 
     def _replay_txn_offset(self, producer_id: int, r: Record) -> None:
         key = rec.decode_key(r.key) if r.key is not None else None
@@ -112,7 +93,7 @@ class Loading(CoordinatorState):
 
     def complete_txn(self, p: int, producer_id: int, commit: bool) -> None:
         """A transaction's marker is durable on __consumer_offsets-p: its offsets become visible or go."""
-        if self.owned is not None and p not in self.owned:
+        if p not in self.owned:
             return
         self._complete_txn(p, producer_id, commit)
 
@@ -123,7 +104,8 @@ class Loading(CoordinatorState):
                 continue
             g = self.groups.get(gid)
             if g is None:
-                g = self.groups[gid] = Group(gid, state_timestamp_ms=self._now_ms())
+                self._apply(self.core.create_group(gid))
+                g = self.groups[gid]
             g.offsets.update(offsets)
             # A plain commit whose write began before this marker landed must not overwrite it.
             self._write_seq += 1

@@ -1,147 +1,60 @@
-"""One consumer group and its members, as the coordinator keeps them in memory.
-
-State names are spelled as Kafka spells them on the wire (DescribeGroups, ListGroups).
-"""
+"""The groups the coordinator serves are the membership core's (epochlog.groups.model); here, what the
+driver adds to them: which topics a "consumer" group subscribes to (OffsetDelete), read from the members'
+subscriptions with the consumer protocol's parser."""
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass, field
-
+from epochlog.groups.model import (
+    COMPLETING_REBALANCE,
+    DEAD,
+    EMPTY,
+    PREPARING_REBALANCE,
+    STABLE,
+    STATES,
+    Group,
+    Member,
+)
 from epochlog.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL
-from epochlog.protocol.consumer_protocol import subscribed_topics
-from epochlog.server.groups.records import OffsetValue
-from epochlog.server.groups.results import JoinResult, SyncResult
+from epochlog.protocol.consumer_protocol import subscribed_topics as member_topics
 
-EMPTY = "Empty"
-PREPARING_REBALANCE = "PreparingRebalance"
-COMPLETING_REBALANCE = "CompletingRebalance"
-STABLE = "Stable"
-DEAD = "Dead"
-STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)
-
-
-@dataclass
-class Member:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]  # in the member's order of preference
-    assignment: bytes = b""
-    last_heartbeat: float = 0.0  # coordinator clock, seconds
-    join_future: asyncio.Future[JoinResult] | None = None
-    sync_future: asyncio.Future[SyncResult] | None = None
-
-    @property
-    def awaiting_join(self) -> bool:
-        return self.join_future is not None and not self.join_future.done()
-
-    @property
-    def awaiting_sync(self) -> bool:
-        return self.sync_future is not None and not self.sync_future.done()
-
-    def metadata_for(self, protocol: str | None) -> bytes:
-        return next((m for n, m in self.protocols if n == protocol), b"")
-
-    def protocol_names(self) -> set[str]:
-        return {n for n, _ in self.protocols}
-
-    def same_protocols(self, protocols: list[tuple[str, bytes]]) -> bool:
-        return [(n, bytes(m)) for n, m in self.protocols] == [(n, bytes(m)) for n, m in protocols]
+__all__ = [
+    "COMPLETING_REBALANCE",
+    "DEAD",
+    "EMPTY",
+    "PREPARING_REBALANCE",
+    "STABLE",
+    "STATES",
+    "Group",
+    "Member",
+    "is_subscribed_to",
+    "subscribed_topics",
+]
 
 
-@dataclass
-class Group:
-    group_id: str
-    state: str = EMPTY
-    generation: int = 0
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str | None = None
-    members: dict[str, Member] = field(default_factory=dict)  # insertion order = join order
-    # Member ids handed out with MEMBER_ID_REQUIRED, and when they lapse if the client never returns.
-    pending: dict[str, float] = field(default_factory=dict)
-    static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
-    offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
-    # Commits are applied in the order they were written, even if their appends finish out of order.
-    offset_write_seq: dict[tuple[str, int], int] = field(default_factory=dict)
-    state_timestamp_ms: int = -1  # wall clock of the last state change: Kafka's currentStateTimestamp
-    rebalance_deadline: float = 0.0
-    # Kafka's InitialDelayedJoin: while set, the join completes only at the deadline, which moves out
-    # by another delay (up to the rebalance timeout) each time a new member arrives.
-    initial_delay: bool = False
-    initial_delay_remaining_ms: int = 0
-    new_member_added: bool = False
-
-    def member_by_instance(self, group_instance_id: str | None) -> Member | None:
-        if group_instance_id is None:
+def subscribed_topics(g: Group) -> frozenset[str] | None:
+    """The topics the members of a "consumer" group subscribe to (the union of their subscriptions in the
+    chosen protocol); None when not known: another protocol type, no protocol chosen yet, or a subscription
+    that does not parse. Kafka keeps the set of the last generation; this reads the members as they are
+    now, which is the same set once the group is Stable."""
+    if g.protocol_type != CONSUMER_PROTOCOL:
+        return None
+    if not g.members:
+        return frozenset()
+    if g.protocol_name is None:
+        return None
+    topics: set[str] = set()
+    for m in g.members.values():
+        mine = member_topics(m.metadata_for(g.protocol_name))
+        if mine is None:
             return None
-        mid = self.static_members.get(group_instance_id)
-        return self.members.get(mid) if mid is not None else None
+        topics |= mine
+    return frozenset(topics)
 
-    def subscribed_topics(self) -> frozenset[str] | None:
-        """The topics the members of a "consumer" group subscribe to (the union of their subscriptions in
-        the chosen protocol); None when not known: another protocol type, no protocol chosen yet, or a
-        subscription that does not parse. Kafka keeps the set of the last generation; this reads the
-        members as they are now, which is the same set once the group is Stable."""
-        if self.protocol_type != CONSUMER_PROTOCOL:
-            return None
-        if not self.members:
-            return frozenset()
-        if self.protocol_name is None:
-            return None
-        topics: set[str] = set()
-        for m in self.members.values():
-            mine = subscribed_topics(m.metadata_for(self.protocol_name))
-            if mine is None:
-                return None
-            topics |= mine
-        return frozenset(topics)
 
-    def is_subscribed_to(self, topic: str) -> bool:
-        """Kafka's rule: when the subscriptions are not known, a "consumer" group counts as subscribed to
-        every topic (its offsets are not deleted from under it), any other group to none."""
-        topics = self.subscribed_topics()
-        if topics is None:
-            return self.protocol_type == CONSUMER_PROTOCOL
-        return topic in topics
-
-    def rebalance_timeout_ms(self) -> int:
-        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
-
-    def all_members_joined(self) -> bool:
-        return not self.pending and all(m.awaiting_join for m in self.members.values())
-
-    def supports_protocols(self, protocol_type: str, protocols: list[tuple[str, bytes]], member_id: str) -> bool:
-        """Kafka's rule: an empty group takes any non-empty protocol type and list; otherwise the type
-        must match and at least one of the offered protocols must be supported by every other member."""
-        if not protocol_type or not protocols:
-            return False
-        others = [m for mid, m in self.members.items() if mid != member_id]
-        if not others:
-            return True
-        if protocol_type != self.protocol_type:
-            return False
-        offered = {n for n, _ in protocols}
-        return any(all(name in m.protocol_names() for m in others) for name in offered)
-
-    def select_protocol(self) -> str | None:
-        """Each member votes for its most preferred protocol that every member supports; most votes wins,
-        ties going to the protocol the leader prefers (Kafka leaves ties unspecified)."""
-        members = list(self.members.values())
-        if not members:
-            return None
-        candidates = set.intersection(*(m.protocol_names() for m in members))
-        if not candidates:
-            return None
-        votes: dict[str, int] = {}
-        for m in members:
-            choice = next(n for n, _ in m.protocols if n in candidates)
-            votes[choice] = votes.get(choice, 0) + 1
-        leader = self.members.get(self.leader or "") or members[0]
-        order = {n: i for i, (n, _) in enumerate(leader.protocols)}
-        return min(votes, key=lambda n: (-votes[n], order.get(n, len(order))))
+def is_subscribed_to(g: Group, topic: str) -> bool:
+    """Kafka's rule: when the subscriptions are not known, a "consumer" group counts as subscribed to every
+    topic (its offsets are not deleted from under it), any other group to none."""
+    topics = subscribed_topics(g)
+    if topics is None:
+        return g.protocol_type == CONSUMER_PROTOCOL
+    return topic in topics

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import logging
 
+from epochlog.codes import Err
 from epochlog.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL
-from epochlog.protocol.errors import Err
 from epochlog.protocol.records import build_batch
 from epochlog.server.groups import records as rec
-from epochlog.server.groups.model import COMPLETING_REBALANCE, DEAD, EMPTY, Group
+from epochlog.server.groups.model import COMPLETING_REBALANCE, DEAD, EMPTY, is_subscribed_to
 from epochlog.server.groups.results import CommittedOffset, OffsetCommit
 from epochlog.server.groups.state import CoordinatorState
 from epochlog.server.groups.txn_offsets import TopicPartition
@@ -19,8 +19,6 @@ log = logging.getLogger("epochlog.groups")
 # What an offset commit writes: the errors of the offsets refused, the records, and the offsets they hold.
 _Records = list[tuple[bytes, bytes | None]]
 _OffsetWrite = tuple[dict[TopicPartition, int], _Records, list[tuple[TopicPartition, "rec.OffsetValue"]]]
-
-# A Kafka error code that protocol/errors.py does not name.
 
 
 def _every(offsets: list[OffsetCommit], code: int) -> dict[TopicPartition, int]:
@@ -43,7 +41,8 @@ class Offsets(CoordinatorState):
         if g is None:
             if generation_id >= 0:
                 return _every(offsets, Err.ILLEGAL_GENERATION)  # a member of a generation that no longer exists
-            g = self.groups[group_id] = Group(group_id, state_timestamp_ms=self._now_ms())
+            self._apply(self.core.create_group(group_id))
+            g = self.groups[group_id]
         elif g.state == DEAD:
             return _every(offsets, Err.COORDINATOR_NOT_AVAILABLE)
         elif member_id and member_id in g.pending:
@@ -51,14 +50,14 @@ class Offsets(CoordinatorState):
         elif generation_id < 0 and g.state == EMPTY:
             pass  # a group that only stores offsets (assign() consumers, admin tools): Kafka's rule
         else:
-            err = self._validate_member(g, member_id, group_instance_id, generation_id)
+            err = self.core.validate_member(g, member_id, group_instance_id, generation_id)
             if err:
                 return _every(offsets, err)
             if g.state == COMPLETING_REBALANCE:
                 return _every(offsets, Err.REBALANCE_IN_PROGRESS)
             # Stable, and PreparingRebalance too: consumers commit from their revocation callback
             # while the group prepares, and Kafka lets them.
-            g.members[member_id].last_heartbeat = self.clock()
+            self.core.touch(group_id, member_id, self._mono_ms())
 
         now_ms = self._now_ms()
         result, records, accepted = self._offset_records(group_id, offsets, now_ms)
@@ -108,7 +107,7 @@ class Offsets(CoordinatorState):
             # a zombie of an older generation cannot commit.
             if g is None:
                 return _every(offsets, Err.ILLEGAL_GENERATION)
-            err = self._validate_member(g, member_id, group_instance_id, generation_id)
+            err = self.core.validate_member(g, member_id, group_instance_id, generation_id)
             if err:
                 return _every(offsets, err)
         now_ms = self._now_ms()
@@ -193,7 +192,7 @@ class Offsets(CoordinatorState):
             return Err.NON_EMPTY_GROUP, {}
         else:
             for tp in partitions:
-                if g.is_subscribed_to(tp[0]):
+                if is_subscribed_to(g, tp[0]):
                     result[tp] = Err.GROUP_SUBSCRIBED_TO_TOPIC
                 else:
                     eligible.append(tp)
@@ -255,7 +254,7 @@ class Offsets(CoordinatorState):
             removed += len(expired)
             still_empty = g.state == EMPTY and not (g.offsets or g.members or g.pending)
             if dead and still_empty and self.groups.get(g.group_id) is g:
-                self._set_state(g, DEAD)
+                self._apply(self.core.set_state(g, DEAD))
                 del self.groups[g.group_id]
             log.info("group %s: expired %d committed offsets%s", g.group_id, len(expired), ", removed" * dead)
         return removed

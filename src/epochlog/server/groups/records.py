@@ -19,6 +19,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+# Re-exported: the core keeps the offsets in its groups.
+from epochlog.groups.model import OffsetValue as OffsetValue
+
 
 @dataclass(frozen=True)
 class OffsetKey:
@@ -30,14 +33,6 @@ class OffsetKey:
 @dataclass(frozen=True)
 class GroupKey:
     group: str
-
-
-@dataclass
-class OffsetValue:
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp: int
 
 
 @dataclass

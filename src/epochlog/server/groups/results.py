@@ -1,8 +1,13 @@
-"""What the coordinator takes and returns: plain values with Kafka error codes as ints."""
+"""What the coordinator takes and returns: plain values with Kafka error codes as ints (JoinResult and
+SyncResult are the membership core's)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from epochlog.groups.effects import JoinResult, SyncResult
+
+__all__ = ["CommittedOffset", "JoinResult", "OffsetCommit", "SyncResult"]
 
 
 @dataclass
@@ -22,23 +27,3 @@ class CommittedOffset:
     leader_epoch: int
     metadata: str
     error_code: int = 0
-
-
-@dataclass
-class JoinResult:
-    error_code: int
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    member_id: str = ""
-    # (member_id, group_instance_id, metadata of the chosen protocol): filled for the leader only.
-    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
-
-
-@dataclass
-class SyncResult:
-    error_code: int
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from epochlog.server.groups.records import OffsetValue
+from epochlog.groups.model import OffsetValue
 
 TopicPartition = tuple[str, int]
 
