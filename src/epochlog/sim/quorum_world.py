@@ -179,10 +179,19 @@ class QuorumWorld:
                 break
             node.applied.append(e.value)
         self.checker.applied(node)
+        self._after_apply(node)
+
+    def _after_apply(self, node: SimNode) -> None:
+        """The state machine took the committed values: a snapshot every ``snapshot_every`` of them."""
         if self.snapshot_every and len(node.applied) - node.log.log_start_offset >= self.snapshot_every:
-            snap = node.log.take_snapshot(node.applied, len(node.applied))
-            if snap is not None:
-                self._carry_out(node, node.core.snapshot_taken(snap))
+            self._snapshot(node, len(node.applied))
+
+    def _snapshot(self, node: SimNode, end: int) -> bool:
+        snap = node.log.take_snapshot(node.applied, end)
+        if snap is None:
+            return False
+        self._carry_out(node, node.core.snapshot_taken(snap))
+        return True
 
     def _send(self, src: int, dst: int, msg: Message) -> None:
         if isinstance(msg, FetchResponse) and msg.read_from >= 0:

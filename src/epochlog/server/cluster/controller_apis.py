@@ -89,7 +89,7 @@ def broker_registration(server: ControllerServer, conn: Any, req: Any) -> dict[s
     epoch = server.core.register_broker(
         int(req.broker_id), now_ms(), clean_shutdown=clean, host=host, port=port, listeners=listeners
     )
-    server.session_of[conn] = int(req.broker_id)
+    server.qc.session_opened(conn, int(req.broker_id))
     server.offline_dirs.pop(int(req.broker_id), None)  # a restarted broker's directories start online
     server.dir_assignments.pop(int(req.broker_id), None)
     server.persist()
@@ -104,7 +104,7 @@ def broker_heartbeat(server: ControllerServer, conn: Any, req: Any) -> dict[str,
     b = server.core.brokers.get(bid)
     if b is None or int(req.broker_epoch) != b.epoch:
         return {"throttle_time": 0, "error_code": Err.STALE_BROKER_EPOCH, "is_fenced": True, "should_shut_down": False}
-    server.session_of[conn] = bid
+    server.qc.session_opened(conn, bid)
     if req.want_shut_down:
         if not b.shutting_down:
             log.info("broker %d asked for controlled shutdown; moving its leaderships", bid)

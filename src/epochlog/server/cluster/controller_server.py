@@ -7,24 +7,22 @@ IncrementalAlterConfigs, AlterPartitionReassignments, ListPartitionReassignments
 Every decision is appended to the metadata log and fsynced before anyone is answered or told.
 
 Here: the server's lifecycle, its connections and how it follows the quorum; the requests are handled in
-controller_apis and controller_admin, the configuration is controller_config's.
-
-Beyond Kafka: when the connection a broker registered on closes (the process died, so the kernel
-closed its socket) the broker is fenced at once instead of after broker.session.timeout.ms. A
-paused or partitioned broker keeps its socket and is fenced by the session timeout as in Kafka.
+controller_apis and controller_admin, the configuration is controller_config's. What to do on its timer, on
+a closed connection, after knocking on brokers and when to snapshot is decided in controller/ (see
+quorum_controller.py); this module carries it out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from typing import Any
 
 from epochlog.clock import now_ms
 from epochlog.controller.controller import Controller
 from epochlog.controller.image import scram_credential_of
+from epochlog.controller.leader_balance import BalancePolicy
 from epochlog.controller.quorum_controller import ACTIVATION_GRACE_MS, NotActive, QuorumController
 from epochlog.controller.records import MetadataRecord, ScramCredentialSet
 from epochlog.protocol.codec import RequestHeader
@@ -41,9 +39,6 @@ from epochlog.server.tracing import node_tracer
 from epochlog.trace.events import CONTROLLER as CONTROLLER_SRC
 
 log = logging.getLogger("epochlog.controller")
-
-# A metadata record as stored is about this many bytes of JSON: what counts toward the snapshot interval.
-RECORD_BYTES_ESTIMATE = 160
 
 
 async def _refuses(host: str, port: int, timeout_s: float = 0.5) -> bool:
@@ -66,10 +61,14 @@ class ControllerServer:
     def __init__(self, config: ControllerConfig) -> None:
         self.config = config
         # What to apply, when to be active, what to propose: decided in controller/quorum_controller.py.
-        self.qc = QuorumController(config.session_timeout_ms, ACTIVATION_GRACE_MS)
+        balance = BalancePolicy(
+            config.auto_leader_rebalance_enable,
+            config.leader_imbalance_check_interval_s * 1000,
+            config.leader_imbalance_per_broker_percentage,
+        )
+        self.qc = QuorumController(config.session_timeout_ms, ACTIVATION_GRACE_MS, balance, config.snapshot_bytes)
         self.quorum: QuorumDriver | None = None
         self.connections: set[Any] = set()
-        self.session_of: dict[Any, int] = {}  # connection -> broker registered on it
         # KIP-858, per broker: its failed log directories (heartbeats) and which replicas each holds.
         self.offline_dirs: dict[int, set[uuid.UUID]] = {}
         self.dir_assignments: dict[int, dict[uuid.UUID, set[tuple[str, int]]]] = {}
@@ -82,7 +81,6 @@ class ControllerServer:
         self.metrics = ControllerMetrics()
         self.serving = False  # the listener is up and the quorum member running
         self._epochs: dict[tuple[str, int], int] = {}  # leader epochs as last persisted, to count elections
-        self._bytes_since_snapshot = 0
         self._bootstrap_cache: list[MetadataRecord] | None = None
         self.access = ControllerAccess(controller_authorizer(config.raw))
 
@@ -188,8 +186,7 @@ class ControllerServer:
     def _on_commit(self, hw: int) -> None:
         assert self.quorum is not None
         qlog = self.quorum.log
-        applied = self.qc.on_commit(hw, lambda start, end: (r for _, r in qlog.read_records(start, end)))
-        self._bytes_since_snapshot += RECORD_BYTES_ESTIMATE * applied
+        self.qc.on_commit(hw, lambda start, end: (r for _, r in qlog.read_records(start, end)))
         self._maybe_activate()
         self._maybe_snapshot()
 
@@ -202,7 +199,6 @@ class ControllerServer:
             return
         if self.qc.lost_leadership():
             log.warning("controller %d is no longer active; back to the committed state", self.config.node_id)
-            self.session_of.clear()
             self._rebuild()
 
     def _on_snapshot(self, snap: SnapshotId) -> None:
@@ -267,18 +263,16 @@ class ControllerServer:
         return self._bootstrap_cache
 
     def _maybe_snapshot(self) -> None:
-        """A snapshot of the committed state once enough records went by, so the log can be trimmed."""
+        """A snapshot of the committed state when the core says one is due, so the log can be trimmed."""
         assert self.quorum is not None
-        if self._bytes_since_snapshot < self.config.snapshot_bytes or not self.qc.all_committed():
-            return
         qlog = self.quorum.log
-        end = self.qc.applied
-        if end <= qlog.log_start_offset:
+        end = self.qc.snapshot_due(qlog.log_start_offset)
+        if end is None:
             return
         epoch = qlog.log.epoch_cache.epoch_for_offset(end - 1)
         snap = SnapshotId(end, max(epoch, 0))
         qlog.write_snapshot(snap, self.core.snapshot_records())
-        self._bytes_since_snapshot = 0
+        self.qc.snapshot_taken()
         self.quorum._carry_out(self.quorum.node.snapshot_taken(snap))
         log.info("controller %d wrote metadata snapshot at offset %d (epoch %d)", self.config.node_id, end, snap.epoch)
 
@@ -293,28 +287,17 @@ class ControllerServer:
             return
         assert self.quorum is not None
         self.qc.proposed(self.quorum.propose(new))
-        self._bytes_since_snapshot += RECORD_BYTES_ESTIMATE * len(new)
         self.metrics.records_persisted(new, self._epochs)
 
     async def _ticker(self) -> None:
-        last_balance = time.monotonic()
         while True:
             await asyncio.sleep(0.1)
             if not self.active:
-                last_balance = time.monotonic()
                 continue
             try:
-                self.core.tick(now_ms())
-                if (
-                    self.config.auto_leader_rebalance_enable
-                    and time.monotonic() - last_balance >= self.config.leader_imbalance_check_interval_s
-                ):
-                    last_balance = time.monotonic()
-                    limit = self.config.leader_imbalance_per_broker_percentage / 100
-                    if any(v > limit for v in self.core.imbalance().values()):
-                        moved = self.core.elect_preferred()
-                        if moved:
-                            log.info("auto leader rebalance moved %d partitions", len(moved))
+                moved = self.qc.tick(now_ms())
+                if moved:
+                    log.info("auto leader rebalance moved %d partitions", len(moved))
                 self.persist()
             except NotLeader:
                 pass
@@ -324,36 +307,28 @@ class ControllerServer:
     async def _probe_unheard(self) -> None:
         """Knock once on each broker the core cannot vouch for: a refused connection is a dead process,
         which the core then fences without waiting out the grace."""
-        targets = [
-            (b.broker_id, b.host, b.port)
-            for b in self.core.unheard()
-            # The broker in this very process is starting, not gone; it registers as soon as it can.
-            if b.port > 0 and not (self.config.colocated_broker and b.broker_id == self.config.node_id)
-        ]
-        results = await asyncio.gather(*(_refuses(host, port) for _, host, port in targets))
+        targets = self.qc.probe_targets(self.config.node_id if self.config.colocated_broker else None)
+        results = await asyncio.gather(*(_refuses(t.host, t.port) for t in targets))
         if not self.active:
             return
-        for (broker, host, port), refused in zip(targets, results, strict=True):
-            if refused and self.core.broker_unreachable(broker):
-                log.info("broker %d refused a connection at %s:%d; fenced without waiting", broker, host, port)
+        for t, refused in zip(targets, results, strict=True):
+            if refused and self.qc.probe_refused(t.broker):
+                log.info("broker %d refused a connection at %s:%d; fenced without waiting", t.broker, t.host, t.port)
         try:
             self.persist()
         except NotLeader:
             pass
 
     def on_connection_lost(self, conn: Any) -> None:
-        broker = self.session_of.pop(conn, None)
-        if not self.serving or not self.active:
-            return  # stopping, or a standby: only the active controller fences
-        if broker is not None and broker not in self.session_of.values():
-            b = self.core.brokers.get(broker)
-            if b is not None and not b.fenced:
-                log.info("broker %d: its session connection closed; fencing it", broker)
-                self.core.fence(broker)
-                try:
-                    self.persist()
-                except NotLeader:
-                    pass
+        # Stopping (stop() deactivates first) or a standby: the core fences nothing.
+        broker = self.qc.connection_lost(conn)
+        if broker is None:
+            return
+        log.info("broker %d: its session connection closed; fencing it", broker)
+        try:
+            self.persist()
+        except NotLeader:
+            pass
 
     # -- handlers --------------------------------------------------------------------------
     def dispatch_from(self, conn: Any, header: RequestHeader, frame: memoryview) -> Any:
