@@ -24,17 +24,17 @@ PENDING: set[str] = {"server/connection.py"}
 
 
 def clock_readings(tree: ast.Module) -> list[str]:
-    """Module-level definitions of a now_ms function, and calls of time.time() / time.time_ns()."""
+    """Module-level definitions of a now_ms function, and every use of time.time / time.time_ns (a call, or the
+    function handed on as a default clock)."""
     found = [f"def {s.name}" for s in tree.body if isinstance(s, ast.FunctionDef) and s.name in CLOCK_NAMES]
     for node in ast.walk(tree):
         if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("time", "time_ns")
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id == "time"
+            isinstance(node, ast.Attribute)
+            and node.attr in ("time", "time_ns")
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "time"
         ):
-            found.append(f"time.{node.func.attr}() at line {node.lineno}")
+            found.append(f"time.{node.attr} at line {node.lineno}")
     return found
 
 
@@ -52,7 +52,9 @@ def test_only_the_clock_module_reads_the_wall_clock() -> None:
 
 def test_the_scan_finds_a_private_clock() -> None:
     tree = ast.parse("import time\n\ndef now_ms() -> int:\n    return time.time_ns() // 1_000_000\n")
-    assert clock_readings(tree) == ["def now_ms", "time.time_ns() at line 4"]
+    assert clock_readings(tree) == ["def now_ms", "time.time_ns at line 4"]
+    handed_on = ast.parse("import time\n\ndef f(clock=time.time):\n    return clock()\n")
+    assert clock_readings(handed_on) == ["time.time at line 3"]
 
 
 def test_a_manual_clock_controls_the_time_storage_sees(tmp_path: Path) -> None:

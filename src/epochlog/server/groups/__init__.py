@@ -13,7 +13,7 @@ heartbeat, leave: the calls into the core), ``offsets.py`` (commit, fetch, delet
 ``records.py`` (the ``__consumer_offsets`` key/value formats), ``store.py`` (OffsetsStore and the
 in-memory MemoryOffsetsStore), ``hashing.py`` (Java's String.hashCode, partition_for).
 
-API (``GroupCoordinator(store, config, clock=time.monotonic, wall_clock=time.time)``)::
+API (``GroupCoordinator(store, config, clock=time.monotonic, wall_clock=wall_seconds)``)::
 
     await start(run_background=True)   # serve requests, run the timers
     load_partition(p) / unload_partition(p)  # this broker gains / loses the leadership of

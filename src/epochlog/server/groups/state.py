@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
+from epochlog.clock import now_ms
 from epochlog.groups.effects import (
     AnswerJoin,
     AnswerSync,
@@ -35,6 +36,11 @@ from epochlog.server.groups.txn_offsets import PendingTxnOffsets
 log = logging.getLogger("epochlog.groups")
 
 
+def wall_seconds() -> float:
+    """The process's one clock (epochlog.clock), in the seconds the coordinator's wall_clock speaks."""
+    return now_ms() / 1000
+
+
 class CoordinatorState:
     """What GroupCoordinator's parts (Membership, Offsets, Loading) all read and write."""
 
@@ -43,7 +49,7 @@ class CoordinatorState:
         store: OffsetsStore,
         config: GroupConfig,
         clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
+        wall_clock: Callable[[], float] = wall_seconds,
     ) -> None:
         """``clock`` (seconds) times sessions and rebalances; ``wall_clock`` (seconds since the epoch)
         stamps commits and state changes, which are persisted and outlive the process."""
