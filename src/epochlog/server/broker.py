@@ -7,6 +7,7 @@ import logging
 import time
 from typing import Any
 
+from epochlog.controller.image import TopicInfo
 from epochlog.security.authorizer import StandardAuthorizer
 from epochlog.server.clock import now_ms
 from epochlog.server.config import BrokerConfig
@@ -15,7 +16,6 @@ from epochlog.server.metrics import BrokerMetrics
 from epochlog.server.partition import Partition
 from epochlog.server.replication_throttle import ReplicationThrottles
 from epochlog.server.topic_configs import DynamicBrokerConfigs, topic_properties
-from epochlog.server.topics import TopicInfo
 from epochlog.storage.cleaner.config import CleanerConfig
 from epochlog.storage.cleaner.manager import LogCleaner
 from epochlog.storage.config import LogConfig

@@ -20,6 +20,7 @@ from typing import Any
 
 from kio.index import load_request_schema
 
+from epochlog.controller.image import TopicInfo
 from epochlog.controller.records import MetadataRecord
 from epochlog.protocol.errors import Err
 from epochlog.protocol.record_batch import read_header
@@ -42,7 +43,6 @@ from epochlog.server.partition import Partition
 from epochlog.server.peer_security import controller_security, inter_broker_security
 from epochlog.server.quorum import wire
 from epochlog.server.topic_configs import DynamicBrokerConfigs, topic_properties
-from epochlog.server.topics import TopicInfo
 from epochlog.server.transactions.coordinators import TxnCoordinators
 from epochlog.storage import partition_log as storage_metrics
 from epochlog.storage.errors import KafkaStorageError
@@ -367,9 +367,9 @@ class ClusterBroker(Broker):
                     return (*self._reset_image([]), hw)
                 if p.records:
                     for offset, epoch, record in _committed_records(bytes(p.records), self.image.offset, hw):
-                        c, d = self.image.apply(record)
-                        changed += c
-                        deleted += d
+                        applied = self.image.apply(record)
+                        changed += applied.partitions
+                        deleted += applied.deleted
                         self.image.offset = offset + 1
                         self.image.last_epoch = epoch
         self._refresh_acls()
@@ -415,7 +415,7 @@ class ClusterBroker(Broker):
         self.image = MetadataImage()
         changed: list[tuple[str, int]] = []
         for record in records:
-            changed += self.image.apply(record)[0]
+            changed += self.image.apply(record).partitions
         deleted = [info for name, info in old.topics.items() if name not in self.image.topics]
         self.image.config_changes.add((4, ""))  # a new image: every partition re-reads its configs
         self.image.acls_changed = True  # ACLs the snapshot no longer holds must leave the authorizer
@@ -522,13 +522,13 @@ class ClusterBroker(Broker):
         if part is None:
             cfg = self.topic_log_config(info)
             plog = self.log_manager.get(topic, p)
-            if plog is not None and plog.topic_id not in (None, info.topic_id):
+            if plog is not None and plog.topic_id not in (None, info.uuid):
                 log.warning("%s-%d on disk belongs to an older topic of that name; removing it", topic, p)
                 self.log_manager.delete_topic(topic)
                 plog = None
             if plog is None:
                 try:
-                    plog = self.log_manager.create(topic, p, info.topic_id, cfg)
+                    plog = self.log_manager.create(topic, p, info.uuid, cfg)
                 except KafkaStorageError as e:
                     log.error("%s-%d: cannot create its log: %s", topic, p, e)
                     return
@@ -544,7 +544,7 @@ class ClusterBroker(Broker):
                 truncation_mode=self.mode,
                 high_watermark=plog.high_watermark,  # the checkpoint's; the core owns it from here
             )
-            part = Partition(topic, p, info.topic_id, plog, replica)
+            part = Partition(topic, p, info.uuid, plog, replica)
             self.partitions[(topic, p)] = part
         before = (part.replica.role, part.replica.leader_epoch)
         self._apply_state(part, st)
@@ -608,7 +608,7 @@ class ClusterBroker(Broker):
                     part.sync()  # a DeleteRecords no longer waits for a replica on a fenced broker
 
     def _drop_topic(self, info: TopicInfo) -> None:
-        for p in range(info.partitions):
+        for p in sorted(info.partitions):
             part = self.partitions.pop((info.name, p), None)
             if info.name in (OFFSETS_TOPIC, TXN_TOPIC):
                 self._follow_coordination(info.name, p)
@@ -727,7 +727,7 @@ class ClusterBroker(Broker):
 
     async def wait_for_topics(self, names: list[str], present: bool, timeout: float = 5.0) -> None:
         def shown() -> bool:
-            return all((n in self.image.topics and self.image.topics[n].partitions > 0) == present for n in names)
+            return all((n in self.image.topics and bool(self.image.topics[n].partitions)) == present for n in names)
 
         await self.wait_for_metadata(shown, timeout)
 
@@ -744,8 +744,7 @@ class ClusterBroker(Broker):
                 pass
 
     def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
-        info = self.image.by_id.get(topic_id)
-        return info.name if info else None
+        return self.image.topic_name_for_id(topic_id)
 
     def maybe_auto_create(self, name: str) -> TopicInfo | None:
         """Kafka's behaviour: ask the controller to create it and answer LEADER_NOT_AVAILABLE meanwhile."""
@@ -813,10 +812,10 @@ class ClusterBroker(Broker):
         from epochlog.server.groups.hashing import partition_for
 
         info = self.image.topics.get(topic)
-        if info is None or info.partitions == 0:
+        if info is None or not info.partitions:
             self._create_internal_topic(topic, partitions, rf, configs)
             return -1
-        st = self.image.states.get((topic, partition_for(key, info.partitions)))
+        st = self.image.states.get((topic, partition_for(key, len(info.partitions))))
         if st is None or st.leader < 0:
             return -1
         ep = self.image.brokers.get(st.leader)
