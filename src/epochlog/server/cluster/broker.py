@@ -27,6 +27,7 @@ from epochlog.protocol.record_batch import read_header
 from epochlog.protocol.records import iter_records
 from epochlog.raft.messages import FetchSnapshotRequest, SnapshotId
 from epochlog.replication.partition import PartitionReplica
+from epochlog.replication.transitions import Kind, Transition, partition_transitions
 from epochlog.replication.types import AlterIsr, PartitionState, Role, TruncationMode
 from epochlog.security.scram_credentials import ScramCredential
 from epochlog.server.broker import Broker
@@ -82,6 +83,8 @@ class ClusterBroker(Broker):
     def __init__(self, config: BrokerConfig) -> None:
         super().__init__(config)
         self.image = MetadataImage()
+        # The partition states this broker last carried out: what the next metadata change is compared with.
+        self._published: dict[tuple[str, int], PartitionState] = {}
         # __consumer_offsets is a replicated topic like any other; each broker coordinates the groups of
         # the partitions it leads, loading them as it gains leadership (docs/operations.md).
         self._creating_internal: set[str] = set()
@@ -109,8 +112,8 @@ class ClusterBroker(Broker):
         self.log_manager.load_all()
         await self._register(clean)
         await self._catch_up_metadata()
-        for key in sorted(self.image.states):
-            self._apply_partition(*key)
+        for t in self._transitions(sorted(self.image.states), []):
+            self._carry_out(t)
         self._update_ineligible()
         self._remove_leftover_logs()
         await self._start_groups()
@@ -413,6 +416,8 @@ class ClusterBroker(Broker):
     def _reset_image(self, records: list[MetadataRecord]) -> tuple[list[tuple[str, int]], list[TopicInfo]]:
         old = self.image
         self.image = MetadataImage()
+        # The partition states this broker last carried out: what the next metadata change is compared with.
+        self._published: dict[tuple[str, int], PartitionState] = {}
         changed: list[tuple[str, int]] = []
         for record in records:
             changed += self.image.apply(record).partitions
@@ -446,17 +451,19 @@ class ClusterBroker(Broker):
                 log.exception("applying metadata failed")
                 await asyncio.sleep(0.5)
                 continue
-            for info in deleted:
-                self._drop_topic(info)
-            for i, key in enumerate(dict.fromkeys(changed)):
+            for i, t in enumerate(self._transitions(changed, deleted)):
                 try:
-                    self._apply_partition(*key)
+                    self._carry_out(t)
                 except Exception:
-                    log.exception("applying the state of %s-%d failed", *key)
+                    log.exception("applying the state of %s-%d failed", *t.key)
                 if i % APPLY_YIELD_EVERY == APPLY_YIELD_EVERY - 1:
                     # Opening a partition's log costs about a millisecond; a topic of thousands of partitions
                     # would otherwise hold the event loop, and every client with it, for seconds.
                     await asyncio.sleep(0)
+            for info in deleted:
+                if info.name not in self.image.topics:
+                    self.log_manager.delete_topic(info.name)  # logs of it no replica here ran
+                log.info("deleted topic %s (%s)", info.name, info.topic_id)
             self._update_ineligible()
             configs_changed = bool(self.image.config_changes)
             self._reconfigure()
@@ -508,13 +515,33 @@ class ClusterBroker(Broker):
                     min_isr,
                 )
 
-    def _apply_partition(self, topic: str, p: int) -> None:
-        st = self.image.states.get((topic, p))
+    def _transitions(self, changed: list[tuple[str, int]], deleted: list[TopicInfo]) -> list[Transition]:
+        """What to do with the replicas here now that these partitions changed and these topics went."""
+        keys = [(info.name, p) for info in deleted for p in sorted(info.partitions)] + changed
+        gone = {info.name for info in deleted}
+        states = self.image.states
+        out = partition_transitions(self.config.node_id, self._published, states, keys, self.partitions.keys(), gone)
+        for key in keys:
+            st = states.get(key)
+            if st is None:
+                self._published.pop(key, None)
+            else:
+                self._published[key] = st
+        return out
+
+    def _carry_out(self, t: Transition) -> None:
+        if t.kind is Kind.DELETE:
+            self._drop_replica(t.topic, t.partition)
+        elif t.kind is Kind.REMOVE:
+            assert t.state is not None
+            self._remove_replica(t.topic, t.partition, t.state)
+        else:
+            self._take_state(t)
+
+    def _take_state(self, t: Transition) -> None:
+        topic, p, st = t.topic, t.partition, t.state
         info = self.image.topics.get(topic)
         if st is None or info is None:
-            return
-        if self.config.node_id not in st.replicas:
-            self._remove_replica(topic, p, st)
             return
         part = self.partitions.get((topic, p))
         if part is not None and part.offline:
@@ -524,7 +551,7 @@ class ClusterBroker(Broker):
             plog = self.log_manager.get(topic, p)
             if plog is not None and plog.topic_id not in (None, info.uuid):
                 log.warning("%s-%d on disk belongs to an older topic of that name; removing it", topic, p)
-                self.log_manager.delete_topic(topic)
+                self.log_manager.delete_partition(topic, p)
                 plog = None
             if plog is None:
                 try:
@@ -546,10 +573,8 @@ class ClusterBroker(Broker):
             )
             part = Partition(topic, p, info.uuid, plog, replica)
             self.partitions[(topic, p)] = part
-        before = (part.replica.role, part.replica.leader_epoch)
         self._apply_state(part, st)
-        after = (part.replica.role, part.replica.leader_epoch)
-        if before != after:
+        if t.kind is not Kind.UPDATE:
             log.info(
                 "%s-%d: %s at epoch %d (leader %d, isr %s), log end %d, hw %d",
                 topic,
@@ -607,16 +632,16 @@ class ClusterBroker(Broker):
                 if part.delete_waiters:
                     part.sync()  # a DeleteRecords no longer waits for a replica on a fenced broker
 
-    def _drop_topic(self, info: TopicInfo) -> None:
-        for p in sorted(info.partitions):
-            part = self.partitions.pop((info.name, p), None)
-            if info.name in (OFFSETS_TOPIC, TXN_TOPIC):
-                self._follow_coordination(info.name, p)
-            if part is not None:
-                part.sync()
-                part.notify()
-        self.log_manager.delete_topic(info.name)
-        log.info("deleted topic %s (%s)", info.name, info.topic_id)
+    def _drop_replica(self, topic: str, p: int) -> None:
+        """Its topic was deleted: stop serving it, answer whoever waits on it, and delete its log."""
+        part = self.partitions.pop((topic, p), None)
+        if topic in (OFFSETS_TOPIC, TXN_TOPIC):
+            self._follow_coordination(topic, p)
+        if part is not None:
+            part.sync()
+            part.notify()
+        if part is None or not part.offline:
+            self.log_manager.delete_partition(topic, p)
 
     def _remove_leftover_logs(self) -> None:
         """Logs of topics the metadata no longer has (deleted while this broker was down) go, and so do
