@@ -22,6 +22,8 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from epochlog.controller.image import TopicInfo
+from epochlog.protocol.api_versions import is_supported
+from epochlog.protocol.codec import RequestHeader
 from epochlog.replication.types import AlterIsr
 from epochlog.security.authorizer import StandardAuthorizer
 from epochlog.security.scram_credentials import ScramCredential
@@ -35,6 +37,7 @@ from epochlog.server.cluster.image import MetadataImage
 from epochlog.server.cluster.metadata_publisher import MetadataPublisher
 from epochlog.server.cluster.replica_manager import ReplicaManager
 from epochlog.server.config import BrokerConfig
+from epochlog.server.dispatch import dispatch
 from epochlog.server.groups import GroupConfig, GroupCoordinator
 from epochlog.server.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 from epochlog.server.limits import ConnectionLimits
@@ -270,6 +273,19 @@ class ClusterBroker:
             self.must_stop.set()
         if not self.must_stop.is_set():
             self.spawn(self.session.report_offline_dir(failed))
+
+    # -- what its client connections use (server/connection_owner.py) ------------------
+    def observe_request(self, request: str, started: float) -> None:
+        self.metrics.observe_request(request, started)
+
+    def on_connection_lost(self, conn: KafkaConnection) -> None:
+        pass  # a broker keeps no state per connection beyond the connection's own
+
+    def is_supported(self, api_key: int, version: int) -> bool:
+        return is_supported(api_key, version)
+
+    def dispatch_from(self, conn: KafkaConnection, header: RequestHeader, frame: memoryview) -> Any:
+        return dispatch(self, header, frame)
 
     # -- what the handlers use (server/broker_api.py) -----------------------------------
     def partition(self, topic: str, index: int) -> Partition | None:

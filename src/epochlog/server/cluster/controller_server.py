@@ -34,6 +34,7 @@ from epochlog.server.cluster.bootstrap import read_bootstrap
 from epochlog.server.cluster.controller_apis import dispatch, is_supported
 from epochlog.server.cluster.controller_authz import ControllerAccess, controller_authorizer
 from epochlog.server.cluster.controller_config import ControllerConfig
+from epochlog.server.limits import ConnectionLimits
 from epochlog.server.metrics import ControllerMetrics
 from epochlog.server.quorum.driver import NotLeader, QuorumDriver, now_ms
 
@@ -82,6 +83,7 @@ class ControllerServer:
         self._bytes_since_snapshot = 0
         self._bootstrap_cache: list[MetadataRecord] | None = None
         self.access = ControllerAccess(controller_authorizer(config.raw))
+        self.limits: ConnectionLimits | None = None  # its listener serves the quorum and the brokers only
 
     async def start(self) -> None:
         self.config.log_dir.mkdir(parents=True, exist_ok=True)
@@ -93,7 +95,7 @@ class ControllerServer:
         listener = self.config.listener
         sec = listener_security(self.config.raw, listener)
         self.server = await loop.create_server(
-            lambda: KafkaConnection(self, sec),  # type: ignore[arg-type]
+            lambda: KafkaConnection(self, sec),
             self.config.host,
             self.config.port,
             reuse_address=True,
@@ -350,6 +352,9 @@ class ControllerServer:
                     self.persist()
                 except NotLeader:
                     pass
+
+    def observe_request(self, request: str, started: float) -> None:
+        pass  # the controller's requests are not timed
 
     # -- handlers --------------------------------------------------------------------------
     def dispatch_from(self, conn: Any, header: RequestHeader, frame: memoryview) -> Any:
