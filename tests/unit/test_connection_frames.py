@@ -14,7 +14,7 @@ from epochlog.server.framing import BIG_FRAME, SCRATCH_BYTES, FramedProtocol, fr
 
 
 def _conn(frames: list[Any]) -> KafkaConnection:
-    broker = SimpleNamespace(config=SimpleNamespace(socket_request_max_bytes=100 << 20), connections=set())
+    broker = SimpleNamespace(config=SimpleNamespace(socket_request_max_bytes=100 << 20), connections=set(), limits=None)
     conn = KafkaConnection(broker)  # type: ignore[arg-type]
     conn._handle_frame = frames.append  # type: ignore[method-assign]
     return conn

@@ -7,6 +7,7 @@ heartbeated) is not metadata and lives with the controller.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 from epochlog.config_defs import RESOURCE_BROKER, RESOURCE_TOPIC
@@ -45,6 +46,19 @@ class BrokerInfo:
     port: int = 0
     listeners: tuple[tuple[str, str, int], ...] = ()
 
+    def address_for(self, listener: str) -> tuple[str, int]:
+        """(host, port) of the named listener; the inter-broker one's when it has no such listener, so a
+        client is told the addresses of the listener it came in on."""
+        for name, host, port in self.listeners:
+            if name == listener:
+                return host, port
+        return self.host, self.port
+
+
+# Kafka's "no id": what a topic created without one (records of the first logs) is known by on every
+# broker alike, rather than an id each would invent for itself.
+NO_TOPIC_ID = uuid.UUID(int=0)
+
 
 @dataclass
 class TopicInfo:
@@ -53,6 +67,11 @@ class TopicInfo:
     unclean_leader_election: bool = False
     topic_id: str = ""
     configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def uuid(self) -> uuid.UUID:
+        """The topic id as the wire and the partition.metadata file carry it."""
+        return uuid.UUID(self.topic_id) if self.topic_id else NO_TOPIC_ID
 
 
 @dataclass
@@ -72,6 +91,7 @@ class ClusterImage:
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicInfo] = {}
+        self.topic_names: dict[uuid.UUID, str] = {}  # by topic id: requests that name a topic by its id
         self.next_producer_id = 0
         # Replicas on a broker's failed log directory (KIP-858), until that broker registers again.
         self.offline_replicas: dict[int, set[tuple[str, int]]] = {}
@@ -101,13 +121,18 @@ class ClusterImage:
                     b2.shutting_down = True
                 out.brokers.append(record.broker)
         elif isinstance(record, Topic):
-            self.topics[record.name] = TopicInfo(
+            topic = TopicInfo(
                 record.name, unclean_leader_election=record.unclean, topic_id=record.id, configs=dict(record.configs)
             )
+            self.topics[record.name] = topic
+            if record.id:
+                self.topic_names[topic.uuid] = record.name
             out.topics.append(record.name)
         elif isinstance(record, TopicDeleted):
             info = self.topics.pop(record.name, None)
             if info is not None:
+                if info.topic_id and self.topic_names.get(info.uuid) == info.name:
+                    del self.topic_names[info.uuid]
                 out.deleted.append(info)
         elif isinstance(record, PartitionChange):
             t = self.topics.get(record.topic)

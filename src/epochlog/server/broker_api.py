@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from epochlog.controller.image import TopicInfo
     from epochlog.replication.types import AlterIsr
     from epochlog.security.authorizer import StandardAuthorizer
     from epochlog.security.scram_credentials import ScramCredential
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from epochlog.server.partition import Partition
     from epochlog.server.replication_throttle import ReplicationThrottles
     from epochlog.server.topic_configs import DynamicBrokerConfigs
-    from epochlog.server.topics import TopicInfo
     from epochlog.server.transactions.coordinators import TxnCoordinators
     from epochlog.storage.cleaner.manager import LogCleaner
     from epochlog.storage.log_dirs import LogDirs

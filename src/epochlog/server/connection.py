@@ -18,19 +18,18 @@ import logging
 import socket
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from epochlog.protocol import codec
-from epochlog.protocol.api_versions import SERVED, api_versions_v0_error_frame, is_supported
+from epochlog.protocol.api_versions import SERVED, api_versions_v0_error_frame
 from epochlog.protocol.errors import KafkaError, MalformedFrame, UnsupportedVersion
 from epochlog.security.session import Session
-from epochlog.server.dispatch import dispatch
 from epochlog.server.framing import BIG_FRAME, FramedProtocol
 from epochlog.server.listener_security import PLAINTEXT, ListenerSecurity
 from epochlog.server.responses import NO_RESPONSE, Waiting
 
 if TYPE_CHECKING:
-    from epochlog.server.broker_api import BrokerApi as Broker
+    from epochlog.server.connection_owner import ConnectionOwner
     from epochlog.server.limits import ConnectionLimits
 
 log = logging.getLogger("epochlog.connection")
@@ -53,7 +52,7 @@ class _Slot:
 
 
 class KafkaConnection(FramedProtocol):
-    def __init__(self, broker: Broker, security: ListenerSecurity = PLAINTEXT) -> None:
+    def __init__(self, broker: ConnectionOwner, security: ListenerSecurity = PLAINTEXT) -> None:
         super().__init__()
         self.broker = broker
         self.security = security
@@ -72,16 +71,15 @@ class KafkaConnection(FramedProtocol):
         self._reading_paused = False
         self._writing_paused = False
         # The owner's connection limits (a broker's; the controller has none).
-        self.limits: ConnectionLimits | None = getattr(broker, "limits", None)
+        self.limits: ConnectionLimits | None = broker.limits
         self._ip: str | None = None  # counted against max.connections.per.ip while set
         self._pool_paused = False
         self.last_active = time.monotonic()
-        # A broker times its requests (TotalTimeMs); the controller's connections are not timed.
-        self._observe = getattr(getattr(broker, "metrics", None), "observe_request", None)
 
     # -- asyncio.Protocol ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # A stream listener's transport (asyncio's or uvloop's, plain or TLS): one that writes.
+        self.transport = cast(asyncio.Transport, transport)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -97,9 +95,8 @@ class KafkaConnection(FramedProtocol):
             # asyncio calls connection_made once the TLS handshake is done: the peer's certificate is known.
             self.session.principal = principal_from_peer_cert(transport.get_extra_info("ssl_object"))
         if self.security.sasl:
-            lookup = getattr(self.broker, "scram_credential", None) or (lambda _u, _m: None)
-            self.sasl = self.security.new_authenticator(lookup)
-        transport.set_write_buffer_limits(high=HIGH_WATER)
+            self.sasl = self.security.new_authenticator(self.broker.scram_credential)
+        self.transport.set_write_buffer_limits(high=HIGH_WATER)
         # uvloop's writelines sends every piece with one writev and copies nothing; asyncio's joins them.
         self._writev = type(transport).__module__.startswith("uvloop")
         if self.limits is not None and peer:
@@ -124,9 +121,7 @@ class KafkaConnection(FramedProtocol):
                 self.limits.give_back(held)
         self._held.clear()
         self.broker.connections.discard(self)
-        hook = getattr(self.broker, "on_connection_lost", None)
-        if hook is not None:
-            hook(self)
+        self.broker.on_connection_lost(self)
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -208,8 +203,7 @@ class KafkaConnection(FramedProtocol):
         if self.sasl is not None and not self._sasl_admits(header, mv):
             return
         header.session = self.session
-        supported = getattr(self.broker, "is_supported", is_supported)
-        if not supported(header.api_key, header.api_version):
+        if not self.broker.is_supported(header.api_key, header.api_version):
             if header.api_key == codec.API_VERSIONS_KEY:
                 slot = _Slot()
                 slot.data = api_versions_v0_error_frame(header.correlation_id)
@@ -227,8 +221,7 @@ class KafkaConnection(FramedProtocol):
             return
         try:
             codec.finish_header(mv, header)
-            own = getattr(self.broker, "dispatch_from", None)
-            result = own(self, header, mv) if own is not None else dispatch(self.broker, header, mv)
+            result = self.broker.dispatch_from(self, header, mv)
         except (KafkaError, UnsupportedVersion) as e:
             log.warning("closing %s: bad api %d v%d request: %s", self.peer, header.api_key, header.api_version, e)
             self.close()
@@ -283,8 +276,7 @@ class KafkaConnection(FramedProtocol):
         return False
 
     def _sasl_request(self, header: codec.RequestHeader, mv: memoryview) -> None:
-        supported = getattr(self.broker, "is_supported", is_supported)
-        if not supported(header.api_key, header.api_version):
+        if not self.broker.is_supported(header.api_key, header.api_version):
             log.warning("closing %s: unsupported SASL api %d v%d", self.peer, header.api_key, header.api_version)
             self.close()
             return
@@ -365,8 +357,7 @@ class KafkaConnection(FramedProtocol):
             self._next_held()
 
     def _fill(self, slot: _Slot, header: codec.RequestHeader, body: Any) -> None:
-        if self._observe is not None:
-            self._observe(SERVED.get(header.api_key, str(header.api_key)), slot.started)
+        self.broker.observe_request(SERVED.get(header.api_key, str(header.api_key)), slot.started)
         if isinstance(body, (bytes, bytearray)):
             slot.data = bytes(body)
         elif isinstance(body, list):
@@ -396,7 +387,7 @@ class KafkaConnection(FramedProtocol):
                 out.append(data)
         if out and self.transport is not None and not self.closed:
             if self._writev:
-                self.transport.writelines(out)  # type: ignore[arg-type]
+                self.transport.writelines(out)
             else:
                 self._write_pieces(out)
             self.last_active = time.monotonic()

@@ -58,6 +58,8 @@ def _connect(handler: Callable[[int], Any], limits: ConnectionLimits | None = No
         is_supported=lambda key, version: True,
         dispatch_from=lambda conn, header, frame: handler(header.correlation_id),
         limits=limits,
+        observe_request=lambda request, started: None,
+        on_connection_lost=lambda conn: None,
     )
     conn = KafkaConnection(broker)  # type: ignore[arg-type]
     transport = _Transport()

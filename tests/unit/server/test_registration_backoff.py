@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from epochlog.server.cluster.backoff import ExponentialBackoff
-from epochlog.server.cluster.broker import ClusterBroker
+from epochlog.server.cluster.broker_session import BrokerSession
 from epochlog.server.cluster.controller_authz import ControllerAccess, controller_authorizer
 from epochlog.server.cluster.controller_channel import ControllerChannel
 
@@ -60,12 +60,12 @@ async def _register_against_refuser(seconds: float) -> list[float]:
     broker = SimpleNamespace(
         config=SimpleNamespace(node_id=1, registered_listeners=lambda: []),
         cluster_id="c1",
-        broker_epoch=-1,
         controller=channel,
     )
+    session = BrokerSession(broker)  # type: ignore[arg-type]
     try:
         with pytest.raises(TimeoutError):
-            await asyncio.wait_for(ClusterBroker._register(broker, True), seconds)  # type: ignore[arg-type]
+            await asyncio.wait_for(session.register(True), seconds)
     finally:
         channel.close()
         server.close()

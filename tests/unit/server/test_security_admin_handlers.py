@@ -207,10 +207,12 @@ def test_the_broker_hands_every_acl_to_its_authorizer_on_change_and_after_a_snap
     from epochlog.controller.records import AclCreated, AclRemoved, ScramCredentialSet
     from epochlog.server.cluster.broker import ClusterBroker
     from epochlog.server.cluster.image import MetadataImage
+    from epochlog.server.cluster.metadata_publisher import MetadataPublisher
 
     az = Recording()
     b: Any = SimpleNamespace(image=MetadataImage(), authorizer=az)
-    b._refresh_acls = lambda: ClusterBroker._refresh_acls(b)
+    publisher = MetadataPublisher(b)
+    b._refresh_acls = publisher.refresh_acls
     b.image.apply(AclCreated("a", 2, "orders", 3, "User:alice", "*", 3, 3))
     b.image.apply(AclCreated("b", 3, "g", 3, "User:bob", "*", 3, 3))
     b._refresh_acls()
@@ -226,7 +228,7 @@ def test_the_broker_hands_every_acl_to_its_authorizer_on_change_and_after_a_snap
     b._refresh_acls()
     assert az.calls[-1] == {"b": GROUP}
     # A snapshot without "b": the authorizer must forget it too.
-    ClusterBroker._reset_image(b, [AclCreated("c", 2, "orders", 3, "User:alice", "*", 3, 3)])
+    publisher.reset_image([AclCreated("c", 2, "orders", 3, "User:alice", "*", 3, 3)])
     assert az.calls[-1] == {"c": READ}
 
 

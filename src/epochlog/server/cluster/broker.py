@@ -1,5 +1,10 @@
-"""A broker in a multi-broker cluster: registers with the controller, follows its metadata log, and
-drives each partition's replication core (replication/PartitionReplica) over the real log.
+"""The broker: registers with the controller, follows its metadata log, and drives each partition's
+replication core (replication/PartitionReplica) over the real log; on a single node as in a cluster.
+
+This module holds the broker's lifecycle and what it owns; the work is done by its parts: the session with
+the controller (broker_session), the metadata publisher (metadata_publisher), the replica manager
+(replica_manager), the AlterPartition manager (alter_partition) and forwarding to the controller
+(forwarding).
 
 Startup order matters: logs are loaded, the broker registers (telling the controller whether it
 shut down cleanly), catches up the whole metadata log, applies each partition's *final* state
@@ -10,105 +15,120 @@ listens for clients.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from datetime import timedelta
-from typing import Any
-
-from kio.index import load_request_schema
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from epochlog.clock import now_ms
-from epochlog.controller.records import MetadataRecord
-from epochlog.protocol.errors import Err
-from epochlog.protocol.record_batch import read_header
-from epochlog.protocol.records import iter_records
-from epochlog.raft.messages import FetchSnapshotRequest, SnapshotId
-from epochlog.replication.partition import PartitionReplica
-from epochlog.replication.types import AlterIsr, PartitionState, Role, TruncationMode
+from epochlog.controller.image import TopicInfo
+from epochlog.protocol.api_versions import is_supported
+from epochlog.protocol.codec import RequestHeader
+from epochlog.replication.types import AlterIsr, TruncationMode
+from epochlog.security.authorizer import StandardAuthorizer
 from epochlog.security.scram_credentials import ScramCredential
 from epochlog.server import tracing
-from epochlog.server.broker import Broker
-from epochlog.server.cluster.backoff import ExponentialBackoff
+from epochlog.server.cluster.alter_partition import AlterPartitionManager
+from epochlog.server.cluster.broker_session import BrokerSession
 from epochlog.server.cluster.controller_channel import ControllerChannel
 from epochlog.server.cluster.fetcher import FetcherManager
+from epochlog.server.cluster.forwarding import ControllerProducerIds, Forwarding
 from epochlog.server.cluster.image import MetadataImage
-from epochlog.server.cluster.peer import PeerError
+from epochlog.server.cluster.metadata_publisher import MetadataPublisher
+from epochlog.server.cluster.replica_manager import ReplicaManager
 from epochlog.server.config import BrokerConfig
+from epochlog.server.dispatch import dispatch
+from epochlog.server.groups import GroupConfig, GroupCoordinator
 from epochlog.server.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
-from epochlog.server.listener_security import PROTOCOL_CODES
+from epochlog.server.limits import ConnectionLimits
+from epochlog.server.metrics import BrokerMetrics
+from epochlog.server.offsets_store import LogOffsetsStore
 from epochlog.server.partition import Partition
 from epochlog.server.peer_security import controller_security, inter_broker_security
-from epochlog.server.quorum import wire
+from epochlog.server.replication_throttle import ReplicationThrottles
 from epochlog.server.topic_configs import DynamicBrokerConfigs, topic_properties
-from epochlog.server.topics import TopicInfo
 from epochlog.server.transactions.coordinators import TxnCoordinators
 from epochlog.storage import partition_log as storage_metrics
-from epochlog.storage.errors import KafkaStorageError
-from epochlog.storage.metadata_raft_log import decode_record, parse_snapshot
-from epochlog.storage.replica_log import PartitionReplicaLog
+from epochlog.storage.cleaner.config import CleanerConfig
+from epochlog.storage.cleaner.manager import LogCleaner
+from epochlog.storage.config import LogConfig
+from epochlog.storage.log_dirs import LogDirs
 from epochlog.trace.events import BROKER as BROKER_SRC
 
+if TYPE_CHECKING:
+    from epochlog.server.connection import KafkaConnection
+
 log = logging.getLogger("epochlog.broker")
-APPLY_YIELD_EVERY = 64
-# A controller that leaves a metadata long poll unanswered this long past its max wait is paused or cut
-# off: the broker asks the next one, which names the active controller.
-METADATA_SILENCE_S = 1.5  # partitions whose new state is applied between two turns of the event loop
-
-_REG = load_request_schema(62, 4)
-_HB = load_request_schema(63, 1)
-_ALTER = load_request_schema(56, 3)
-# A metadata fetch answered with one of these names the leader to go to; anything else, try another.
-_REDIRECTS = {Err.NOT_LEADER_OR_FOLLOWER, Err.FENCED_LEADER_EPOCH, Err.UNKNOWN_LEADER_EPOCH}
 
 
-def _committed_records(data: bytes, start: int, hw: int) -> Iterator[tuple[int, int, MetadataRecord]]:
-    """(offset, batch epoch, record) of each record in [start, hw) of these metadata batches."""
-    pos = 0
-    while pos + 61 <= len(data):
-        h = read_header(data, pos)
-        batch = data[pos : pos + h.size]
-        pos += h.size
-        for r in iter_records(batch):
-            if start <= r.offset < hw and r.value is not None:
-                yield r.offset, h.partition_leader_epoch, decode_record(r.value)
-
-
-_ALLOC = load_request_schema(67, 0)
-_ASSIGN_DIRS = load_request_schema(73, 0)
-
-
-class ClusterBroker(Broker):
+class ClusterBroker:
     def __init__(self, config: BrokerConfig) -> None:
-        super().__init__(config)
+        self.config = config
+        self.base_log_config = LogConfig.from_properties(config.log_properties())
+        self.log_manager = LogDirs(config.all_log_dirs(), self.base_log_config, config.log_retention_check_interval_ms)
+        # broker.log_manager.failures.offline_count is Kafka's OfflineLogDirectoryCount.
+        self.log_manager.failures.subscribe(self._on_log_dir_failure)
+        self.exit_code = 0
+        self.offline_by_dir: dict[str, list[tuple[str, int, uuid.UUID]]] = {}
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.cluster_id = config.cluster_id
+        self.server: asyncio.Server | None = None
+        self.extra_servers: list[asyncio.Server] = []  # the listeners after the first
+        self._tasks: list[asyncio.Task[None]] = []
+        # Set when the broker must stop by itself (every log directory failed); exit_code says why.
+        self.must_stop = asyncio.Event()
+        self.connections: set[KafkaConnection] = set()
+        self.limits = ConnectionLimits(
+            config.max_connections,
+            config.max_connections_per_ip,
+            dict(config.max_connections_per_ip_overrides),
+            config.queued_max_request_bytes,
+            config.connections_max_idle_ms,
+        )
+        self.metrics = BrokerMetrics()
+        # leader.replication.throttled.rate / follower.replication.throttled.rate and their meters.
+        self.replication_throttles = ReplicationThrottles(config.node_id)
+        self.replication_throttles.reconfigure({}, {}, config.raw)
+        # Compaction of cleanup.policy=compact logs, on threads of its own; started with the broker.
+        self.cleaner = LogCleaner(self.log_manager, CleanerConfig.from_properties(config.raw))
+        # authorizer.class.name turns ACLs on; the metadata log's ACLs are handed to it as they change.
+        self.authorizer: StandardAuthorizer | None = None
+        if config.authorizer_class_name:
+            self.authorizer = StandardAuthorizer(set(config.super_users), config.allow_everyone_if_no_acl_found)
         self.image = MetadataImage()
-        # __consumer_offsets is a replicated topic like any other; each broker coordinates the groups of
-        # the partitions it leads, loading them as it gains leadership (docs/operations.md).
-        self._creating_internal: set[str] = set()
-        self._internal_topic_warned: dict[str, float] = {}
-        self._leaving = False  # a controlled shutdown has begun: heartbeats say so, and never re-register
         # One connection per purpose to the active controller: answers on one connection come in order,
         # and an AlterPartition answer queued behind a parked metadata fetch waited up to a second.
         self.controller = ControllerChannel(config.node_id, config.controllers or [(-1, *config.controller_address)])
         # How this broker authenticates to other brokers (inter-broker listener) and to the controllers.
         self.peer_security = inter_broker_security(config)
         self.controller.security = controller_security(config.raw)
-        self.broker_epoch = -1
-        self.fetchers = FetcherManager(self)
         self.shutting_down = False
-        self.metadata_changed = asyncio.Event()
-        self.mode = TruncationMode(config.replication_truncation_mode)
-        if self.mode is TruncationMode.HIGH_WATERMARK:
+        if config.replication_truncation_mode == TruncationMode.HIGH_WATERMARK.value:
             log.warning(
                 "broker %d: UNSAFE replication.truncation.mode=high-watermark: followers truncate to their HW, the "
                 "rule KIP-101 replaced, and acknowledged records can be lost. For tests and teaching only.",
                 config.node_id,
             )
         self.tracer = tracing.node_tracer(config.trace_enable, config.log_dir, config.node_id, BROKER_SRC)
+        self.session = BrokerSession(self)
+        self.publisher = MetadataPublisher(self)
+        self.replicas = ReplicaManager(self)
+        self.alter_partition = AlterPartitionManager(self)
+        self.forwarding = Forwarding(self)
+        self.fetchers = FetcherManager(self)
         self.producer_ids = ControllerProducerIds(self)
         self.txn = TxnCoordinators(self)
+        self.groups = self._group_coordinator()
+
+    @property
+    def broker_epoch(self) -> int:
+        return self.session.epoch
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` as a task of the broker's (cancelled when it stops)."""
+        self._tasks = [t for t in self._tasks if not t.done()]
+        self._tasks.append(asyncio.create_task(coro))
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
@@ -116,45 +136,28 @@ class ClusterBroker(Broker):
         self.cluster_id = self.log_manager.open(node_id=self.config.node_id, cluster_id=self.config.cluster_id)
         clean = self.log_manager.had_clean_shutdown
         self.log_manager.load_all()
-        await self._register(clean)
-        await self._catch_up_metadata()
-        for key in sorted(self.image.states):
-            self._apply_partition(*key)
-        self._update_ineligible()
-        self._remove_leftover_logs()
-        await self._start_groups()
+        await self.session.register(clean)
+        await self.publisher.catch_up()
+        for t in self.replicas.transitions(sorted(self.image.states), []):
+            self.replicas.carry_out(t)
+        self.replicas.update_ineligible()
+        self.replicas.remove_leftover_logs()
+        # Each group's partition loads when this broker takes its leadership.
+        await self.groups.start()
         self.txn.start()
         for topic, p in self.partitions:
             if topic in (OFFSETS_TOPIC, TXN_TOPIC):
-                self._follow_coordination(topic, p)
-        from epochlog.server.connection import KafkaConnection
-        from epochlog.server.listener_security import listener_security
-
-        # The metrics endpoint is up before the client listeners: whoever sees the broker accept connections
-        # can scrape it (a listener accepts at listen(), before this coroutine goes on).
-        self.metrics.bind(self)
-        storage_metrics.on_flush = self.metrics.observe_flush
-        if self.config.metrics_port:
-            self.metrics.serve(self.config.host, self.config.metrics_port)
-        loop = asyncio.get_running_loop()
-        servers = []
-        for listener in self.config.broker_listeners():
-            sec = listener_security(self.config.raw, listener, self.config.ssl_server_contexts.get(listener.name))
-            servers.append(
-                await loop.create_server(
-                    lambda sec=sec: KafkaConnection(self, sec),  # type: ignore[misc]
-                    listener.host,
-                    listener.port,
-                    reuse_address=True,
-                    backlog=512,
-                    ssl=sec.ssl_context,
-                )
-            )
-        self.server, self.extra_servers = servers[0], servers[1:]
-        for coro in (self._housekeeping(), self._heartbeats(), self._follow_metadata(), self._isr_ticker()):
+                self.replicas.follow_coordination(topic, p)
+        await self._listen()
+        for coro in (
+            self._housekeeping(),
+            self.session.heartbeats(),
+            self.publisher.follow(),
+            self.alter_partition.ticker(),
+        ):
             self._tasks.append(asyncio.create_task(coro))
         self.fetchers.start()
-        self.cleaner.start(loop)
+        self.cleaner.start(asyncio.get_running_loop())
         leaders = sum(1 for p in self.partitions.values() if p.is_leader)
         log.info(
             "broker %d (epoch %d) serving on %s:%d; metadata at offset %d; leads %d of %d replicas",
@@ -167,735 +170,181 @@ class ClusterBroker(Broker):
             len(self.partitions),
         )
 
+    async def _listen(self) -> None:
+        from epochlog.server.connection import KafkaConnection
+        from epochlog.server.listener_security import ListenerSecurity, listener_security
+
+        # The metrics endpoint is up before the client listeners: whoever sees the broker accept connections
+        # can scrape it (a listener accepts at listen(), before this coroutine goes on).
+        self.metrics.bind(self)
+        storage_metrics.on_flush = self.metrics.observe_flush
+        if self.config.metrics_port:
+            self.metrics.serve(self.config.host, self.config.metrics_port)
+        loop = asyncio.get_running_loop()
+
+        def factory(sec: ListenerSecurity) -> Callable[[], KafkaConnection]:
+            return lambda: KafkaConnection(self, sec)
+
+        servers = []
+        for listener in self.config.broker_listeners():
+            sec = listener_security(self.config.raw, listener, self.config.ssl_server_contexts.get(listener.name))
+            servers.append(
+                await loop.create_server(
+                    factory(sec), listener.host, listener.port, reuse_address=True, backlog=512, ssl=sec.ssl_context
+                )
+            )
+        self.server, self.extra_servers = servers[0], servers[1:]
+
+    def _group_coordinator(self) -> GroupCoordinator:
+        cfg = GroupConfig(
+            offsets_topic_num_partitions=self.config.offsets_topic_num_partitions,
+            group_initial_rebalance_delay_ms=self.config.group_initial_rebalance_delay_ms,
+            group_min_session_timeout_ms=self.config.group_min_session_timeout_ms,
+            group_max_session_timeout_ms=self.config.group_max_session_timeout_ms,
+            offsets_retention_ms=self.config.offsets_retention_minutes * 60_000,
+        )
+        return GroupCoordinator(LogOffsetsStore(self), cfg)
+
     async def stop(self) -> None:
         if self.config.controlled_shutdown_enable:
-            self._leaving = True
-            await self._controlled_shutdown()
+            await self.session.controlled_shutdown()
         self.shutting_down = True
         await self.txn.stop()
         await self.fetchers.stop()
         self.controller.close()
-        await super().stop()
+        log.info("broker %d shutting down", self.config.node_id)
+        for server in [self.server, *self.extra_servers]:
+            if server is not None:
+                server.close()
+        for conn in list(self.connections):
+            conn.close()
+        for t in self._tasks:
+            t.cancel()
+        await self.groups.stop()
+        await self._stop_cleaner()
         tracing.close(self.tracer)
+        self.log_manager.close()
+        log.info("broker %d stopped cleanly", self.config.node_id)
 
-    async def _controlled_shutdown(self) -> None:
-        """Ask the controller to move our leaderships away and wait until the metadata says so."""
-        t0 = time.monotonic()
-        deadline = t0 + self.config.controlled_shutdown_timeout_ms / 1000
-        asked = False
-        while time.monotonic() < deadline and not asked:
-            try:
-                resp = await self.controller.request("session", self._heartbeat(want_shut_down=True), timeout=2)
-                asked = bool(resp.should_shut_down)
-            except PeerError:
-                await asyncio.sleep(0.1)
-        # A partition on a failed log directory is not waited for: it applies no new state.
-        while time.monotonic() < deadline and any(p.is_leader and not p.offline for p in self.partitions.values()):
-            await asyncio.sleep(0.01)
-        log.info("broker %d: controlled shutdown took %.0f ms", self.config.node_id, (time.monotonic() - t0) * 1000)
+    async def _stop_cleaner(self) -> None:
+        """The cleaner's threads finish (or drop) what they do; a swap they wait for runs meanwhile, on
+        this loop, so the logs are closed only once no thread touches them."""
+        self.cleaner.request_stop()
+        deadline = time.monotonic() + 30
+        while self.cleaner.running and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        self.cleaner.close()
 
-    # -- controller session --------------------------------------------------------------
-    async def _register(self, clean: bool) -> None:
-        from kio.schema.broker_registration.v4.request import Listener
-
-        c = self.config
-        req = _REG(
-            broker_id=c.node_id,
-            cluster_id=self.cluster_id,
-            incarnation_id=uuid.uuid4(),
-            # Every advertised listener, the inter-broker one first: its address is the one peers dial.
-            listeners=tuple(
-                Listener(name=a.name, host=a.host, port=a.port, security_protocol=PROTOCOL_CODES[a.protocol])
-                for a in c.registered_listeners()
-            ),
-            features=(),
-            rack=None,
-            # KIP-966's signal: a broker that did not shut down cleanly may have lost unflushed records.
-            previous_broker_epoch=max(self.broker_epoch, 0) if clean else -1,
-        )
-        # One backoff for the whole registration, shared with the channel's own retries: a controller
-        # that refuses this broker (its authorizer closes the connection) was asked every 50 ms.
-        backoff = ExponentialBackoff()
+    async def _housekeeping(self) -> None:
         while True:
+            await asyncio.sleep(0.2)
             try:
-                resp = await self.controller.request("session", req, timeout=5, backoff=backoff)
-                if resp.error_code == 0:
-                    self.broker_epoch = int(resp.broker_epoch)
-                    log.info("broker %d registered with epoch %d", c.node_id, self.broker_epoch)
-                    return
-                log.warning("registration refused: error %d", resp.error_code)
-            except PeerError as e:
-                log.info("waiting for the controller at %s:%d: %s", *self.controller.address, e)
-            await asyncio.sleep(backoff.next())
+                self.log_manager.tick(now_ms())
+                self._close_idle_connections()
+            except Exception:
+                log.exception("housekeeping failed")
 
-    def _heartbeat(self, want_shut_down: bool) -> Any:
-        return _HB(
-            broker_id=self.config.node_id,
-            broker_epoch=self.broker_epoch,
-            current_metadata_offset=self.image.offset,
-            want_fence=False,
-            want_shut_down=want_shut_down,
-            offline_log_dirs=self._offline_dir_ids(),
+    def _close_idle_connections(self) -> None:
+        """connections.max.idle.ms: a connection with nothing read or written for that long is closed."""
+        deadline = time.monotonic() - self.limits.idle_ms / 1000
+        for conn in [c for c in self.connections if c.last_active < deadline and not c.busy]:
+            log.info("closing %s: idle for connections.max.idle.ms=%d", conn.peer, self.limits.idle_ms)
+            conn.close()
+
+    # -- log directory failure ---------------------------------------------------------
+    def _on_log_dir_failure(self, failed: str) -> None:
+        """Kafka's ReplicaManager.handleLogDirFailure: the partitions of the failed directory stop serving
+        (KAFKA_STORAGE_ERROR), their waiting acks=all produces are answered with that error, never a
+        success; with no directory left the broker shuts down."""
+        hit = [p for p in self.partitions.values() if p.log.log_dir == failed]
+        for part in hit:
+            part.go_offline()
+        self.offline_by_dir[failed] = [(p.topic, p.partition, p.topic_id) for p in hit]
+        log.error(
+            "log directory %s failed: %d partitions offline (%s)",
+            failed,
+            len(hit),
+            ", ".join(f"{p.topic}-{p.partition}" for p in hit[:20]),
         )
-
-    def _offline_dir_ids(self) -> tuple[uuid.UUID, ...]:
-        lm = self.log_manager
-        ids = (lm.directory_id_of(d) for d in lm.failures.offline_dirs)
-        return tuple(sorted(i for i in ids if i is not None))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        loop.call_soon(self._after_log_dir_failure, failed)
 
     def _after_log_dir_failure(self, failed: str) -> None:
-        super()._after_log_dir_failure(failed)
+        if not self.log_manager.online:
+            log.critical(
+                "broker %d: every log directory is offline (%s); shutting down",
+                self.config.node_id,
+                ", ".join(self.log_manager.failures.offline_dirs),
+            )
+            self.exit_code = 1
+            self.must_stop.set()
         if not self.must_stop.is_set():
-            self._tasks.append(asyncio.create_task(self._report_offline_dir(failed)))
+            self.spawn(self.session.report_offline_dir(failed))
 
-    async def _report_offline_dir(self, failed: str) -> None:
-        """KIP-858: tell the controller which directory failed (heartbeat offline_log_dirs) and which
-        replicas it held (AssignReplicasToDirs), so it moves their leadership and ISR membership to
-        other brokers. Not told within log.dir.failure.timeout.ms, the broker shuts down, as Kafka's."""
-        from kio.schema.assign_replicas_to_dirs.v0.request import DirectoryData, PartitionData, TopicData
+    # -- what its client connections use (server/connection_owner.py) ------------------
+    def observe_request(self, request: str, started: float) -> None:
+        self.metrics.observe_request(request, started)
 
-        dir_id = self.log_manager.directory_id_of(failed)
-        by_topic: dict[uuid.UUID, list[int]] = {}
-        for _t, p, topic_id in self.offline_by_dir.get(failed, []):
-            by_topic.setdefault(topic_id, []).append(p)
-        assign = _ASSIGN_DIRS(
-            broker_id=self.config.node_id,
-            broker_epoch=self.broker_epoch,
-            directories=(
-                DirectoryData(
-                    id_=dir_id,
-                    topics=tuple(
-                        TopicData(topic_id=tid, partitions=tuple(PartitionData(partition_index=p) for p in sorted(ps)))
-                        for tid, ps in by_topic.items()
-                    ),
-                ),
-            ),
-        )
-        deadline = time.monotonic() + self.config.log_dir_failure_timeout_ms / 1000
-        while not self.shutting_down:
-            try:
-                hb = await self.controller.request("session", self._heartbeat(want_shut_down=self._leaving), timeout=5)
-                resp = await self.controller.request(
-                    "rpc", dataclasses.replace(assign, broker_epoch=self.broker_epoch), timeout=5
-                )
-                if not hb.error_code and not resp.error_code:
-                    log.info("broker %d: told the controller that log directory %s failed", self.config.node_id, failed)
-                    return
-            except PeerError as e:
-                log.info("reporting the failed log directory %s: %s", failed, e)
-            if time.monotonic() >= deadline:
-                log.critical(
-                    "broker %d: could not tell the controller within log.dir.failure.timeout.ms that %s failed; "
-                    "shutting down",
-                    self.config.node_id,
-                    failed,
-                )
-                self.exit_code = 1
-                self.must_stop.set()
-                return
-            await asyncio.sleep(0.5)
+    def on_connection_lost(self, conn: KafkaConnection) -> None:
+        pass  # a broker keeps no state per connection beyond the connection's own
 
-    async def _heartbeats(self) -> None:
-        interval = self.config.broker_heartbeat_interval_ms / 1000
-        while not self.shutting_down:
-            try:
-                # As Kafka's brokers do, heartbeats keep asking to shut down once that has begun: the
-                # controller fences a broker that asks, and a plain heartbeat answered "fenced" would
-                # register it again, bringing back leaderships the shutdown just moved away.
-                resp = await self.controller.request(
-                    "session", self._heartbeat(want_shut_down=self._leaving), timeout=5
-                )
-                if self.shutting_down:
-                    return
-                if resp.error_code == Err.NOT_CONTROLLER:
-                    await asyncio.sleep(0.1)  # a failover is under way: the next heartbeat finds the new one
-                    continue
-                if (resp.error_code or resp.is_fenced) and not self._leaving:
-                    log.warning("broker %d is fenced by the controller; registering again", self.config.node_id)
-                    await self._register(True)
-                    # A registration starts with every directory online at the controller: say again
-                    # which ones failed, or their replicas could be elected here.
-                    for failed in self.log_manager.failures.offline_dirs:
-                        self._tasks.append(asyncio.create_task(self._report_offline_dir(failed)))
-                # A new active controller expects us at once (it fences brokers that stay silent).
-                changed = self.controller.changed
-                try:
-                    await asyncio.wait_for(changed.wait(), interval)
-                except TimeoutError:
-                    pass
-            except PeerError:
-                await asyncio.sleep(0.2)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("heartbeat failed")
-                await asyncio.sleep(interval)
+    def is_supported(self, api_key: int, version: int) -> bool:
+        return is_supported(api_key, version)
 
-    # -- metadata log ----------------------------------------------------------------------
-    async def _fetch_metadata(self, max_wait_ms: int) -> tuple[list[tuple[str, int]], list[TopicInfo], int]:
-        """One fetch of the metadata log, as an observer of the quorum: committed records only, applied in
-        order; the answer also says which controller leads, so the channel follows a failover."""
-        ch = self.controller
-        req = wire.fetch_request(
-            self.cluster_id or "",
-            self.config.node_id,
-            ch.leader_epoch,
-            self.image.offset,
-            self.image.last_epoch,
-            max_wait_ms,
-        )
-        target = ch.target
-        try:
-            # A long poll is answered within max_wait; a controller silent for longer is paused or cut off.
-            resp = await ch.connection("metadata").request(req, timeout=max_wait_ms / 1000 + METADATA_SILENCE_S)
-        except PeerError:
-            if ch.target == target:
-                ch.failed()
-            raise
-        changed: list[tuple[str, int]] = []
-        deleted: list[TopicInfo] = []
-        hw = self.image.offset
-        for t in resp.responses:
-            for p in t.partitions:
-                ch.learned(int(p.current_leader.leader_id), int(p.current_leader.leader_epoch))
-                if p.error_code:
-                    if ch.target == target and (int(p.current_leader.leader_id) < 0 or p.error_code not in _REDIRECTS):
-                        ch.failed()
-                    raise PeerError(f"metadata fetch failed with error {p.error_code}")
-                hw = int(p.high_watermark)
-                if int(p.snapshot_id.end_offset) >= 0:
-                    snap = SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch))
-                    return (*await self._load_metadata_snapshot(snap), hw)
-                if int(p.diverging_epoch.epoch) >= 0:
-                    # We only ever apply committed records, which no leader takes back: a divergence means
-                    # the quorum lost committed data. Start over from the leader's log rather than guess.
-                    log.error(
-                        "broker %d: the metadata log diverged at %d; reloading it",
-                        self.config.node_id,
-                        int(p.diverging_epoch.end_offset),
-                    )
-                    return (*self._reset_image([]), hw)
-                if p.records:
-                    for offset, epoch, record in _committed_records(bytes(p.records), self.image.offset, hw):
-                        c, d = self.image.apply(record)
-                        tracing.trace_record(self.tracer, record)
-                        changed += c
-                        deleted += d
-                        self.image.offset = offset + 1
-                        self.image.last_epoch = epoch
-        self._refresh_acls()
-        return changed, deleted, hw
+    def dispatch_from(self, conn: KafkaConnection, header: RequestHeader, frame: memoryview) -> Any:
+        return dispatch(self, header, frame)
 
-    def _refresh_acls(self) -> None:
-        """The authorizer answers from every ACL the metadata log holds: hand it the new set on a change."""
-        if self.image.acls_changed:
-            self.image.acls_changed = False
-            if self.authorizer is not None:
-                self.authorizer.set_acls(dict(self.image.cluster.acls))
+    # -- what the handlers use (server/broker_api.py) -----------------------------------
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def offline_log_dir_count(self) -> int:
+        """Kafka's OfflineLogDirectoryCount: log directories an I/O error took offline."""
+        return self.log_manager.failures.offline_count
+
+    def dynamic_broker_configs(self) -> DynamicBrokerConfigs:
+        return DynamicBrokerConfigs.of(self.image.cluster.broker_configs, self.config.node_id)
+
+    def topic_log_config(self, info: TopicInfo) -> LogConfig:
+        props = dict(self.config.log_properties())
+        # The effective values by topic name win over the log.* names in LogConfig.from_properties.
+        props.update(topic_properties(self.config, info.configs, self.dynamic_broker_configs()))
+        return LogConfig.from_properties(props)
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         """The stored credential a SASL/SCRAM exchange checks the client's proof against."""
         return self.image.cluster.scram.get((user, mechanism))
 
-    async def _load_metadata_snapshot(self, snap: SnapshotId) -> tuple[list[tuple[str, int]], list[TopicInfo]]:
-        """The controller trimmed its log past our position: load its snapshot (FetchSnapshot) instead."""
-        chunks: list[bytes] = []
-        position = 0
-        while True:
-            req = wire.to_kio(
-                FetchSnapshotRequest(
-                    self.cluster_id or "", self.config.node_id, 0, self.controller.leader_epoch, snap, position
-                )
-            )
-            resp = await self.controller.connection("metadata").request(req, timeout=10)
-            p = resp.topics[0].partitions[0] if resp.topics and resp.topics[0].partitions else None
-            if p is None or p.error_code:
-                raise PeerError(f"metadata snapshot fetch failed with error {getattr(p, 'error_code', -1)}")
-            chunk = bytes(p.unaligned_records or b"")
-            chunks.append(chunk)
-            position += len(chunk)
-            if position >= int(p.size) or not chunk:
-                break
-        log.info("broker %d: loaded metadata snapshot at offset %d", self.config.node_id, snap.end_offset)
-        changed, deleted = self._reset_image(parse_snapshot(b"".join(chunks)))
-        self.image.offset, self.image.last_epoch = snap.end_offset, snap.epoch
-        return changed, deleted
-
-    def _reset_image(self, records: list[MetadataRecord]) -> tuple[list[tuple[str, int]], list[TopicInfo]]:
-        old = self.image
-        self.image = MetadataImage()
-        changed: list[tuple[str, int]] = []
-        for record in records:
-            changed += self.image.apply(record)[0]
-        deleted = [info for name, info in old.topics.items() if name not in self.image.topics]
-        self.image.config_changes.add((4, ""))  # a new image: every partition re-reads its configs
-        self.image.acls_changed = True  # ACLs the snapshot no longer holds must leave the authorizer
-        self._refresh_acls()
-        return changed, deleted
-
-    async def _catch_up_metadata(self) -> None:
-        while True:
-            try:
-                _c, _d, hw = await self._fetch_metadata(0)
-                if self.image.offset >= hw:
-                    return
-            except PeerError as e:
-                log.info("catching up metadata: %s", e)
-                await asyncio.sleep(0.2)
-
-    async def _follow_metadata(self) -> None:
-        while not self.shutting_down:
-            before = self.image.offset
-            try:
-                changed, deleted, _hw = await self._fetch_metadata(1000)
-            except PeerError:
-                await asyncio.sleep(0.1)
-                continue
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("applying metadata failed")
-                await asyncio.sleep(0.5)
-                continue
-            for info in deleted:
-                self._drop_topic(info)
-            for i, key in enumerate(dict.fromkeys(changed)):
-                try:
-                    self._apply_partition(*key)
-                except Exception:
-                    log.exception("applying the state of %s-%d failed", *key)
-                if i % APPLY_YIELD_EVERY == APPLY_YIELD_EVERY - 1:
-                    # Opening a partition's log costs about a millisecond; a topic of thousands of partitions
-                    # would otherwise hold the event loop, and every client with it, for seconds.
-                    await asyncio.sleep(0)
-            self._update_ineligible()
-            configs_changed = bool(self.image.config_changes)
-            self._reconfigure()
-            if changed or deleted or configs_changed:
-                self.fetchers.wake()
-            # Any new record wakes the waiters: an admin answer may wait on ACLs or credentials too.
-            if changed or deleted or configs_changed or self.image.offset != before:
-                self.metadata_changed.set()
-                self.metadata_changed = asyncio.Event()
-
-    # -- partitions --------------------------------------------------------------------------
-    def dynamic_broker_configs(self) -> DynamicBrokerConfigs:
-        return DynamicBrokerConfigs.of(self.image.cluster.broker_configs, self.config.node_id)
-
-    def _min_isr(self, info: TopicInfo) -> int:
-        props = topic_properties(self.config, info.configs, self.dynamic_broker_configs())
-        return int(props.get("min.insync.replicas") or self.config.min_insync_replicas)
-
-    def _reconfigure(self) -> None:
-        """Dynamic configs changed: every hosted partition takes the new effective values at once (retention
-        at the next check, segment size at the next roll, min.insync.replicas at the next acks=all produce)."""
-        changes, self.image.config_changes = self.image.config_changes, set()
-        if not changes:
-            return
-        dyn = self.dynamic_broker_configs()
-        self.replication_throttles.reconfigure(dyn.own, dyn.default, self.config.raw)
-        per_topic: dict[str, tuple[Any, int]] = {}
-        for (topic, p), part in self.partitions.items():
-            info = self.image.topics.get(topic)
-            if info is None or part.offline:
-                continue
-            if topic not in per_topic:
-                try:
-                    per_topic[topic] = (self.topic_log_config(info), self._min_isr(info))
-                except ValueError as e:  # the controller validated it; a value storage refuses is kept out
-                    log.error("%s: dynamic config not applied: %s", topic, e)
-                    continue
-            cfg, min_isr = per_topic[topic]
-            if part.log.config != cfg or part.replica.min_isr != min_isr:
-                part.log.config = cfg
-                part.replica.min_isr = min_isr
-                log.info(
-                    "%s-%d: configs now retention.ms=%d retention.bytes=%d segment.bytes=%d min.insync.replicas=%d",
-                    topic,
-                    p,
-                    cfg.retention_ms,
-                    cfg.retention_bytes,
-                    cfg.segment_bytes,
-                    min_isr,
-                )
-
-    def _apply_partition(self, topic: str, p: int) -> None:
-        st = self.image.states.get((topic, p))
-        info = self.image.topics.get(topic)
-        if st is None or info is None:
-            return
-        if self.config.node_id not in st.replicas:
-            self._remove_replica(topic, p, st)
-            return
-        part = self.partitions.get((topic, p))
-        if part is not None and part.offline:
-            return  # its log directory failed: nothing is applied to it until the broker restarts
-        if part is None:
-            cfg = self.topic_log_config(info)
-            plog = self.log_manager.get(topic, p)
-            if plog is not None and plog.topic_id not in (None, info.topic_id):
-                log.warning("%s-%d on disk belongs to an older topic of that name; removing it", topic, p)
-                self.log_manager.delete_topic(topic)
-                plog = None
-            if plog is None:
-                try:
-                    plog = self.log_manager.create(topic, p, info.topic_id, cfg)
-                except KafkaStorageError as e:
-                    log.error("%s-%d: cannot create its log: %s", topic, p, e)
-                    return
-            else:
-                plog.config = cfg
-            replica = PartitionReplica(
-                self.config.node_id,
-                topic,
-                p,
-                PartitionReplicaLog(plog),
-                min_insync_replicas=self._min_isr(info),
-                replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
-                truncation_mode=self.mode,
-                high_watermark=plog.high_watermark,  # the checkpoint's; the core owns it from here
-                tracer=tracing.partition_tracer(self.tracer, info.topic_id),
-            )
-            part = Partition(topic, p, info.topic_id, plog, replica)
-            self.partitions[(topic, p)] = part
-        before = (part.replica.role, part.replica.leader_epoch)
-        self._apply_state(part, st)
-        after = (part.replica.role, part.replica.leader_epoch)
-        if before != after:
-            log.info(
-                "%s-%d: %s at epoch %d (leader %d, isr %s), log end %d, hw %d",
-                topic,
-                p,
-                part.replica.role.value,
-                part.replica.leader_epoch,
-                st.leader,
-                sorted(st.isr),
-                part.log.log_end_offset,
-                part.replica.high_watermark,
-            )
-        part.sync()
-        part.notify()
-        if topic in (OFFSETS_TOPIC, TXN_TOPIC):
-            self._follow_coordination(topic, p)
-
-    def _remove_replica(self, topic: str, p: int, st: PartitionState) -> None:
-        """The metadata moved this partition off this broker (a reassignment completed or was cancelled):
-        stop serving and fetching it, answer whoever waits on it (acks=all produces get
-        NOT_LEADER_OR_FOLLOWER and retry at the new leader), and delete the replica's log, as Kafka's
-        StopReplica with delete does. Only ever after the record saying so, so no data is dropped early."""
-        part = self.partitions.pop((topic, p), None)
-        if part is None:
-            if self.log_manager.get(topic, p) is not None:
-                self.log_manager.delete_partition(topic, p)
-            return
-        self._apply_state(part, st)  # not a replica: the core drops its role
-        part.sync()
-        part.notify()
-        if topic in (OFFSETS_TOPIC, TXN_TOPIC):
-            self._follow_coordination(topic, p)
-        if not part.offline:
-            self.log_manager.delete_partition(topic, p)
-        log.info("%s-%d: no longer a replica here (replicas %s); its log is deleted", topic, p, list(st.replicas))
-
-    def _follow_coordination(self, topic: str, p: int) -> None:
-        """Coordinate the groups of __consumer_offsets-p (the transactional ids of __transaction_state-p)
-        exactly while leading it."""
-        if topic == TXN_TOPIC:
-            self.txn.follow(p, self.partitions.get((topic, p)))
-            return
-        if self.groups is None:
-            return  # start() loads them once the coordinator exists
-        part = self.partitions.get((OFFSETS_TOPIC, p))
-        if part is not None and part.replica.role is Role.LEADER:
-            self.groups.load_partition(p)
-        else:
-            self.groups.unload_partition(p)
-
-    def _update_ineligible(self) -> None:
-        fenced = frozenset(b.broker_id for b in self.image.brokers.values() if b.fenced)
-        for part in self.partitions.values():
-            if part.replica.ineligible != fenced:
-                part.replica.ineligible = fenced
-                if part.delete_waiters:
-                    part.sync()  # a DeleteRecords no longer waits for a replica on a fenced broker
-
-    def _drop_topic(self, info: TopicInfo) -> None:
-        for p in range(info.partitions):
-            part = self.partitions.pop((info.name, p), None)
-            if info.name in (OFFSETS_TOPIC, TXN_TOPIC):
-                self._follow_coordination(info.name, p)
-            if part is not None:
-                part.sync()
-                part.notify()
-        self.log_manager.delete_topic(info.name)
-        log.info("deleted topic %s (%s)", info.name, info.topic_id)
-
-    def _remove_leftover_logs(self) -> None:
-        """Logs of topics the metadata no longer has (deleted while this broker was down) go, and so do
-        logs of partitions the metadata no longer assigns here (moved away by a reassignment that
-        completed while this broker was down; the metadata is caught up before this runs)."""
-        for topic in sorted({t for t, _p in self.log_manager.logs}):
-            if topic not in self.image.topics:
-                log.warning("removing the logs of %s: the topic is not in the cluster metadata", topic)
-                self.log_manager.delete_topic(topic)
-                continue
-            for t, p in [k for k in self.log_manager.logs if k[0] == topic]:
-                st = self.image.states.get((t, p))
-                if st is not None and self.config.node_id not in st.replicas:
-                    log.warning("removing log %s-%d: the metadata assigns it to brokers %s", t, p, list(st.replicas))
-                    self.log_manager.delete_partition(t, p)
-                elif st is None:
-                    log.warning("keeping log %s-%d although the metadata does not know that partition", t, p)
-
-    async def _isr_ticker(self) -> None:
-        while not self.shutting_down:
-            await asyncio.sleep(0.25)
-            now = now_ms()
-            for part in list(self.partitions.values()):
-                r = part.replica
-                if r is None or r.role is not Role.LEADER or part.offline:
-                    continue
-                proposal = r.next_isr_change(now)  # a shrink, or the unanswered change again
-                if proposal is not None:
-                    log.info(
-                        "%s-%d: proposing ISR %s -> %s", r.topic, r.partition, sorted(r.isr), sorted(proposal.new_isr)
-                    )
-                    self.submit_alter(part, proposal)
+    def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
+        return self.image.topic_name_for_id(topic_id)
 
     def submit_alter(self, part: Partition, proposal: AlterIsr) -> None:
-        self._tasks.append(asyncio.create_task(self._alter(part, proposal)))
-        self._tasks = [t for t in self._tasks if not t.done()]
+        self.alter_partition.submit(part, proposal)
 
-    async def _alter(self, part: Partition, proposal: AlterIsr) -> None:
-        from kio.schema.alter_partition.v3.request import BrokerState, PartitionData, TopicData
-
-        r = part.replica
-        assert r is not None
-        req = _ALTER(
-            broker_id=self.config.node_id,
-            broker_epoch=self.broker_epoch,
-            topics=(
-                TopicData(
-                    topic_id=part.topic_id,
-                    partitions=(
-                        PartitionData(
-                            partition_index=proposal.partition,
-                            leader_epoch=proposal.leader_epoch,
-                            new_isr_with_epochs=tuple(
-                                BrokerState(broker_id=b, broker_epoch=-1) for b in sorted(proposal.new_isr)
-                            ),
-                            partition_epoch=proposal.partition_epoch,
-                        ),
-                    ),
-                ),
-            ),
-        )
-        try:
-            resp = await self.controller.request("rpc", req, timeout=5)
-        except PeerError as e:
-            log.info("AlterPartition for %s-%d failed: %s", part.topic, part.partition, e)
-            r.on_isr_change_answer(proposal, Err.REQUEST_TIMED_OUT, None, now_ms())
-            return
-        row = resp.topics[0].partitions[0] if resp.topics and resp.topics[0].partitions else None
-        if row is None or row.error_code:
-            log.info(
-                "AlterPartition for %s-%d refused: %s",
-                part.topic,
-                part.partition,
-                Err(row.error_code).name if row is not None else "empty response",
-            )
-            code = Err(row.error_code) if row is not None else Err.UNKNOWN_SERVER_ERROR
-            r.on_isr_change_answer(proposal, code, None, now_ms())
-            return
-        # The core decides what the answer changes (only the change in flight, only within its leader epoch).
-        was_leading, isr = r.role is Role.LEADER, r.isr
-        r.on_isr_change_answer(
-            proposal,
-            Err.NONE,
-            PartitionState(
-                int(row.leader_id),
-                int(row.leader_epoch),
-                frozenset(int(b) for b in row.isr),
-                r.replicas,
-                int(row.partition_epoch),
-            ),
-            now_ms(),
-        )
-        self.metrics.isr_changed(isr, r.isr, was_leading and r.role is Role.LEADER)
-        part.sync()
-
-    def _apply_state(self, part: Partition, st: PartitionState) -> None:
-        """Hand the core a partition state, counting ISR changes of a partition led before and after."""
-        r = part.replica
-        was_leading, isr = r.role is Role.LEADER, r.isr
-        epoch = r.leader_epoch
-        r.apply_state(st, now_ms())
-        leading = was_leading and r.role is Role.LEADER and r.leader_epoch == epoch
-        self.metrics.isr_changed(isr, r.isr, leading)
-
-    # -- topics: forwarded to the controller ---------------------------------------------------
     async def forward(self, req: Any, timeout: float = 30) -> Any:
-        return await self.controller.request("rpc", req, timeout=timeout)
+        return await self.forwarding.forward(req, timeout)
+
+    def maybe_auto_create(self, name: str) -> TopicInfo | None:
+        return self.forwarding.maybe_auto_create(name)
+
+    def coordinator_for(self, group_id: str) -> int:
+        return self.forwarding.coordinator_for(group_id)
+
+    def txn_coordinator_for(self, transactional_id: str) -> int:
+        return self.forwarding.txn_coordinator_for(transactional_id)
 
     async def wait_for_topics(self, names: list[str], present: bool, timeout: float = 5.0) -> None:
         def shown() -> bool:
-            return all((n in self.image.topics and self.image.topics[n].partitions > 0) == present for n in names)
+            return all((n in self.image.topics and bool(self.image.topics[n].partitions)) == present for n in names)
 
-        await self.wait_for_metadata(shown, timeout)
+        await self.publisher.wait_for(shown, timeout)
 
     async def wait_for_metadata(self, done: Callable[[], bool], timeout: float = 5.0) -> None:
         """Until ``done()`` holds of this broker's metadata, or ``timeout`` seconds passed."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if done():
-                return
-            ev = self.metadata_changed
-            try:
-                await asyncio.wait_for(ev.wait(), max(deadline - time.monotonic(), 0.01))
-            except TimeoutError:
-                pass
-
-    def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
-        info = self.image.by_id.get(topic_id)
-        return info.name if info else None
-
-    def maybe_auto_create(self, name: str) -> TopicInfo | None:
-        """Kafka's behaviour: ask the controller to create it and answer LEADER_NOT_AVAILABLE meanwhile."""
-        info = self.image.topics.get(name)
-        if info is not None or not self.config.auto_create_topics_enable:
-            return info
-        from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
-
-        req = CreateTopicsRequest(
-            topics=(
-                CreatableTopic(
-                    name=name,
-                    num_partitions=self.config.num_partitions,
-                    replication_factor=min(self.config.default_replication_factor, len(self.image.live_brokers()) or 1),
-                    assignments=(),
-                    configs=(),
-                ),
-            ),
-            timeout=timedelta(seconds=10),
-            validate_only=False,
-        )
-
-        async def create() -> None:
-            try:
-                await self.forward(req)
-            except PeerError as e:
-                log.info("auto creation of %r failed: %s", name, e)
-
-        self._tasks.append(asyncio.create_task(create()))
-        return None
-
-    def coordinator_for(self, group_id: str) -> int:
-        """The leader of the group's __consumer_offsets partition, or -1 (COORDINATOR_NOT_AVAILABLE)
-        while there is none; asks the controller to create the topic on first use, as Kafka does."""
-        cfg = self.config
-        # Kafka's offsets.topic.segment.bytes (100 MiB): small enough that the cleaner gets closed
-        # segments to compact, so a coordinator's replay at start follows the live offsets.
-        segment_bytes = cfg.raw.get("offsets.topic.segment.bytes", "104857600")
-        return self._internal_leader(
-            OFFSETS_TOPIC,
-            group_id,
-            cfg.offsets_topic_num_partitions,
-            cfg.offsets_topic_replication_factor,
-            {"cleanup.policy": "compact", "segment.bytes": segment_bytes},
-        )
-
-    def txn_coordinator_for(self, transactional_id: str) -> int:
-        """The leader of the id's __transaction_state partition, or -1; creates the topic on first use."""
-        cfg = self.config
-        return self._internal_leader(
-            TXN_TOPIC,
-            transactional_id,
-            cfg.transaction_state_log_num_partitions,
-            cfg.transaction_state_log_replication_factor,
-            {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(cfg.transaction_state_log_segment_bytes),
-                "min.insync.replicas": str(cfg.transaction_state_log_min_isr),
-                "unclean.leader.election.enable": "false",
-                "compression.type": "uncompressed",
-            },
-        )
-
-    def _internal_leader(self, topic: str, key: str, partitions: int, rf: int, configs: dict[str, str]) -> int:
-        from epochlog.server.groups.hashing import partition_for
-
-        info = self.image.topics.get(topic)
-        if info is None or info.partitions == 0:
-            self._create_internal_topic(topic, partitions, rf, configs)
-            return -1
-        st = self.image.states.get((topic, partition_for(key, info.partitions)))
-        if st is None or st.leader < 0:
-            return -1
-        ep = self.image.brokers.get(st.leader)
-        return st.leader if ep is not None and not ep.fenced else -1
-
-    def _create_internal_topic(self, topic: str, partitions: int, rf: int, configs: dict[str, str]) -> None:
-        if topic in self._creating_internal:
-            return
-        from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
-
-        # As Kafka: not created below its replication factor (FindCoordinator answers
-        # COORDINATOR_NOT_AVAILABLE and clients retry), or a cluster whose brokers came up one by one
-        # would keep a single copy of every group's offsets (every transaction's state) for good.
-        live = len(self.image.live_brokers())
-        if live < rf:
-            now = time.monotonic()
-            if now - self._internal_topic_warned.get(topic, float("-inf")) >= 10:
-                self._internal_topic_warned[topic] = now
-                log.warning("not creating %s yet: %d live brokers, its replication factor is %d", topic, live, rf)
-            return
-        req = CreateTopicsRequest(
-            topics=(
-                CreatableTopic(
-                    name=topic,
-                    num_partitions=partitions,
-                    replication_factor=rf,
-                    assignments=(),
-                    configs=tuple(CreatableTopicConfig(name=k, value=v) for k, v in configs.items()),
-                ),
-            ),
-            timeout=timedelta(seconds=10),
-            validate_only=False,
-        )
-
-        async def create() -> None:
-            self._creating_internal.add(topic)
-            try:
-                await self.forward(req)
-            except PeerError as e:
-                log.info("creating %s failed: %s", topic, e)
-            finally:
-                self._creating_internal.discard(topic)
-
-        self._tasks.append(asyncio.create_task(create()))
-
-
-class ControllerProducerIds:
-    """Idempotent producer ids from blocks the controller allocates (AllocateProducerIds)."""
-
-    def __init__(self, broker: ClusterBroker) -> None:
-        self.broker = broker
-        self._next = 0
-        self._end = 0
-        self._lock = asyncio.Lock()
-
-    async def allocate_async(self) -> int:
-        async with self._lock:
-            if self._next >= self._end:
-                req = _ALLOC(broker_id=self.broker.config.node_id, broker_epoch=self.broker.broker_epoch)
-                resp = await self.broker.controller.request("rpc", req, timeout=5)
-                if resp.error_code:
-                    raise PeerError(f"AllocateProducerIds refused: {resp.error_code}")
-                self._next = int(resp.producer_id_start)
-                self._end = self._next + int(resp.producer_id_len)
-            pid = self._next
-            self._next += 1
-            return pid
+        await self.publisher.wait_for(done, timeout)
 
 
 def run_broker(config: BrokerConfig) -> None:

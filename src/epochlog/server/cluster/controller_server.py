@@ -33,6 +33,7 @@ from epochlog.server.cluster.bootstrap import read_bootstrap
 from epochlog.server.cluster.controller_apis import dispatch, is_supported
 from epochlog.server.cluster.controller_authz import ControllerAccess, controller_authorizer
 from epochlog.server.cluster.controller_config import ControllerConfig
+from epochlog.server.limits import ConnectionLimits
 from epochlog.server.metrics import ControllerMetrics
 from epochlog.server.quorum.driver import NotLeader, QuorumDriver
 from epochlog.server.tracing import node_tracer
@@ -83,6 +84,7 @@ class ControllerServer:
         self._epochs: dict[tuple[str, int], int] = {}  # leader epochs as last persisted, to count elections
         self._bootstrap_cache: list[MetadataRecord] | None = None
         self.access = ControllerAccess(controller_authorizer(config.raw))
+        self.limits: ConnectionLimits | None = None  # its listener serves the quorum and the brokers only
 
     async def start(self) -> None:
         self.config.log_dir.mkdir(parents=True, exist_ok=True)
@@ -94,7 +96,7 @@ class ControllerServer:
         listener = self.config.listener
         sec = listener_security(self.config.raw, listener)
         self.server = await loop.create_server(
-            lambda: KafkaConnection(self, sec),  # type: ignore[arg-type]
+            lambda: KafkaConnection(self, sec),
             self.config.host,
             self.config.port,
             reuse_address=True,
@@ -329,6 +331,9 @@ class ControllerServer:
             self.persist()
         except NotLeader:
             pass
+
+    def observe_request(self, request: str, started: float) -> None:
+        pass  # the controller's requests are not timed
 
     # -- handlers --------------------------------------------------------------------------
     def dispatch_from(self, conn: Any, header: RequestHeader, frame: memoryview) -> Any:

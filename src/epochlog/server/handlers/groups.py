@@ -318,7 +318,7 @@ def _fetch_group(
     out = []
     for name, parts in grouped.items():
         info = broker.image.topics.get(name)
-        topic_id = id_of.get(name) or (info.topic_id if info else None)
+        topic_id = id_of.get(name) or (info.uuid if info else None)
         out.append({"name": name, "topic_id": topic_id, "partitions": parts})
     return code, out + refused
 

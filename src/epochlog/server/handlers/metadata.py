@@ -10,9 +10,11 @@ from epochlog.protocol.errors import Err
 from epochlog.security.acl import Operation
 from epochlog.server import authz
 from epochlog.server.authz import session_of
+from epochlog.server.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 from epochlog.server.topics import validate_topic_name
 
 if TYPE_CHECKING:
+    from epochlog.controller.image import TopicInfo
     from epochlog.server.broker_api import BrokerApi as Broker
 
 
@@ -46,10 +48,7 @@ def _topic_row(broker: Broker, name: str) -> dict[str, Any]:
     info = image.topics[name]
     live = {b.broker_id for b in image.live_brokers()}
     parts = []
-    for p in range(info.partitions):
-        st = image.states.get((name, p))
-        if st is None:
-            continue
+    for p, st in sorted(info.partitions.items()):
         parts.append(
             {
                 "error_code": Err.NONE if st.leader >= 0 else Err.LEADER_NOT_AVAILABLE,
@@ -67,12 +66,12 @@ def _topic_row(broker: Broker, name: str) -> dict[str, Any]:
     return _topic(name, info, parts)
 
 
-def _topic(name: str, info: Any, parts: list[dict[str, Any]]) -> dict[str, Any]:
+def _topic(name: str, info: TopicInfo, parts: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "error_code": Err.NONE,
         "name": name,
-        "topic_id": info.topic_id,
-        "is_internal": info.internal,
+        "topic_id": info.uuid,
+        "is_internal": name in (OFFSETS_TOPIC, TXN_TOPIC),
         "partitions": parts,
         "topic_authorized_operations": -2147483648,
     }

@@ -91,8 +91,8 @@ class TxnCoordinators:
     @property
     def num_partitions(self) -> int:
         info = self.broker.image.topics.get(TXN_TOPIC)
-        if info is not None and info.partitions > 0:
-            return info.partitions
+        if info is not None and info.partitions:
+            return len(info.partitions)
         return self.broker.config.transaction_state_log_num_partitions
 
     def partition_for(self, transactional_id: str) -> int:
@@ -159,7 +159,7 @@ class TxnCoordinators:
         if not transactional_id:
             return None, Err.INVALID_REQUEST
         info = self.broker.image.topics.get(TXN_TOPIC)
-        if info is None or info.partitions == 0:
+        if info is None or not info.partitions:
             return None, Err.COORDINATOR_NOT_AVAILABLE
         core = self.cores.get(self.partition_for(transactional_id))
         return (core, Err.NONE) if core is not None else (None, Err.NOT_COORDINATOR)
