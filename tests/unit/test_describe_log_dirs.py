@@ -39,7 +39,7 @@ def test_sizes_offline_dirs_and_filters(tmp_path: Path) -> None:
     assert plog.size_bytes > 100
     dirs.managers[0].create("u", 1, None)
     dirs.failures.mark_offline(dirs.managers[1].dir, "test")
-    broker = SimpleNamespace(log_manager=dirs)
+    broker = SimpleNamespace(log_manager=dirs, authorizer=None)
     low, high = supported_range(35)  # type: ignore[misc]
     for version in range(low, high + 1):
         header, frame = _frame(version, [("t", [0]), ("missing", [0])])

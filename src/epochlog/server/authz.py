@@ -22,12 +22,11 @@ def session_of(header: RequestHeader) -> Session:
 
 def enabled(broker: Broker) -> bool:
     """Whether any check can fail: the hot paths skip their per-topic checks when not."""
-    return getattr(broker, "authorizer", None) is not None
+    return broker.authorizer is not None
 
 
 def allowed(broker: Broker, header: RequestHeader, op: Operation, rtype: ResourceType, name: str) -> bool:
-    # getattr: the handlers' unit tests stand a namespace in for the broker.
-    az = getattr(broker, "authorizer", None)
+    az = broker.authorizer
     if az is None:
         return True
     s = session_of(header)
@@ -39,7 +38,7 @@ def cluster_allowed(broker: Broker, header: RequestHeader, op: Operation) -> boo
 
 
 def any_allowed(broker: Broker, header: RequestHeader, op: Operation, rtype: ResourceType) -> bool:
-    az = getattr(broker, "authorizer", None)
+    az = broker.authorizer
     if az is None:
         return True
     s = session_of(header)
@@ -61,7 +60,7 @@ def txn_allowed(broker: Broker, header: RequestHeader, op: Operation, name: str)
 def denied_topics(broker: Broker, header: RequestHeader, op: Operation, names: Iterable[str | None]) -> set[str]:
     """The names among ``names`` the caller may not ``op``: one question per distinct topic, however many
     of its partitions the request names (empty with no authorizer)."""
-    az = getattr(broker, "authorizer", None)
+    az = broker.authorizer
     if az is None:
         return set()
     s = session_of(header)

@@ -20,6 +20,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, cast
 
+from epochlog.clock import now_ms
 from epochlog.protocol import codec
 from epochlog.protocol.api_versions import SERVED, api_versions_v0_error_frame
 from epochlog.protocol.errors import KafkaError, MalformedFrame, UnsupportedVersion
@@ -266,7 +267,7 @@ class KafkaConnection(FramedProtocol):
         if key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
             self._sasl_request(header, mv)
             return False
-        if self.sasl.admits(key, int(time.time() * 1000)):
+        if self.sasl.admits(key, now_ms()):
             return True
         if not self.session.authenticated:
             log.warning("closing %s: api %d before SASL authentication", self.peer, key)
@@ -287,7 +288,7 @@ class KafkaConnection(FramedProtocol):
             log.warning("closing %s: bad SASL request: %s", self.peer, e)
             self.close()
             return
-        now = int(time.time() * 1000)
+        now = now_ms()
         if header.api_key == SASL_HANDSHAKE:
             body = self.sasl.handshake(header.api_version, str(req.mechanism), now)
             close = bool(self.sasl.should_close)
@@ -303,7 +304,7 @@ class KafkaConnection(FramedProtocol):
 
     def _raw_sasl_token(self, mv: memoryview) -> None:
         """SaslHandshake v0: the tokens that follow are bare size-prefixed frames, not requests."""
-        reply = self.sasl.raw_token(bytes(mv), int(time.time() * 1000))
+        reply = self.sasl.raw_token(bytes(mv), now_ms())
         self._after_sasl_step()
         if reply is None:
             self._fail_authentication()

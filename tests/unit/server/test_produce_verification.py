@@ -70,6 +70,7 @@ def _broker(tmp: Path, coordinator: _Coordinator) -> tuple[Any, Partition]:
         txn=coordinator,
         metrics=metrics,
         image=SimpleNamespace(states={}, brokers={}),
+        authorizer=None,
     )
     return broker, part
 
