@@ -9,18 +9,48 @@ left as they are: the node keeps leading them at the epochs it had reached.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from epochlog.controller.controller import Controller
 from epochlog.server.metadata_log import MetadataLog
-from epochlog.server.topics import REGISTRY_FILE, TopicRegistry
 
 log = logging.getLogger("epochlog.combined")
 
+REGISTRY_FILE = "epochlog-topics.json"
 PRODUCER_ID_FILE = "producer-id-block"
 IMPORTED_SUFFIX = ".imported"
+
+
+@dataclass(frozen=True)
+class OldTopic:
+    """One topic as the single-node registry kept it."""
+
+    name: str
+    topic_id: uuid.UUID
+    configs: dict[str, str]
+    leader_epochs: list[int]
+
+
+def read_registry(path: Path) -> list[OldTopic]:
+    """The old registry's topics ({"version": 1, "topics": {name: {id, partitions, configs, leader_epochs}}});
+    a partition the file gave no epoch starts at 0."""
+    try:
+        data = json.loads(path.read_text())
+        out = []
+        for name, d in data.get("topics", {}).items():
+            parts = int(d["partitions"])
+            epochs = [int(e) for e in d.get("leader_epochs", [])]
+            epochs += [0] * (parts - len(epochs))
+            configs = {str(k): str(v) for k, v in d.get("configs", {}).items()}
+            out.append(OldTopic(name, uuid.UUID(d["id"]), configs, epochs))
+        return out
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise RuntimeError(f"topic registry {path} is unreadable: {e}") from e
 
 
 def import_single_node_dir(log_dir: Path, node_id: int) -> bool:
@@ -31,8 +61,7 @@ def import_single_node_dir(log_dir: Path, node_id: int) -> bool:
     registry_path = log_dir / REGISTRY_FILE
     if not registry_path.exists():
         return False
-    registry = TopicRegistry(log_dir)
-    registry.load()
+    topics = read_registry(registry_path)
     metadata = MetadataLog(log_dir)
     try:
         if metadata.read_all():
@@ -41,7 +70,7 @@ def import_single_node_dir(log_dir: Path, node_id: int) -> bool:
                 f"move one of them away (the registry is the older one)"
             )
         core = Controller()
-        for info in registry.topics.values():
+        for info in topics:
             core.import_topic(info.name, str(info.topic_id), info.configs, list(info.leader_epochs), node_id)
         pid_path = log_dir / PRODUCER_ID_FILE
         if pid_path.exists():
@@ -58,7 +87,7 @@ def import_single_node_dir(log_dir: Path, node_id: int) -> bool:
             os.replace(path, path.with_name(path.name + IMPORTED_SUFFIX))
     _fsync_dir(log_dir)
     log.info(
-        "imported %d topics from the single-node registry %s into the metadata log", len(registry.topics), registry_path
+        "imported %d topics from the single-node registry %s into the metadata log", len(topics), registry_path
     )
     return True
 
