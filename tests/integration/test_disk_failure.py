@@ -296,9 +296,13 @@ def offline_replicas(port: int, topic: str) -> list[int]:
 
 
 def _broker1_on(cluster: LocalCluster, dirs: str) -> None:
+    """Broker 1's log directories; its trace stays in the cluster's directory, off the disk the test fills and
+    unmounts (the trace checker reads it after the test)."""
     cfg = cluster.broker(1).config
     lines = [ln for ln in cfg.read_text().splitlines() if not ln.startswith("log.dirs=")]
-    cfg.write_text("\n".join([*lines, f"log.dirs={dirs}"]) + "\n")
+    trace_dir = cfg.parent / "broker-1-trace"
+    trace_dir.mkdir(exist_ok=True)
+    cfg.write_text("\n".join([*lines, f"log.dirs={dirs}", f"epochlog.trace.dir={trace_dir}"]) + "\n")
 
 
 def test_enospc_rf3_moves_leadership_and_writes_resume(tmp_path: Path) -> None:

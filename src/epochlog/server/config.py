@@ -124,6 +124,7 @@ class BrokerConfig:
     log_dir_failure_timeout_ms: int = 30_000
     replication_truncation_mode: str = "leader-epoch"
     trace_enable: bool = False  # epochlog.trace.enable: state transitions to trace-broker.jsonl (server/tracing.py)
+    trace_dir: str = ""  # epochlog.trace.dir: where the trace goes (default: the first log directory)
     # Authorization (Kafka's names): authorizer.class.name turns it on.
     authorizer_class_name: str = ""
     super_users: list[str] = field(default_factory=list)
@@ -237,6 +238,7 @@ class BrokerConfig:
             raise ConfigError(f"replication.truncation.mode={mode!r} is not leader-epoch or high-watermark")
         c.replication_truncation_mode = mode
         c.trace_enable = _bool(props, "epochlog.trace.enable", False)
+        c.trace_dir = props.get("epochlog.trace.dir", "").strip()
         c.authorizer_class_name, c.super_users, c.allow_everyone_if_no_acl_found = authorizer_settings(props)
         from epochlog.storage.cleaner.config import CleanerConfig
         from epochlog.storage.config import ConfigError as LogConfigError

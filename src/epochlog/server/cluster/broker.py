@@ -19,6 +19,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from epochlog.clock import now_ms
@@ -110,7 +111,8 @@ class ClusterBroker:
                 "rule KIP-101 replaced, and acknowledged records can be lost. For tests and teaching only.",
                 config.node_id,
             )
-        self.tracer = tracing.node_tracer(config.trace_enable, config.log_dir, config.node_id, BROKER_SRC)
+        trace_dir = Path(config.trace_dir or config.log_dir)
+        self.tracer = tracing.node_tracer(config.trace_enable, trace_dir, config.node_id, BROKER_SRC)
         self.session = BrokerSession(self)
         self.publisher = MetadataPublisher(self)
         self.replicas = ReplicaManager(self)

@@ -34,6 +34,7 @@ class ControllerConfig:
     segment_bytes: int = 1024 * 1024 * 1024  # metadata.log.segment.bytes
     colocated_broker: bool = False  # combined mode: the broker with our node.id runs in this process
     trace_enable: bool = False  # epochlog.trace.enable: quorum transitions to trace-controller.jsonl
+    trace_dir: str = ""  # epochlog.trace.dir (default: the metadata log directory)
     listener: Listener = field(default_factory=lambda: Listener("PLAINTEXT", "127.0.0.1", 9093, "PLAINTEXT"))
     raw: dict[str, str] = field(default_factory=dict)
 
@@ -59,6 +60,7 @@ class ControllerConfig:
         c.delete_topic_enable = _bool(props, "delete.topic.enable", True)
         c.metrics_port = _int(props, "metrics.port", 0, minimum=0)
         c.trace_enable = _bool(props, "epochlog.trace.enable", False)
+        c.trace_dir = props.get("epochlog.trace.dir", "").strip()
         c.voters = parse_voters(props.get("controller.quorum.voters", ""))
         if c.voters and c.node_id not in c.voters:
             raise ConfigError(f"node.id={c.node_id} is not among controller.quorum.voters")

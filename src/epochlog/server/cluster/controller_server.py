@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from pathlib import Path
 from typing import Any
 
 from epochlog.clock import now_ms
@@ -118,7 +119,12 @@ class ControllerServer:
             self._on_snapshot,
             segment_bytes=self.config.segment_bytes,
             security=raft_security,
-            tracer=node_tracer(self.config.trace_enable, self.config.log_dir, self.config.node_id, CONTROLLER_SRC),
+            tracer=node_tracer(
+                self.config.trace_enable,
+                Path(self.config.trace_dir or self.config.log_dir),
+                self.config.node_id,
+                CONTROLLER_SRC,
+            ),
         )
         self._rebuild()
         self.quorum.start()
