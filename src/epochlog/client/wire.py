@@ -64,7 +64,7 @@ def encode_request(obj: RequestPayload, correlation_id: int, client_id: str) -> 
     return out.getvalue()
 
 
-def decode_response(api_key: int, version: int, frame: bytes, correlation_id: int) -> Any:
+def decode_response(api_key: int, version: int, frame: bytes | memoryview, correlation_id: int) -> Any:
     cls = response_class(api_key, version)
     (got,) = _I32.unpack_from(frame, 0)
     if got != correlation_id:

@@ -86,10 +86,11 @@ class PageViewGenerator:
         event_id = f"{self.run_id}-{self._seq}"
         self._seq += 1
         ts = now_ms if now_ms is not None else int(time.time() * 1000)
+        user = f"u{u:05d}"
         value = {
             "id": event_id,
             "ts": ts,
-            "user": f"u{u:05d}",
+            "user": user,
             "session": f"{self._sessions[u]:010x}",
             "url": page,
             "country": self._user_country[u],
@@ -97,7 +98,7 @@ class PageViewGenerator:
             "referrer": rng.choices(self._refs, self._ref_w)[0],
             "load_ms": int(rng.lognormvariate(5.3, 0.6)),
         }
-        return event_id, value["user"].encode(), json.dumps(value, separators=(",", ":")).encode()
+        return event_id, user.encode(), json.dumps(value, separators=(",", ":")).encode()
 
 
 # The Spark schema of the JSON value above (DDL), used by from_json.

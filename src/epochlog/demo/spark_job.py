@@ -111,6 +111,7 @@ class SparkJob:
             self.bootstrap,
             out_topic,
             str(self.eos_checkpoint),
+            available_now=False,
             processing_time=f"{trigger_seconds:g} seconds",
             **{"kafka.log_level": "2"},
         )

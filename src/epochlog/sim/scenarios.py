@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from functools import partial
 
 from epochlog.replication.types import TruncationMode
 from epochlog.sim.world import Faults, World
@@ -109,7 +110,7 @@ def kip101_unclean(mode: TruncationMode) -> World:
 def _periodic(w: World, until: int, actions: dict[int, Callable[[World], None]]) -> World:
     w.start_periodic(until)
     for t, fn in sorted(actions.items()):
-        w.schedule(t, lambda f=fn: f(w))
+        w.schedule(t, partial(fn, w))
     w.snapshot("start")
     w.run_until(until)
     w.heal_network()

@@ -10,6 +10,7 @@ import heapq
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from epochlog.controller.controller import Controller
@@ -141,7 +142,7 @@ class World:
         copies = 2 if (not reliable and self.rng.random() < self.faults.duplicate) else 1
         for _ in range(copies):
             delay = self.rng.randint(self.faults.min_delay_ms, self.faults.max_delay_ms)
-            self.schedule(delay, lambda d=dst, m=msg, s=src: self._deliver(s, d, m))
+            self.schedule(delay, partial(self._deliver, src, dst, msg))
 
     def _deliver(self, src: int, dst: int, msg: Any) -> None:
         if dst in (CONTROLLER, PRODUCER):
@@ -240,9 +241,9 @@ class World:
         b = self.brokers[dst]
         r = b.replica
         if kind == "state":
-            st: PartitionState = msg[1]
+            pushed: PartitionState = msg[1]
             was = (r.role, r.leader_epoch)
-            r.apply_state(st, self.now)
+            r.apply_state(pushed, self.now)
             if (r.role, r.leader_epoch) != was:
                 self.log_event(
                     f"broker {dst} becomes {r.role.value} at epoch {r.leader_epoch} "
@@ -272,7 +273,7 @@ class World:
                 self.send(dst, CONTROLLER, ("alter", proposal))
             self._release_acks(b)
         elif kind == "fetch_response":
-            resp: FetchResponse = msg[1]
+            resp = msg[1]
             b.fetch_in_flight_until = 0
             outcome = r.handle_fetch_response(resp)  # the core drops answers to an older term or position
             self._backoff(b, src).after_answer(PARTITION, outcome, r.leader_epoch, self.now)
@@ -370,7 +371,7 @@ class World:
     def start_periodic(self, until: int, produce_every: int = 20, tick_every: int = 25) -> None:
         for t in range(self.now, until, tick_every):
             for bid in self.brokers:
-                self.schedule(t - self.now + self.rng.randint(0, 5), lambda b=bid: self.broker_tick(b))
+                self.schedule(t - self.now + self.rng.randint(0, 5), partial(self.broker_tick, bid))
             self.schedule(t - self.now, self.controller_tick)
         if produce_every:
             for t in range(self.now, until, produce_every):

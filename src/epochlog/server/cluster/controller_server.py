@@ -74,7 +74,7 @@ class ControllerServer:
         # KIP-858, per broker: its failed log directories (heartbeats) and which replicas each holds.
         self.offline_dirs: dict[int, set[uuid.UUID]] = {}
         self.dir_assignments: dict[int, dict[uuid.UUID, set[tuple[str, int]]]] = {}
-        self.server: asyncio.AbstractServer | None = None
+        self.server: asyncio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         # KafkaConnection asks its owner which versions it serves; a plain function, not a method.
         self.is_supported = is_supported

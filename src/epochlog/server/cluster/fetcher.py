@@ -144,6 +144,7 @@ class FetcherManager:
         throttle = self.broker.replication_throttles.follower
         throttled: set[tuple[str, int]] = set()
         now = now_ms()
+        part: Partition | None  # the second loop looks partitions up by name
         for part in parts:
             r = part.replica
             assert r is not None

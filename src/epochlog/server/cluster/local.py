@@ -21,7 +21,7 @@ from pathlib import Path
 CONTROLLER_PORT_OFFSET = 100
 
 
-def wait_for_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
+def wait_for_port(port: int, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -78,7 +78,7 @@ class Node:
     config: Path
     log: Path
     role: str
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen[bytes] | None = None
 
     @property
     def alive(self) -> bool:

@@ -111,7 +111,8 @@ class _Reader:
         return self._length(True)
 
     def _take(self, fmt: str, n: int) -> int:
-        v = struct.unpack_from(fmt, self.data, self.pos)[0]
+        # struct returns Any; every format passed here decodes one integer.
+        v: int = struct.unpack_from(fmt, self.data, self.pos)[0]
         self.pos += n
         return v
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from epochlog.clock import now_ms
 from epochlog.protocol.codec import RequestHeader
 from epochlog.protocol.errors import Err
-from epochlog.protocol.log_validator import TopicRules, ValidationError, validate_produce_batch
+from epochlog.protocol.log_validator import Buffer, TopicRules, ValidationError, validate_produce_batch
 from epochlog.protocol.produce_request import parse_produce
 from epochlog.protocol.produce_response_writer import encode_produce_response
 from epochlog.protocol.record_batch import read_header
@@ -39,7 +39,7 @@ def _rules(cfg: Any) -> TopicRules:
 
 
 def _append(
-    broker: Broker, part: Partition, records: memoryview | None, acks: int, epoch: int, transactional_id: str | None
+    broker: Broker, part: Partition, records: Buffer | None, acks: int, epoch: int, transactional_id: str | None
 ) -> tuple[dict[str, Any], int]:
     """The partition's response row, and the last offset an acks=all answer must wait for (-1: none)."""
     out: dict[str, Any] = {
@@ -81,13 +81,13 @@ def _append(
     try:
         result = part.append(records, now, acks, epoch)
     except Exception as e:
-        code = getattr(e, "error_code", None)
-        if code is None:
+        refused = getattr(e, "error_code", None)
+        if refused is None:
             log.exception("append to %s-%d failed", part.topic, part.partition)
-            code = Err.UNKNOWN_SERVER_ERROR
+            refused = Err.UNKNOWN_SERVER_ERROR
         else:
-            log.info("produce to %s-%d refused (%s): %s", part.topic, part.partition, Err(code).name, e)
-        out["error_code"] = code
+            log.info("produce to %s-%d refused (%s): %s", part.topic, part.partition, Err(refused).name, e)
+        out["error_code"] = refused
         out["error_message"] = str(e)[:500]
         broker.metrics.failed_produce.labels(part.topic).inc()
         out["log_start_offset"] = plog.log_start_offset
@@ -142,10 +142,12 @@ def _unverified(broker: Broker, req: Any, denied: set[str]) -> list[Unverified]:
     out = []
     for topic in req.topics:
         name = broker.topic_name_for_id(topic.topic_id) if topic.topic_id is not None else topic.name
-        if name in denied:
-            continue  # answered TOPIC_AUTHORIZATION_FAILED: no coordinator is asked about it
+        if not name or name in denied:
+            # An unknown topic is answered with its own error below; a denied one TOPIC_AUTHORIZATION_FAILED.
+            # No coordinator is asked about either.
+            continue
         for pd in topic.partitions:
-            part = broker.partition(name, pd.index) if name else None
+            part = broker.partition(name, pd.index)
             if part is None or pd.records is None or len(pd.records) < 61:
                 continue  # answered with the partition's own error below
             try:

@@ -33,16 +33,17 @@ class MarkerRequest:
     partitions: tuple[TopicPartition, ...]
 
     def to_kio(self) -> Any:
+        from kio.schema.types import ProducerId
         from kio.schema.write_txn_markers.v1.request import (
             WritableTxnMarker,
             WritableTxnMarkerTopic,
             WriteTxnMarkersRequest,
         )
-        from kio.static.primitive import i16, i32, i64
+        from kio.static.primitive import i16, i32
 
         by_topic = partitions_by_topic(self.partitions)
         marker = WritableTxnMarker(
-            producer_id=i64(self.producer_id),
+            producer_id=ProducerId(self.producer_id),
             producer_epoch=i16(self.producer_epoch),
             transaction_result=self.commit,
             topics=tuple(
