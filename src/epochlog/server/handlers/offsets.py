@@ -123,13 +123,15 @@ def handle_offset_for_leader_epoch(broker: Broker, header: RequestHeader, frame:
                 row["error_code"] = Err.TOPIC_AUTHORIZATION_FAILED
             elif part is None:
                 row["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
+            elif part.offline:
+                row["error_code"] = Err.KAFKA_STORAGE_ERROR
             else:
-                code = part.check_epoch(getattr(p, "current_leader_epoch", -1))
-                if code:
-                    row["error_code"] = code
-                else:
-                    epoch, end = part.log.epoch_cache.end_offset_for(p.leader_epoch, part.log.log_end_offset)
-                    row.update(error_code=Err.NONE, leader_epoch=epoch, end_offset=end)
+                # The core answers: only the leader, fenced by the asker's epoch (KIP-320), then the end of
+                # the asked epoch from the leader-epoch cache (KIP-101).
+                code, epoch, end = part.replica.offset_for_leader_epoch(
+                    getattr(p, "current_leader_epoch", -1), p.leader_epoch
+                )
+                row.update(error_code=Err(code), leader_epoch=epoch, end_offset=end)
             parts.append(row)
         topics.append({"topic": t.topic, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
