@@ -1,0 +1,204 @@
+"""The checkers, named as Jepsen names them, over a History; and the availability the writers saw.
+
+- lost: an acknowledged value the final read does not hold.
+- duplicate: a value at more than one offset (in any read, or acknowledged at one offset and read at another).
+- inconsistent: one offset of a partition with two values (two reads, or an acknowledgement and a read).
+- nonmonotonic: a consumer handed an offset of a partition at or below one it was handed before.
+- poll_skip: a consumer went from offset a to b of a partition while the final read holds a record between.
+Each anomaly keeps the records around it (from the final read) as evidence.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from epochlog.chaos.history import History, Read
+
+KINDS = (
+    "lost",
+    "duplicate",
+    "inconsistent",
+    "nonmonotonic",
+    "poll_skip",
+    "aborted_read",
+    "torn_transaction",
+    "group_reprocessed",
+    "trace_violation",
+)
+CONTEXT = 3  # records shown either side of an anomaly
+EXAMPLES = 20  # anomalies of one kind kept with their evidence
+
+
+@dataclass
+class Anomaly:
+    kind: str
+    partition: int
+    offset: int
+    detail: str
+    around: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "partition": self.partition,
+            "offset": self.offset,
+            "detail": self.detail,
+            "around": self.around,
+        }
+
+
+@dataclass
+class Verdict:
+    counts: dict[str, int] = field(default_factory=lambda: {k: 0 for k in KINDS})
+    examples: list[Anomaly] = field(default_factory=list)
+    acked: int = 0
+    attempted: int = 0
+    failed: int = 0
+    unknown: int = 0
+    read_final: int = 0
+    failed_write_share: float = 0.0
+    longest_unavailable_s: float = 0.0
+    longest_unavailable_from_s: float = 0.0
+
+    @property
+    def anomalies(self) -> int:
+        return sum(self.counts.values())
+
+    def add(self, a: Anomaly) -> None:
+        self.counts[a.kind] += 1
+        if sum(1 for e in self.examples if e.kind == a.kind) < EXAMPLES:
+            self.examples.append(a)
+
+
+def _row(r: Read, mark: bool = False) -> dict[str, Any]:
+    return {"partition": r.partition, "offset": r.offset, "value": r.value, "at_s": round(r.t, 3), "here": mark}
+
+
+class _Log:
+    """The final read by partition, sorted by offset, to show the records around an offset."""
+
+    def __init__(self, final: list[Read]) -> None:
+        self.by_partition: dict[int, list[Read]] = defaultdict(list)
+        for r in final:
+            self.by_partition[r.partition].append(r)
+        for rows in self.by_partition.values():
+            rows.sort(key=lambda r: r.offset)
+        self.offsets = {p: [r.offset for r in rows] for p, rows in self.by_partition.items()}
+
+    def around(self, partition: int, offset: int) -> list[dict[str, Any]]:
+        rows = self.by_partition.get(partition, [])
+        i = bisect.bisect_left(self.offsets.get(partition, []), offset)
+        return [_row(r, r.offset == offset) for r in rows[max(0, i - CONTEXT) : i + CONTEXT + 1]]
+
+    def any_between(self, partition: int, lo: int, hi: int) -> int | None:
+        """The first offset of the final read strictly between lo and hi, or None."""
+        offs = self.offsets.get(partition, [])
+        i = bisect.bisect_right(offs, lo)
+        return offs[i] if i < len(offs) and offs[i] < hi else None
+
+
+def check_queue(h: History, v: Verdict) -> None:
+    log = _Log(h.final)
+    v.read_final = len(h.final)
+    at: dict[tuple[int, int], dict[str, str]] = defaultdict(dict)  # (p, offset) -> value -> who said so
+    where: dict[str, set[tuple[int, int]]] = defaultdict(set)  # value -> (p, offset) it was seen at
+    for s in h.sends:
+        if s.ok:
+            at[(s.partition, s.offset)].setdefault(s.value, f"acknowledged to {s.producer}")
+            where[s.value].add((s.partition, s.offset))
+    for consumer, reads in [*h.reads.items(), ("final", h.final)]:
+        for r in reads:
+            at[(r.partition, r.offset)].setdefault(r.value, f"read by {consumer}")
+            where[r.value].add((r.partition, r.offset))
+
+    final_values = {r.value for r in h.final}
+    if h.final_complete:
+        for s in h.sends:
+            if s.ok and s.value not in final_values:
+                v.add(
+                    Anomaly(
+                        "lost",
+                        s.partition,
+                        s.offset,
+                        f"{s.value} acknowledged at {s.partition}/{s.offset} ({s.t_done:.2f} s) is not in the final "
+                        "read",
+                        log.around(s.partition, s.offset),
+                    )
+                )
+    for value, places in where.items():
+        if len(places) > 1:
+            p, o = sorted(places)[1]
+            v.add(
+                Anomaly(
+                    "duplicate",
+                    p,
+                    o,
+                    f"{value} is at {len(places)} offsets: {', '.join(f'{a}/{b}' for a, b in sorted(places))}",
+                    log.around(p, o),
+                )
+            )
+    for (p, o), values in sorted(at.items()):
+        if len(values) > 1:
+            said = "; ".join(f"{val} ({who})" for val, who in values.items())
+            v.add(Anomaly("inconsistent", p, o, f"offset {p}/{o} holds two values: {said}", log.around(p, o)))
+
+    for consumer, reads in h.reads.items():
+        last: dict[int, Read] = {}
+        for r in reads:
+            prev = last.get(r.partition)
+            if prev is not None and r.offset <= prev.offset:
+                v.add(
+                    Anomaly(
+                        "nonmonotonic",
+                        r.partition,
+                        r.offset,
+                        f"{consumer} was handed {r.partition}/{r.offset} at {r.t:.2f} s after {prev.offset} "
+                        f"at {prev.t:.2f} s",
+                        log.around(r.partition, r.offset),
+                    )
+                )
+            elif h.final_complete:
+                lo = prev.offset if prev is not None else -1
+                skipped = log.any_between(r.partition, lo, r.offset)
+                if skipped is not None:
+                    v.add(
+                        Anomaly(
+                            "poll_skip",
+                            r.partition,
+                            skipped,
+                            f"{consumer} went from {r.partition}/{lo} to {r.offset} at {r.t:.2f} s; the log holds "
+                            f"{r.partition}/{skipped} between",
+                            log.around(r.partition, skipped),
+                        )
+                    )
+            last[r.partition] = r
+
+
+def check_availability(h: History, v: Verdict) -> None:
+    v.attempted = len(h.sends)
+    v.acked = sum(1 for s in h.sends if s.ok)
+    v.unknown = sum(1 for s in h.sends if s.ok is None)
+    v.failed = v.attempted - v.acked
+    v.failed_write_share = v.failed / v.attempted if v.attempted else 0.0
+    acks = sorted(s.t_done for s in h.sends if s.ok and s.t_done is not None)
+    first_send = min((s.t_sent for s in h.sends), default=0.0)
+    edges = [first_send, *acks, max(h.workload_end_s, acks[-1] if acks else first_send)]
+    gap, start = 0.0, first_send
+    for a, b in itertools.pairwise(edges):
+        if b - a > gap:
+            gap, start = b - a, a
+    v.longest_unavailable_s, v.longest_unavailable_from_s = gap, start
+    for f in h.faults:
+        i = bisect.bisect_right(acks, f.at_s)
+        f.first_ack_after_s = acks[i] - f.at_s if i < len(acks) else None
+
+
+def check(h: History) -> Verdict:
+    v = Verdict()
+    check_queue(h, v)
+    check_availability(h, v)
+    return v

@@ -1,0 +1,204 @@
+"""The `queue` workload: idempotent acks=all producers writing unique values, consumers assigned to every
+partition reading live, and a final read of everything from the beginning.
+
+Each producer writes ``<name>-<seq>`` to partition seq % partitions at a steady rate and records every send's
+outcome from its delivery report (partition and offset, or the error). A producer whose instance went fatal
+(librdkafka gives up on an idempotent producer after some errors) is replaced by a new one: the history says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from epochlog.chaos.history import History, Read, Send
+
+log = logging.getLogger("epochlog.chaos.workload")
+# librdkafka's connection errors are expected under faults: to the log file, not the terminal.
+QUIET = {"logger": logging.getLogger("epochlog.chaos.librdkafka")}
+
+
+class QueueProducer:
+    def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, rate: float, history: History) -> None:
+        self.name, self.bootstrap, self.topic, self.partitions = name, bootstrap, topic, partitions
+        self.rate, self.history = rate, history
+        self.seq = 0
+        self.replaced = 0
+        self._fatal = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"chaos-{name}", daemon=True)
+        self._producer = self._new()
+
+    def _new(self) -> Any:
+        return Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                # A send not acknowledged within this is reported failed: availability is measured by it.
+                "message.timeout.ms": 20000,
+                "request.timeout.ms": 5000,
+                "socket.timeout.ms": 5000,
+                **QUIET,
+            }
+        )
+
+    def _on_delivery(self, send: Send, err: Any, msg: Any) -> None:
+        send.t_done = self.history.now()
+        if err is None:
+            send.ok, send.offset, send.partition = True, msg.offset(), msg.partition()
+        else:
+            send.ok, send.error = False, err.name() if hasattr(err, "name") else str(err)
+            if hasattr(err, "fatal") and err.fatal():
+                self._fatal = True
+
+    def _run(self) -> None:
+        period = 1.0 / self.rate
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            if self._fatal:
+                self._replace()
+            value = f"{self.name}-{self.seq}"
+            send = Send(self.name, value, self.seq % self.partitions, self.history.now())
+            try:
+                self._producer.produce(
+                    self.topic,
+                    value=value.encode(),
+                    partition=send.partition,
+                    on_delivery=lambda err, msg, s=send: self._on_delivery(s, err, msg),
+                )
+            except BufferError:
+                self._producer.poll(0.1)
+                continue
+            except Exception as e:  # a fatal producer refuses new sends
+                send.ok, send.error, send.t_done = False, f"refused: {e}", self.history.now()
+                self._fatal = True
+            self.history.add_send(send)
+            self.seq += 1
+            self._producer.poll(0)
+            next_t += period
+            delay = next_t - time.monotonic()
+            if delay > 0:
+                self._stop.wait(delay)
+            else:
+                next_t = time.monotonic()
+
+    def _replace(self) -> None:
+        self.history.note(f"{self.name}: the idempotent producer went fatal; a new one takes over")
+        try:
+            self._producer.flush(5)
+        except Exception:
+            pass
+        self._producer = self._new()
+        self.replaced += 1
+        self._fatal = False
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, flush_timeout: float = 60.0) -> int:
+        """Stop sending and wait for the outcome of every send; returns how many are still unknown."""
+        self._stop.set()
+        self._thread.join(10)
+        if self._producer is None:
+            return 0
+        left = int(self._producer.flush(flush_timeout))
+        self._producer = None  # librdkafka's handle goes with the last reference: no reconnecting after the run
+        return left
+
+
+def _consumer(bootstrap: str, name: str) -> Any:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"chaos-{name}",  # never joined: partitions are assigned, offsets never committed
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": False,
+            "socket.timeout.ms": 5000,
+            **QUIET,
+        }
+    )
+
+
+class LiveConsumer:
+    """Assigned every partition from the beginning, polling until stopped; records each record handed to it."""
+
+    def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, history: History) -> None:
+        self.name, self.history = name, history
+        self.errors: dict[str, int] = {}
+        self._c = _consumer(bootstrap, name)
+        self._c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"chaos-{name}", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                for msg in self._c.consume(500, 0.2):
+                    if msg.error() is not None:
+                        code = msg.error().name()
+                        self.errors[code] = self.errors.get(code, 0) + 1
+                        continue
+                    self.history.add_read(
+                        Read(self.name, msg.partition(), msg.offset(), msg.value().decode(), self.history.now())
+                    )
+        finally:
+            self._c.close()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(15)
+
+
+def final_read(bootstrap: str, topic: str, partitions: int, history: History, timeout: float) -> bool:
+    """Every record from the beginning to each partition's high watermark, into history.final; True when all."""
+    c = _consumer(bootstrap, "final")
+    try:
+        ends: dict[int, int] = {}
+        deadline = time.monotonic() + timeout
+        for p in range(partitions):
+            while p not in ends and time.monotonic() < deadline:
+                try:
+                    ends[p] = c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+                except Exception as e:  # KafkaException while a leader is elected
+                    log.debug("watermarks of %d: %r", p, e)
+                    time.sleep(0.5)
+        if len(ends) < partitions:
+            return False
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        done = {p for p, end in ends.items() if end == 0}
+        positions: dict[int, int] = {}
+        while len(done) < partitions and time.monotonic() < deadline:
+            for msg in c.consume(1000, 0.5):
+                err = msg.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        history.note(f"final read: {err.name()}")
+                    continue
+                p = msg.partition()
+                history.final.append(Read("final", p, msg.offset(), msg.value().decode(), history.now()))
+                positions[p] = msg.offset() + 1
+                if positions[p] >= ends[p]:
+                    done.add(p)
+            # Control records (none in this workload) or a gap at the end leave the position short of the end.
+            for p in range(partitions):
+                if p not in done:
+                    try:
+                        pos = c.position([TopicPartition(topic, p)])[0].offset
+                    except Exception:
+                        continue
+                    if pos >= ends[p]:
+                        done.add(p)
+        return len(done) == partitions
+    finally:
+        c.close()
