@@ -135,6 +135,18 @@ class ChaosCluster:
             return {}
         return {k: (v.leader_id, v.leader_epoch) for k, v in md.items() if k[1] >= 0}
 
+    def replicas(self, topic: str) -> dict[int, list[int]]:
+        """partition -> its replicas in assignment order (the order the controller elects in); empty on failure."""
+        from confluent_kafka.admin import AdminClient
+
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "logger": log}
+        try:
+            md = AdminClient(conf).list_topics(topic, timeout=3)
+            return {p: list(pm.replicas) for p, pm in md.topics[topic].partitions.items()}
+        except Exception as e:  # mid-failover: the caller chooses without it
+            log.debug("replicas of %s: %r", topic, e)
+            return {}
+
     # -- faults ------------------------------------------------------------------------------------
     def isolate(self, node_id: int) -> None:
         self.links.isolate(node_id, self.node_ids())

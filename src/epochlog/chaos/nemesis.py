@@ -109,40 +109,52 @@ class Nemesis:
         self._stop.wait(self.rng.uniform(*self.duration_s))
         self._end(kind, target, fault)
 
+    def _cut_and_taker(self, leader: str, brokers: list[str]) -> tuple[str, str]:
+        """The follower to cut and the one expected to take over: for a partition the leader leads, the
+        controller elects the first live ISR member in replica order, so the cut one is the later of the two."""
+        followers = [b for b in brokers if b != leader]
+        replicas = self.cluster.replicas(self.topics[0])
+        led = [
+            replicas[p]
+            for (_t, p), (node, _e) in sorted(self.cluster.leaders(self.topics[:1]).items())
+            if f"broker-{node}" == leader and len(replicas.get(p, [])) >= 3
+        ]
+        if led and len(followers) >= 2:
+            order = self.rng.choice(led)
+            ranked = [f"broker-{i}" for i in order if f"broker-{i}" in followers]
+            return ranked[-1], ranked[0]
+        cut_one = self.rng.choice(followers)
+        return cut_one, self.rng.choice([b for b in followers if b != cut_one] or followers)
+
     def _follower_then_leader(self, leader: str) -> None:
-        """KIP-101's scenario on purpose: a follower restarts while it cannot reach its leader (its links to the
-        other brokers cut, when partitions are on), then the leader and the other follower die at once, so the
-        restarted follower is the one left to lead. A correct rule keeps every committed record through this;
-        the pre-KIP-101 rule truncates the follower to the HW on its disk first and loses what was above it."""
+        """KIP-101's scenario on purpose. One follower is cut from the other brokers (when partitions are on)
+        and the leader is killed: the other follower takes over and the cut one, told to follow it, cannot
+        fetch. Then the new leader is killed too, so the cut follower, still in the ISR, is the one left to
+        lead. The leader-epoch rule keeps every committed record through this (the cut follower truncates
+        nothing until the leader has told it where its epoch ends); the pre-KIP-101 rule truncates it to its
+        high watermark on becoming a follower, and records above it are lost once it leads."""
         lc = self.cluster.lc
         brokers = [f"broker-{i}" for i in lc.broker_ids()]
-        follower = self.rng.choice([b for b in brokers if b != leader])
-        others = [b for b in brokers if b not in (leader, follower)]
+        cut_one, taker = self._cut_and_taker(leader, brokers)
         why = f"KIP-101 pattern around {leader}"
         cut: Fault | None = None
         if "partition" in self.kinds:
-            cut = self._record("partition", follower, f"{why}: from the other brokers only")
+            cut = self._record("partition", cut_one, f"{why}: a follower, from the other brokers only")
             for b in brokers:
-                if b != follower:
-                    self.cluster.links.cut(lc.nodes[follower].node_id, lc.nodes[b].node_id)
-        first = self._record("kill", follower, f"{why}: the follower")
-        self._begin("kill", follower)
-        self._stop.wait(self.rng.uniform(0.2, 1.0))
-        self._end("kill", follower, first)
-        self._stop.wait(self.rng.uniform(0.5, 1.5))  # it registers and becomes a follower again
-        killed = [
-            self._record("kill", b, f"{why}: {'the leader' if b == leader else 'the other follower'}")
-            for b in [leader, *others]
-        ]
-        for f in killed:
-            self._begin("kill", f.target)
-        self._stop.wait(self.rng.uniform(1.0, 3.0))  # the restarted follower is the one left to lead
+                if b != cut_one:
+                    self.cluster.links.cut(lc.nodes[cut_one].node_id, lc.nodes[b].node_id)
+        first = self._record("kill", leader, f"{why}: the leader")
+        self._begin("kill", leader)
+        self._stop.wait(self.rng.uniform(1.5, 2.5))  # the other follower takes over
+        second = self._record("kill", taker, f"{why}: the follower that took over")
+        self._begin("kill", taker)
+        self._stop.wait(self.rng.uniform(1.5, 3.0))  # the cut follower is the one left to lead
         if cut is not None:
             self.cluster.heal_links()
             cut.healed_s = self.history.now()
         self._stop.wait(self.rng.uniform(*self.duration_s))
-        for f in killed:
-            self._end("kill", f.target, f)
+        self._end("kill", leader, first)
+        self._end("kill", taker, second)
 
     def _run(self) -> None:
         self._stop.wait(self.rng.uniform(*self.interval_s))

@@ -94,7 +94,7 @@ def timeline_svg(res: ChaosResult) -> str:
             end = rows[j + 1][0] if j + 1 < len(rows) else ax.t_max
             c = color.get(node, "#d0d7de")
             who = f"node {node}" if node >= 0 else "none"
-            label = f"{node}" + (f" e{epoch}" if epoch >= 0 else "")
+            label = (f"{node}" if node >= 0 else "none") + (f" e{epoch}" if epoch >= 0 else "")
             parts.append(
                 f'<rect x="{ax.x(t):.1f}" y="{y + 3}" width="{max(ax.x(end) - ax.x(t), 1):.1f}" height="{lane_h - 6}" '
                 f'fill="{c}" fill-opacity="0.55" stroke="#fff"><title>{_esc(name)}: {who}'
@@ -131,7 +131,7 @@ def _series_svg(res: ChaosResult, series: list[tuple[str, str, list[float]]], un
     for i in range(6):
         v = y_max * i / 5
         parts.append(f'<line x1="{LEFT}" x2="{LEFT + ax.w}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#e4e4e4"/>')
-        parts.append(f'<text x="{LEFT - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:,.4g}</text>')
+        parts.append(f'<text x="{LEFT - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:,.0f}</text>')
     parts += ax.ticks(top + ph + 16)
     parts.append(
         f'<text x="14" y="{top + ph / 2}" text-anchor="middle" transform="rotate(-90 14 {top + ph / 2})">'

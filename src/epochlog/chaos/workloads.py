@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from epochlog.chaos.history import History, Read, Send
 
@@ -80,7 +80,11 @@ class QueueProducer:
                 self._fatal = True
             self.history.add_send(send)
             self.seq += 1
-            self._producer.poll(0)
+            try:
+                self._producer.poll(0)
+            except KafkaException as e:  # a fatal error surfaces here too; the sends it holds fail on flush
+                self.history.note(f"{self.name}: {e}")
+                self._fatal = True
             next_t += period
             delay = next_t - time.monotonic()
             if delay > 0:
@@ -107,7 +111,11 @@ class QueueProducer:
         self._thread.join(10)
         if self._producer is None:
             return 0
-        left = int(self._producer.flush(flush_timeout))
+        try:
+            left = int(self._producer.flush(flush_timeout))
+        except KafkaException as e:  # went fatal at the very end: its unreported sends stay unknown
+            self.history.note(f"{self.name}: {e}")
+            left = 0
         self._producer = None  # librdkafka's handle goes with the last reference: no reconnecting after the run
         return left
 
@@ -141,7 +149,13 @@ class LiveConsumer:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                for msg in self._c.consume(500, 0.2):
+                try:
+                    msgs = self._c.consume(500, 0.2)
+                except KafkaException as e:  # reading goes on: a consumer has no fatal errors of its own here
+                    code = e.args[0].name() if e.args else repr(e)
+                    self.errors[code] = self.errors.get(code, 0) + 1
+                    continue
+                for msg in msgs:
                     if msg.error() is not None:
                         code = msg.error().name()
                         self.errors[code] = self.errors.get(code, 0) + 1
