@@ -84,7 +84,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Run:
         "--seed",
         str(MIXED_SEED),
         "--nemesis",
-        "kill,pause,partition,controller,leader",
+        "kill,pause,partition,kip101,controller,leader",
         timeout=560,
     )
 
@@ -115,7 +115,7 @@ def test_mixed_faults_find_no_anomaly(mixed: Run) -> None:
 
 @pytest.mark.timeout(600)
 def test_pre_kip101_truncation_loses_acknowledged_records(tmp_path: Path) -> None:
-    """The broker's unsafe rule, under kills aimed at leaders: the history itself shows the damage."""
+    """The broker's unsafe rule under KIP-101's double failure, repeated: the history itself shows the damage."""
     run = _chaos(
         tmp_path,
         "--duration",
@@ -123,7 +123,7 @@ def test_pre_kip101_truncation_loses_acknowledged_records(tmp_path: Path) -> Non
         "--seed",
         str(UNSAFE_SEED),
         "--nemesis",
-        "kill,partition,leader",
+        "kip101",
         "--unsafe",
         "high-watermark-truncation",
         timeout=560,
@@ -160,6 +160,8 @@ def test_report_renders(mixed: Run, page: tuple[Any, list[str]]) -> None:
 @pytest.mark.skipif(not os.environ.get("EPOCHLOG_LONG"), reason="EPOCHLOG_LONG=1 runs 10 minutes of every nemesis")
 @pytest.mark.timeout(1500)
 def test_ten_minutes_of_every_nemesis(tmp_path: Path) -> None:
-    run = _chaos(tmp_path, "--duration", "600", "--nemesis", "kill,pause,partition,controller,leader", timeout=1400)
+    run = _chaos(
+        tmp_path, "--duration", "600", "--nemesis", "kill,pause,partition,kip101,controller,leader", timeout=1400
+    )
     assert run.result["anomalies"] == 0, json.dumps(run.result["examples"][:10], indent=1)
     assert run.rc == 0, run.out[-3000:]

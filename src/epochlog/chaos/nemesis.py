@@ -4,7 +4,7 @@ that records the leaders, their epochs and the active controller as they change.
 Fault kinds: ``kill`` (kill -9, restarted after a while), ``pause`` (SIGSTOP, then SIGCONT), ``partition``
 (every link between the node and the other nodes cut in the proxies; clients still reach it). Targeting:
 ``controller`` aims a fault at the active controller, ``leader`` at the broker leading most partitions; a
-kill aimed at a leader is sometimes KIP-101's pattern (see _follower_then_leader).
+fault of its own, ``kip101``, is KIP-101's double failure around the busiest leader (see _follower_then_leader).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from epochlog.chaos.history import Fault, History, Observation
 
 log = logging.getLogger("epochlog.chaos.nemesis")
 
-FAULT_KINDS = ("kill", "pause", "partition")
+FAULT_KINDS = ("kill", "pause", "partition", "kip101")
 TARGETING = ("controller", "leader")
 NOT_YET = {
     "powerloss": "needs the FUSE file system that drops unsynced writes; not built yet",
@@ -49,6 +49,9 @@ class Nemesis:
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="chaos-nemesis", daemon=True)
+
+    def _brokers(self) -> list[str]:
+        return [f"broker-{i}" for i in self.cluster.lc.broker_ids()]
 
     # -- choosing --------------------------------------------------------------------------------------
     def _busiest_leader(self) -> tuple[str, str] | None:
@@ -101,8 +104,9 @@ class Nemesis:
     def _one(self) -> None:
         kind = self.rng.choice(self.kinds)
         target, why = self._target()
-        if kind == "kill" and why.startswith("leader") and self.rng.random() < 0.5:
-            self._follower_then_leader(target)
+        if kind == "kip101":
+            found = self._busiest_leader()
+            self._follower_then_leader(found[0] if found is not None else self.rng.choice(self._brokers()))
             return
         fault = self._record(kind, target, why)
         self._begin(kind, target)
@@ -127,31 +131,28 @@ class Nemesis:
         return cut_one, self.rng.choice([b for b in followers if b != cut_one] or followers)
 
     def _follower_then_leader(self, leader: str) -> None:
-        """KIP-101's scenario on purpose. One follower is cut from the other brokers (when partitions are on)
+        """KIP-101's scenario on purpose (the ``kip101`` nemesis). One follower is cut from the other brokers
         and the leader is killed: the other follower takes over and the cut one, told to follow it, cannot
         fetch. Then the new leader is killed too, so the cut follower, still in the ISR, is the one left to
         lead. The leader-epoch rule keeps every committed record through this (the cut follower truncates
         nothing until the leader has told it where its epoch ends); the pre-KIP-101 rule truncates it to its
         high watermark on becoming a follower, and records above it are lost once it leads."""
         lc = self.cluster.lc
-        brokers = [f"broker-{i}" for i in lc.broker_ids()]
+        brokers = self._brokers()
         cut_one, taker = self._cut_and_taker(leader, brokers)
         why = f"KIP-101 pattern around {leader}"
-        cut: Fault | None = None
-        if "partition" in self.kinds:
-            cut = self._record("partition", cut_one, f"{why}: a follower, from the other brokers only")
-            for b in brokers:
-                if b != cut_one:
-                    self.cluster.links.cut(lc.nodes[cut_one].node_id, lc.nodes[b].node_id)
+        cut = self._record("partition", cut_one, f"{why}: a follower, from the other brokers only")
+        for b in brokers:
+            if b != cut_one:
+                self.cluster.links.cut(lc.nodes[cut_one].node_id, lc.nodes[b].node_id)
         first = self._record("kill", leader, f"{why}: the leader")
         self._begin("kill", leader)
         self._stop.wait(self.rng.uniform(1.5, 2.5))  # the other follower takes over
         second = self._record("kill", taker, f"{why}: the follower that took over")
         self._begin("kill", taker)
         self._stop.wait(self.rng.uniform(1.5, 3.0))  # the cut follower is the one left to lead
-        if cut is not None:
-            self.cluster.heal_links()
-            cut.healed_s = self.history.now()
+        self.cluster.heal_links()
+        cut.healed_s = self.history.now()
         self._stop.wait(self.rng.uniform(*self.duration_s))
         self._end("kill", leader, first)
         self._end("kill", taker, second)

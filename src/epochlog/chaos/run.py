@@ -41,7 +41,7 @@ class ChaosError(Exception):
 class ChaosOptions:
     duration: float = 60.0
     workloads: list[str] = field(default_factory=lambda: ["queue"])
-    nemeses: list[str] = field(default_factory=lambda: ["kill", "pause", "partition", "controller", "leader"])
+    nemeses: list[str] = field(default_factory=lambda: ["kill", "pause", "partition", "kip101", "controller", "leader"])
     seed: int | None = None
     settings: dict[str, str] = field(default_factory=dict)
     controllers: int = 3

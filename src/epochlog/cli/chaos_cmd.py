@@ -35,8 +35,10 @@ def register(app: typer.Typer) -> None:
         ] = ["queue"],  # noqa: B006
         nemesis: Annotated[
             list[str],
-            typer.Option("--nemesis", help="kill, pause, partition, controller, leader (powerloss, disk: not yet)"),
-        ] = ["kill,pause,partition,controller,leader"],  # noqa: B006
+            typer.Option(
+                "--nemesis", help="kill, pause, partition, kip101, controller, leader (powerloss, disk: not yet)"
+            ),
+        ] = ["kill,pause,partition,kip101,controller,leader"],  # noqa: B006
         seed: Annotated[int | None, typer.Option("--seed", help="the nemesis's random seed (default: random)")] = None,
         set_: Annotated[list[str], typer.Option("--set", help="broker property: key=value")] = [],  # noqa: B006
         controllers: Annotated[int, typer.Option("--controllers", min=1, max=5)] = 3,
