@@ -110,7 +110,7 @@ def test_mixed_faults_find_no_anomaly(mixed: Run) -> None:
     # What did not run says so, with the keys of its checkers present as 0.
     skipped = {s["what"] for s in r["skipped"]}
     assert {"workload txn", "workload groups", "nemesis powerloss", "nemesis disk"} <= skipped
-    assert r["aborted_read"] == r["torn_transaction"] == r["group_reprocessed"] == 0
+    assert r["aborted_read"] == r["torn_transaction"] == r["group_reprocessed"] == 0 and r["txn"] is None
 
 
 @pytest.mark.timeout(600)
@@ -136,6 +136,23 @@ def test_pre_kip101_truncation_loses_acknowledged_records(tmp_path: Path) -> Non
     assert any(v.startswith("truncate-below-committed") for v in r["trace"]["violations"])
     shown = [e for e in r["examples"] if e["kind"] in ("lost", "inconsistent")]
     assert shown and all(e["around"] for e in shown[:5]), shown[:5]
+
+
+@pytest.mark.timeout(600)
+def test_transactions_under_faults_are_all_or_nothing(tmp_path: Path) -> None:
+    """The txn workload alone: read_committed readers never see an aborted value nor half a transaction."""
+    run = _chaos(tmp_path, "--duration", "40", "--seed", str(MIXED_SEED), "--workload", "txn", timeout=560)
+    r = run.result
+    assert r["anomalies"] == 0, json.dumps(r["examples"][:10], indent=1) + run.out[-3000:]
+    assert run.rc == 0, run.out[-3000:]
+    txn = r["txn"]
+    assert txn["final_read_complete"] and txn["committed"] > 20 and txn["aborted"] > 5, txn
+    # The final read holds every value of each committed transaction and nothing of an aborted one; a
+    # transaction whose outcome the producer never learnt may be in or out, whole.
+    per_txn = r["cluster"]["partitions"]
+    assert txn["committed"] * per_txn <= txn["read_final"] <= (txn["committed"] + txn["unknown"]) * per_txn
+    assert r["acked"] == 0 and {"workload queue", "workload groups"} <= {s["what"] for s in r["skipped"]}
+    assert r["faults"], "the nemesis did nothing"
 
 
 @pytest.fixture(scope="module")

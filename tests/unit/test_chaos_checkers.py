@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from epochlog.chaos.checkers import check
-from epochlog.chaos.history import Fault, History, Read, Send
+from epochlog.chaos.checkers import Verdict, check, check_txn
+from epochlog.chaos.history import Fault, History, Read, Send, Txn
 
 pytestmark = pytest.mark.unit
 
@@ -83,3 +83,49 @@ def test_availability_share_window_and_recovery() -> None:
     assert v.longest_unavailable_s == pytest.approx(6.9)  # from the ack at 0.1 s to the next at 7.0 s
     assert v.longest_unavailable_from_s == pytest.approx(0.1)
     assert h.faults[0].first_ack_after_s == pytest.approx(5.5)
+
+
+def _txn_history() -> History:
+    """Three transactions over partitions 0 and 1: #0 committed, #1 aborted, #2 committed; the final read
+    holds exactly the committed ones."""
+    h = History()
+    for n, outcome in enumerate(("committed", "aborted", "committed")):
+        h.txns.append(Txn("t", n, [(0, f"t-{n}-0"), (1, f"t-{n}-1")], outcome[:6], n, n + 0.5, outcome))
+    offset = 0
+    for t in h.txns:
+        if t.outcome == "committed":
+            for p, value in t.values:
+                h.final.append(Read("final", p, offset, value, 10))
+            offset += 1
+    h.final_complete = True
+    return h
+
+
+def test_committed_transactions_read_whole_are_clean() -> None:
+    v = Verdict()
+    check_txn(_txn_history(), v)
+    assert v.anomalies == 0
+
+
+def test_aborted_read_torn_and_lost_transactions() -> None:
+    h = _txn_history()
+    h.reads["c"] = [Read("c", 0, 5, "t-1-0", 3)]  # a value of the aborted transaction was read: G1a
+    h.final = [r for r in h.final if r.value != "t-2-1"]  # transaction 2 only half there: torn
+    h.txns.append(Txn("t", 3, [(0, "t-3-0"), (1, "t-3-1")], "commit", 4, 4.5, "committed"))  # none of it: lost
+    v = Verdict()
+    check_txn(h, v)
+    assert (v.counts["aborted_read"], v.counts["torn_transaction"], v.counts["lost"]) == (1, 1, 1)
+    torn = next(a for a in v.examples if a.kind == "torn_transaction")
+    assert "t-2-1" in torn.detail and "1 of 2" in torn.detail
+
+
+def test_an_unknown_outcome_may_be_all_or_nothing_but_not_half() -> None:
+    h = _txn_history()
+    h.txns[2].outcome = "unknown"
+    v = Verdict()
+    check_txn(h, v)
+    assert v.anomalies == 0
+    h.final = [r for r in h.final if r.value != "t-2-0"]
+    v = Verdict()
+    check_txn(h, v)
+    assert v.counts["torn_transaction"] == 1

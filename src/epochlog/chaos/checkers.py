@@ -5,6 +5,10 @@
 - inconsistent: one offset of a partition with two values (two reads, or an acknowledgement and a read).
 - nonmonotonic: a consumer handed an offset of a partition at or below one it was handed before.
 - poll_skip: a consumer went from offset a to b of a partition while the final read holds a record between.
+The `txn` workload's (its reads are read_committed):
+- aborted_read (G1a): a value of a transaction its producer aborted was read.
+- torn_transaction: the final read holds some but not all of a transaction's values.
+- lost: a transaction whose commit was acknowledged has none of its values in the final read.
 Each anomaly keeps the records around it (from the final read) as evidence.
 """
 
@@ -16,7 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from epochlog.chaos.history import History, Read
+from epochlog.chaos.history import History, Read, Txn
 
 KINDS = (
     "lost",
@@ -103,7 +107,6 @@ class _Log:
 
 def check_queue(h: History, v: Verdict) -> None:
     log = _Log(h.final)
-    v.read_final = len(h.final)
     at: dict[tuple[int, int], dict[str, str]] = defaultdict(dict)  # (p, offset) -> value -> who said so
     where: dict[str, set[tuple[int, int]]] = defaultdict(set)  # value -> (p, offset) it was seen at
     for s in h.sends:
@@ -178,6 +181,60 @@ def check_queue(h: History, v: Verdict) -> None:
             last[r.partition] = r
 
 
+def check_txn(h: History, v: Verdict) -> None:
+    """The transactions' checkers, and the queue's (duplicate, inconsistent, nonmonotonic, poll skip) on their
+    topic; ``h`` is the txn workload's own history."""
+    check_queue(h, v)
+    log = _Log(h.final)
+    of: dict[str, Txn] = {value: t for t in h.txns for _p, value in t.values}
+    seen_aborted: set[tuple[str, int]] = set()
+    for consumer, reads in [*h.reads.items(), ("final", h.final)]:
+        for r in reads:
+            t = of.get(r.value)
+            if t is not None and t.outcome == "aborted" and (t.producer, t.n) not in seen_aborted:
+                seen_aborted.add((t.producer, t.n))
+                v.add(
+                    Anomaly(
+                        "aborted_read",
+                        r.partition,
+                        r.offset,
+                        f"{consumer} read {r.value} at {r.partition}/{r.offset} ({r.t:.2f} s): transaction "
+                        f"{t.producer} #{t.n} was aborted ({t.error or 'on purpose'})",
+                        log.around(r.partition, r.offset),
+                    )
+                )
+    if not h.final_complete:
+        return
+    final: dict[str, Read] = {r.value: r for r in h.final}
+    for t in h.txns:
+        present = [final[value] for _p, value in t.values if value in final]
+        if present and len(present) < len(t.values):
+            first = present[0]
+            missing = [value for _p, value in t.values if value not in final]
+            v.add(
+                Anomaly(
+                    "torn_transaction",
+                    first.partition,
+                    first.offset,
+                    f"transaction {t.producer} #{t.n} ({t.outcome}) is partly visible: "
+                    f"{len(present)} of {len(t.values)} values; missing {', '.join(missing)}",
+                    log.around(first.partition, first.offset),
+                )
+            )
+        elif not present and t.outcome == "committed":
+            p, value = t.values[0]
+            v.add(
+                Anomaly(
+                    "lost",
+                    p,
+                    -1,
+                    f"transaction {t.producer} #{t.n} was committed ({t.t_end or 0:.2f} s); none of its "
+                    f"{len(t.values)} values is in the final read (e.g. {value})",
+                    [],
+                )
+            )
+
+
 def check_availability(h: History, v: Verdict) -> None:
     v.attempted = len(h.sends)
     v.acked = sum(1 for s in h.sends if s.ok)
@@ -198,7 +255,9 @@ def check_availability(h: History, v: Verdict) -> None:
 
 
 def check(h: History) -> Verdict:
+    """The queue workload's verdict on its history."""
     v = Verdict()
     check_queue(h, v)
     check_availability(h, v)
+    v.read_final = len(h.final)
     return v

@@ -34,6 +34,20 @@ class Read:
 
 
 @dataclass
+class Txn:
+    """One transaction of the `txn` workload: its values (partition, value) and what became of it."""
+
+    producer: str
+    n: int
+    values: list[tuple[int, str]]
+    intent: str  # commit or abort
+    t_begin: float
+    t_end: float | None = None
+    outcome: str = "unknown"  # committed, aborted, unknown (the answer was lost, or the producer went fatal)
+    error: str = ""
+
+
+@dataclass
 class Fault:
     kind: str  # kill, pause, partition
     target: str  # the node's name
@@ -74,6 +88,7 @@ class History:
     faults: list[Fault] = field(default_factory=list)
     observations: list[Observation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    txns: list[Txn] = field(default_factory=list)
     workload_end_s: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -87,6 +102,10 @@ class History:
     def add_read(self, read: Read) -> None:
         with self._lock:
             self.reads.setdefault(read.consumer, []).append(read)
+
+    def add_txn(self, txn: Txn) -> None:
+        with self._lock:
+            self.txns.append(txn)
 
     def add_fault(self, fault: Fault) -> None:
         with self._lock:

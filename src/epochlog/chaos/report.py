@@ -199,6 +199,13 @@ def summary_lines(res: ChaosResult) -> list[str]:
         f"trace checker: {res.trace_checks:,} checks over {res.trace_events:,} events, "
         f"{len(res.trace_violations)} violations",
     ]
+    txn = res.as_json()["txn"]
+    if txn is not None:
+        lines.insert(
+            2,
+            f"transactions: {txn['committed']:,} committed, {txn['aborted']:,} aborted, {txn['unknown']:,} unknown; "
+            f"final read (read_committed) {txn['read_final']:,} records",
+        )
     lines += [f"skipped: {s['what']} ({s['why']})" for s in res.skipped]
     lines += [f"PROBLEM: {p}" for p in res.problems]
     for a in v.examples[:10]:

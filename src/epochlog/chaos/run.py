@@ -19,18 +19,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from epochlog.chaos.checkers import KINDS, Anomaly, Verdict, check
+from epochlog.chaos.checkers import KINDS, Anomaly, Verdict, check_availability, check_queue, check_txn
 from epochlog.chaos.cluster import UNSAFE_TRUNCATION, ChaosCluster
 from epochlog.chaos.history import History
 from epochlog.chaos.nemesis import NOT_YET, Nemesis, Watcher
-from epochlog.chaos.workloads import QUIET, LiveConsumer, QueueProducer, final_read
+from epochlog.chaos.workloads import QUIET, LiveConsumer, QueueProducer, TxnProducer, final_read
 
 log = logging.getLogger("epochlog.chaos")
 
 WORKLOADS = ("queue", "txn", "groups")
-BUILT_WORKLOADS = ("queue",)
+BUILT_WORKLOADS = ("queue", "txn")
 UNSAFE = ("high-watermark-truncation",)
-TOPIC = "chaos-queue"
+TOPICS = {"queue": "chaos-queue", "txn": "chaos-txn"}
 
 
 class ChaosError(Exception):
@@ -50,6 +50,7 @@ class ChaosOptions:
     producers: int = 2
     consumers: int = 2
     rate: float = 50.0  # sends per second per producer
+    txn_rate: float = 5.0  # transactions per second per transactional producer
     unsafe: list[str] = field(default_factory=list)
     data_dir: Path | None = None
     keep_data: bool = False
@@ -62,6 +63,7 @@ class ChaosResult:
     seed: int
     history: History
     verdict: Verdict
+    txn_history: History | None = None
     skipped: list[dict[str, str]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     trace_checks: int = 0
@@ -101,6 +103,7 @@ class ChaosResult:
             "final_read_complete": self.history.final_complete,
             "anomalies": v.anomalies,
             **{k: v.counts[k] for k in KINDS},
+            "txn": self._txn_json(),
             "failed_write_share": round(v.failed_write_share, 6),
             "longest_unavailable_s": round(v.longest_unavailable_s, 3),
             "longest_unavailable_from_s": round(v.longest_unavailable_from_s, 3),
@@ -115,10 +118,24 @@ class ChaosResult:
             "wall_s": round(self.wall_s, 1),
         }
 
+    def _txn_json(self) -> dict[str, Any] | None:
+        h = self.txn_history
+        if h is None:
+            return None
+        by = {o: sum(1 for t in h.txns if t.outcome == o) for o in ("committed", "aborted", "unknown")}
+        return {**by, "read_final": len(h.final), "final_read_complete": h.final_complete}
+
 
 def skipped_parts(opts: ChaosOptions) -> list[dict[str, str]]:
     """What was asked for or exists but did not run, and why: the output says so rather than staying silent."""
-    out = [{"what": f"workload {w}", "why": "not built yet"} for w in WORKLOADS if w not in BUILT_WORKLOADS]
+    out = [
+        {
+            "what": f"workload {w}",
+            "why": "not built yet" if w not in BUILT_WORKLOADS else f"not asked for (--workload {w})",
+        }
+        for w in WORKLOADS
+        if w not in opts.workloads or w not in BUILT_WORKLOADS
+    ]
     out += [{"what": f"nemesis {n}", "why": why} for n, why in NOT_YET.items()]
     if "partition" in opts.nemeses:
         how = "TCP proxies this command controls between nodes"
@@ -145,12 +162,36 @@ def _judge_traces(res: ChaosResult, data_dir: Path) -> None:
         res.problems.append("the brokers and controllers traced nothing")
 
 
-def _wait_consumers_caught_up(consumers: list[LiveConsumer], history: History, timeout: float) -> None:
+def _workload_line(opts: ChaosOptions, topics: list[str]) -> str:
+    rf = min(3, opts.brokers)
+    parts = []
+    if "queue" in opts.workloads:
+        parts.append(f"queue: {opts.producers} idempotent acks=all producers at {opts.rate:g}/s each")
+    if "txn" in opts.workloads:
+        parts.append(f"txn: {opts.producers} transactional producers at {opts.txn_rate:g} transactions/s each")
+    return (
+        f"workloads {'; '.join(parts)}; topics {', '.join(topics)} ({opts.partitions} partitions, RF {rf}, "
+        f"min.insync.replicas=2), {opts.consumers} consumers each reading every partition; nemeses "
+        f"{', '.join(opts.nemeses)} for {opts.duration:g} s"
+    )
+
+
+def _progress_line(history: History, txn_history: History | None) -> str:
+    acked = sum(1 for s in history.sends if s.ok)
+    line = f"  {history.now():5.1f} s: sent {len(history.sends):,}, acked {acked:,}"
+    if txn_history is not None:
+        done = sum(1 for t in txn_history.txns if t.outcome == "committed")
+        line += f"; transactions {len(txn_history.txns):,}, committed {done:,}"
+    last = history.faults[-1] if history.faults else None
+    return line + (f"; last fault {last.kind} {last.target} at {last.at_s:.1f} s" if last else "")
+
+
+def _wait_consumers_caught_up(consumers: list[LiveConsumer], histories: list[History | None], timeout: float) -> None:
     """Until the live consumers stop receiving records (they have read what the log holds), at most timeout."""
     deadline = time.monotonic() + timeout
     last, still = -1, 0
     while time.monotonic() < deadline:
-        n = sum(len(history.reads.get(c.name, [])) for c in consumers)
+        n = sum(len(h.reads.get(c.name, [])) for h in histories if h is not None for c in consumers)
         still = still + 1 if n == last else 0
         if still >= 6:
             return
@@ -165,7 +206,7 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
     if unknown:
         raise ChaosError(f"unknown workload(s) {', '.join(unknown)}: choose from {', '.join(WORKLOADS)}")
     if not any(w in BUILT_WORKLOADS for w in opts.workloads):
-        raise ChaosError(f"none of the workloads {', '.join(opts.workloads)} is built yet (built: queue)")
+        raise ChaosError(f"none of the workloads {', '.join(opts.workloads)} is built yet (built: queue, txn)")
     bad = [u for u in opts.unsafe if u not in UNSAFE]
     if bad:
         raise ChaosError(f"unknown --unsafe {', '.join(bad)}: choose from {', '.join(UNSAFE)}")
@@ -195,6 +236,8 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
     watcher: Watcher | None = None
     producers: list[QueueProducer] = []
     consumers: list[LiveConsumer] = []
+    txn_producers: list[TxnProducer] = []
+    txn_consumers: list[LiveConsumer] = []
     started = False
     try:
         say(
@@ -207,48 +250,54 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
         from epochlog.client.admin import admin_client, create_topic, wait_for_partitions
 
         admin = admin_client({"bootstrap.servers": cluster.bootstrap, **QUIET})
-        create_topic(admin, TOPIC, opts.partitions, min(3, opts.brokers), {"min.insync.replicas": "2"})
-        wait_for_partitions(admin, TOPIC, opts.partitions, timeout=30)
+        topics = [TOPICS[w] for w in BUILT_WORKLOADS if w in opts.workloads]
+        for topic in topics:
+            create_topic(admin, topic, opts.partitions, min(3, opts.brokers), {"min.insync.replicas": "2"})
+            wait_for_partitions(admin, topic, opts.partitions, timeout=30)
         del admin  # its librdkafka handle would keep dialling the brokers until the end
-        if not cluster.wait_healthy([TOPIC], opts.partitions, 60):
+        if not cluster.wait_healthy(topics, opts.partitions, 60):
             raise ChaosError("the cluster did not become healthy within 60 s of starting")
         history.t0 = time.monotonic()
-        consumers = [
-            LiveConsumer(f"consumer-{i}", cluster.bootstrap, TOPIC, opts.partitions, history)
-            for i in range(1, opts.consumers + 1)
-        ]
-        producers = [
-            QueueProducer(f"producer-{i}", cluster.bootstrap, TOPIC, opts.partitions, opts.rate, history)
-            for i in range(1, opts.producers + 1)
-        ]
-        watcher = Watcher(cluster, history, [TOPIC])
-        nemesis = Nemesis(cluster, history, opts.nemeses, [TOPIC], seed, until_s=opts.duration)
-        for c in consumers:
+        boot, parts = cluster.bootstrap, opts.partitions
+        if "queue" in opts.workloads:
+            q = TOPICS["queue"]
+            consumers += [LiveConsumer(f"consumer-{i}", boot, q, parts, history) for i in range(1, opts.consumers + 1)]
+            producers += [
+                QueueProducer(f"producer-{i}", boot, q, parts, opts.rate, history) for i in range(1, opts.producers + 1)
+            ]
+        if "txn" in opts.workloads:
+            t = TOPICS["txn"]
+            res.txn_history = txn_history = History(t0=history.t0)
+            txn_consumers += [
+                LiveConsumer(f"txn-consumer-{i}", boot, t, parts, txn_history) for i in range(1, opts.consumers + 1)
+            ]
+            txn_producers += [
+                TxnProducer(f"txn-{i}", boot, t, parts, opts.txn_rate, txn_history, seed + i)
+                for i in range(1, opts.producers + 1)
+            ]
+        watcher = Watcher(cluster, history, topics[:1])
+        nemesis = Nemesis(cluster, history, opts.nemeses, topics, seed, until_s=opts.duration)
+        for c in [*consumers, *txn_consumers]:
             c.start()
-        for p in producers:
-            p.start()
+        for qp in producers:
+            qp.start()
+        for tp in txn_producers:
+            tp.start()
         watcher.start()
         nemesis.start()
-        say(
-            f"workload queue: {opts.producers} idempotent acks=all producers at {opts.rate:g}/s each into {TOPIC} "
-            f"({opts.partitions} partitions, RF {min(3, opts.brokers)}, min.insync.replicas=2), {opts.consumers} "
-            f"consumers reading every partition; nemeses {', '.join(opts.nemeses)} for {opts.duration:g} s"
-        )
+        say(_workload_line(opts, topics))
         next_print = 10.0
         while history.now() < opts.duration:
             time.sleep(0.5)
             if history.now() >= next_print:
                 next_print += 10.0
-                acked = sum(1 for s in history.sends if s.ok)
-                last = history.faults[-1] if history.faults else None
-                fault = f"; last fault {last.kind} {last.target} at {last.at_s:.1f} s" if last else ""
-                say(f"  {history.now():5.1f} s: sent {len(history.sends):,}, acked {acked:,}{fault}")
+                say(_progress_line(history, res.txn_history))
         nemesis.stop()
         res.nemesis_errors = list(nemesis.errors)
         restarted = cluster.heal_everything()
         history.note("final heal" + (f"; restarted {', '.join(restarted)}" if restarted else ""))
         say("healing every fault and letting the cluster settle")
-        if not cluster.wait_healthy([TOPIC], opts.partitions, opts.settle_timeout):
+        if not cluster.wait_healthy(topics, opts.partitions, opts.settle_timeout):
             res.problems.append(f"the cluster did not settle (every partition led, ISR full) {opts.settle_timeout:g} s")
         settle_until = history.now() + 3.0  # writes after the heal: the cluster must take them again
         while history.now() < settle_until:
@@ -258,14 +307,19 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
             res.producers_replaced += p.replaced
             if left:
                 res.problems.append(f"{p.name}: {left} sends had no outcome after 60 s")
+        for tp in txn_producers:
+            tp.stop()
+            res.producers_replaced += tp.replaced
         history.workload_end_s = history.now()
-        _wait_consumers_caught_up(consumers, history, 30)
-        for c in consumers:
+        _wait_consumers_caught_up([*consumers, *txn_consumers], [history, res.txn_history], 30)
+        for c in [*consumers, *txn_consumers]:
             c.stop()
         say("final read of every partition from the beginning")
-        history.final_complete = final_read(cluster.bootstrap, TOPIC, opts.partitions, history, 120)
-        if not history.final_complete:
-            res.problems.append("the final read did not reach every partition's end within 120 s: lost unknown")
+        for h, w in ((history, "queue"), (res.txn_history, "txn")):
+            if h is not None and w in opts.workloads:
+                h.final_complete = final_read(boot, TOPICS[w], parts, h, 120)
+                if not h.final_complete:
+                    res.problems.append(f"the final read of {TOPICS[w]} did not reach every end in 120 s: lost unknown")
     except ChaosError:
         raise
     except Exception as e:
@@ -276,7 +330,8 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
         if nemesis is not None:
             steps.append(("nemesis", nemesis.stop))
         steps += [(p.name, partial(p.stop, 10.0)) for p in producers]
-        steps += [(c.name, c.stop) for c in consumers]
+        steps += [(tp.name, tp.stop) for tp in txn_producers]
+        steps += [(c.name, c.stop) for c in [*consumers, *txn_consumers]]
         if watcher is not None:
             steps.append(("watcher", watcher.stop))
         if started:
@@ -294,7 +349,13 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
         root.removeHandler(handler)
         root.setLevel(old_level)
         root.propagate = old_propagate
-    res.verdict = check(history)
+    res.verdict = Verdict()
+    if "queue" in opts.workloads:
+        check_queue(history, res.verdict)
+        res.verdict.read_final = len(history.final)
+    check_availability(history, res.verdict)
+    if res.txn_history is not None:
+        check_txn(res.txn_history, res.verdict)
     _judge_traces(res, data_dir)
     res.wall_s = time.monotonic() - wall0
     res.data_kept = opts.keep_data or opts.data_dir is not None or not res.ok

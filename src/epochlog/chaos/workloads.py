@@ -1,21 +1,24 @@
-"""The `queue` workload: idempotent acks=all producers writing unique values, consumers assigned to every
+"""The workloads. `queue`: idempotent acks=all producers writing unique values, consumers assigned to every
 partition reading live, and a final read of everything from the beginning.
 
 Each producer writes ``<name>-<seq>`` to partition seq % partitions at a steady rate and records every send's
 outcome from its delivery report (partition and offset, or the error). A producer whose instance went fatal
 (librdkafka gives up on an idempotent producer after some errors) is replaced by a new one: the history says so.
+`txn`: transactional producers writing one value to every partition per transaction, read live and at the end
+by read_committed consumers (the same LiveConsumer and final_read on a topic of its own).
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from epochlog.chaos.history import History, Read, Send
+from epochlog.chaos.history import History, Read, Send, Txn
 
 log = logging.getLogger("epochlog.chaos.workload")
 # librdkafka's connection errors are expected under faults: to the log file, not the terminal.
@@ -216,3 +219,93 @@ def final_read(bootstrap: str, topic: str, partitions: int, history: History, ti
         return len(done) == partitions
     finally:
         c.close()
+
+
+class TxnProducer:
+    """The `txn` workload's writer: transactions of one value per partition, most committed, some aborted on
+    purpose; each one's outcome recorded as the producer learnt it (committed, aborted, or unknown when the
+    commit's answer was lost or the producer went fatal mid-way)."""
+
+    def __init__(
+        self, name: str, bootstrap: str, topic: str, partitions: int, rate: float, history: History, seed: int
+    ) -> None:
+        self.name, self.bootstrap, self.topic, self.partitions = name, bootstrap, topic, partitions
+        self.rate, self.history = rate, history
+        self.rng = random.Random(seed)
+        self.n = 0
+        self.replaced = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"chaos-{name}", daemon=True)
+        self._producer: Any = None
+
+    def _new(self) -> Any:
+        p = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "transactional.id": f"chaos-{self.name}",
+                "transaction.timeout.ms": 30000,
+                "message.timeout.ms": 20000,
+                "request.timeout.ms": 5000,
+                "socket.timeout.ms": 5000,
+                "linger.ms": 5,
+                **QUIET,
+            }
+        )
+        p.init_transactions(30)  # fences an earlier instance and settles its open transaction
+        return p
+
+    def _one(self) -> None:
+        values = [(p, f"{self.name}-{self.n}-{p}") for p in range(self.partitions)]
+        txn = Txn(self.name, self.n, values, "abort" if self.rng.random() < 0.2 else "commit", self.history.now())
+        self.n += 1
+        self.history.add_txn(txn)
+        p = self._producer
+        try:
+            p.begin_transaction()
+            for part, value in values:
+                p.produce(self.topic, value=value.encode(), partition=part)
+            if txn.intent == "commit":
+                p.commit_transaction(30)
+                txn.outcome = "committed"
+            else:
+                p.abort_transaction(30)
+                txn.outcome = "aborted"
+        except (KafkaException, BufferError) as e:
+            err = e.args[0] if isinstance(e, KafkaException) and e.args else None
+            txn.error = err.name() if err is not None and hasattr(err, "name") else repr(e)
+            if err is not None and hasattr(err, "fatal") and err.fatal():
+                self._producer = None  # the next transaction starts a new instance, fencing this one
+                return
+            try:
+                p.abort_transaction(30)
+                txn.outcome = "aborted"
+            except KafkaException as e2:
+                txn.error += f"; abort: {e2}"
+                self._producer = None
+        finally:
+            txn.t_end = self.history.now()
+
+    def _run(self) -> None:
+        period = 1.0 / self.rate
+        while not self._stop.is_set():
+            t = time.monotonic()
+            try:
+                if self._producer is None:
+                    if self.n:
+                        self.replaced += 1
+                        self.history.note(f"{self.name}: a new transactional producer takes over")
+                    self._producer = self._new()
+                self._one()
+            except KafkaException as e:  # init_transactions failed (no coordinator yet): try again
+                self.history.note(f"{self.name}: {e}")
+                self._producer = None
+                self._stop.wait(1.0)
+            self._stop.wait(max(0.0, period - (time.monotonic() - t)))
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(70)
+        self._producer = None
