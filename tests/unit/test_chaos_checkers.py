@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from epochlog.chaos.checkers import Verdict, check, check_txn
+from epochlog.chaos.checkers import Verdict, check, check_groups, check_txn
 from epochlog.chaos.history import Fault, History, Read, Send, Txn
 
 pytestmark = pytest.mark.unit
@@ -129,3 +129,23 @@ def test_an_unknown_outcome_may_be_all_or_nothing_but_not_half() -> None:
     v = Verdict()
     check_txn(h, v)
     assert v.counts["torn_transaction"] == 1
+
+
+def test_group_reprocessed_is_a_read_below_an_acknowledged_commit() -> None:
+    h = History()
+    h.reads["m1"] = [Read("m1", 0, o, f"v{o}", 1 + o * 0.1) for o in range(5)]
+    h.commits.append((2.0, "m1", 0, 3))  # offsets 0..2 committed at 2.0 s
+    # m2 joins after a rebalance: rereading 3 and 4 (processed, never committed) is allowed; 2 is not.
+    h.reads["m2"] = [Read("m2", 0, o, f"v{o}", 3 + o * 0.1) for o in (3, 4)]
+    v = Verdict()
+    check_groups(h, v, [])
+    assert v.anomalies == 0
+    h.reads["m3"] = [Read("m3", 0, 2, "v2", 4.0)]
+    v = Verdict()
+    check_groups(h, v, [])
+    assert v.counts["group_reprocessed"] == 1
+    # Before the commit was acknowledged the same read was no anomaly.
+    h.reads["m3"] = [Read("m3", 0, 2, "v2", 1.9)]
+    v = Verdict()
+    check_groups(h, v, [])
+    assert v.anomalies == 0

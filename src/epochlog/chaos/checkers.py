@@ -9,6 +9,8 @@ The `txn` workload's (its reads are read_committed):
 - aborted_read (G1a): a value of a transaction its producer aborted was read.
 - torn_transaction: the final read holds some but not all of a transaction's values.
 - lost: a transaction whose commit was acknowledged has none of its values in the final read.
+The `groups` workload's:
+- group_reprocessed: a member handed a record below an offset the group had committed (acknowledged) before.
 Each anomaly keeps the records around it (from the final read) as evidence.
 """
 
@@ -231,6 +233,34 @@ def check_txn(h: History, v: Verdict) -> None:
                     f"transaction {t.producer} #{t.n} was committed ({t.t_end or 0:.2f} s); none of its "
                     f"{len(t.values)} values is in the final read (e.g. {value})",
                     [],
+                )
+            )
+
+
+def check_groups(h: History, v: Verdict, queue_final: list[Read]) -> None:
+    """``h`` is the groups workload's history (its reads and acknowledged commits); ``queue_final`` the queue
+    topic's final read, for the records around an anomaly."""
+    log = _Log(queue_final)
+    events: list[tuple[float, int, Any]] = [(t, 0, (p, o)) for t, _m, p, o in h.commits]
+    events += [(r.t, 1, r) for reads in h.reads.values() for r in reads]
+    committed: dict[int, tuple[int, float]] = {}
+    for _t, kind, e in sorted(events, key=lambda x: (x[0], x[1])):
+        if kind == 0:
+            p, o = e
+            if o > committed.get(p, (-1, 0.0))[0]:
+                committed[p] = (o, _t)
+            continue
+        r: Read = e
+        below = committed.get(r.partition)
+        if below is not None and r.offset < below[0]:
+            v.add(
+                Anomaly(
+                    "group_reprocessed",
+                    r.partition,
+                    r.offset,
+                    f"{r.consumer} was handed {r.partition}/{r.offset} at {r.t:.2f} s; the group had committed "
+                    f"offset {below[0]} of that partition at {below[1]:.2f} s",
+                    log.around(r.partition, r.offset),
                 )
             )
 

@@ -89,6 +89,7 @@ class History:
     observations: list[Observation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     txns: list[Txn] = field(default_factory=list)
+    commits: list[tuple[float, str, int, int]] = field(default_factory=list)  # (acknowledged at, member, p, offset)
     workload_end_s: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -106,6 +107,10 @@ class History:
     def add_txn(self, txn: Txn) -> None:
         with self._lock:
             self.txns.append(txn)
+
+    def add_commit(self, t: float, member: str, partition: int, offset: int) -> None:
+        with self._lock:
+            self.commits.append((t, member, partition, offset))
 
     def add_fault(self, fault: Fault) -> None:
         with self._lock:

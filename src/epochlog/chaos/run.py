@@ -19,16 +19,24 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from epochlog.chaos.checkers import KINDS, Anomaly, Verdict, check_availability, check_queue, check_txn
+from epochlog.chaos.checkers import (
+    KINDS,
+    Anomaly,
+    Verdict,
+    check_availability,
+    check_groups,
+    check_queue,
+    check_txn,
+)
 from epochlog.chaos.cluster import UNSAFE_TRUNCATION, ChaosCluster
 from epochlog.chaos.history import History
 from epochlog.chaos.nemesis import NOT_YET, Nemesis, Watcher
-from epochlog.chaos.workloads import QUIET, LiveConsumer, QueueProducer, TxnProducer, final_read
+from epochlog.chaos.workloads import QUIET, GroupMembers, LiveConsumer, QueueProducer, TxnProducer, final_read
 
 log = logging.getLogger("epochlog.chaos")
 
 WORKLOADS = ("queue", "txn", "groups")
-BUILT_WORKLOADS = ("queue", "txn")
+BUILT_WORKLOADS = ("queue", "txn", "groups")
 UNSAFE = ("high-watermark-truncation",)
 TOPICS = {"queue": "chaos-queue", "txn": "chaos-txn"}
 
@@ -64,6 +72,9 @@ class ChaosResult:
     history: History
     verdict: Verdict
     txn_history: History | None = None
+    group_history: History | None = None
+    group_members_joined: int = 0
+    group_errors: dict[str, int] = field(default_factory=dict)
     skipped: list[dict[str, str]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     trace_checks: int = 0
@@ -104,6 +115,7 @@ class ChaosResult:
             "anomalies": v.anomalies,
             **{k: v.counts[k] for k in KINDS},
             "txn": self._txn_json(),
+            "groups": self._groups_json(),
             "failed_write_share": round(v.failed_write_share, 6),
             "longest_unavailable_s": round(v.longest_unavailable_s, 3),
             "longest_unavailable_from_s": round(v.longest_unavailable_from_s, 3),
@@ -124,6 +136,18 @@ class ChaosResult:
             return None
         by = {o: sum(1 for t in h.txns if t.outcome == o) for o in ("committed", "aborted", "unknown")}
         return {**by, "read_final": len(h.final), "final_read_complete": h.final_complete}
+
+    def _groups_json(self) -> dict[str, Any] | None:
+        h = self.group_history
+        if h is None:
+            return None
+        reads = sum(len(r) for r in h.reads.values())
+        return {
+            "members_joined": self.group_members_joined,
+            "reads": reads,
+            "commits": len(h.commits),
+            "errors": self.group_errors,
+        }
 
 
 def skipped_parts(opts: ChaosOptions) -> list[dict[str, str]]:
@@ -169,6 +193,8 @@ def _workload_line(opts: ChaosOptions, topics: list[str]) -> str:
         parts.append(f"queue: {opts.producers} idempotent acks=all producers at {opts.rate:g}/s each")
     if "txn" in opts.workloads:
         parts.append(f"txn: {opts.producers} transactional producers at {opts.txn_rate:g} transactions/s each")
+    if "groups" in opts.workloads:
+        parts.append("groups: 3 members of one group reading the queue topic, one replaced every ~8 s")
     return (
         f"workloads {'; '.join(parts)}; topics {', '.join(topics)} ({opts.partitions} partitions, RF {rf}, "
         f"min.insync.replicas=2), {opts.consumers} consumers each reading every partition; nemeses "
@@ -205,6 +231,8 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
     unknown = [w for w in opts.workloads if w not in WORKLOADS]
     if unknown:
         raise ChaosError(f"unknown workload(s) {', '.join(unknown)}: choose from {', '.join(WORKLOADS)}")
+    if "groups" in opts.workloads and "queue" not in opts.workloads:
+        opts.workloads = ["queue", *opts.workloads]  # the group reads what the queue workload writes
     if not any(w in BUILT_WORKLOADS for w in opts.workloads):
         raise ChaosError(f"none of the workloads {', '.join(opts.workloads)} is built yet (built: queue, txn)")
     bad = [u for u in opts.unsafe if u not in UNSAFE]
@@ -238,6 +266,7 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
     consumers: list[LiveConsumer] = []
     txn_producers: list[TxnProducer] = []
     txn_consumers: list[LiveConsumer] = []
+    group: GroupMembers | None = None
     started = False
     try:
         say(
@@ -250,7 +279,7 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
         from epochlog.client.admin import admin_client, create_topic, wait_for_partitions
 
         admin = admin_client({"bootstrap.servers": cluster.bootstrap, **QUIET})
-        topics = [TOPICS[w] for w in BUILT_WORKLOADS if w in opts.workloads]
+        topics = [topic for w, topic in TOPICS.items() if w in opts.workloads]
         for topic in topics:
             create_topic(admin, topic, opts.partitions, min(3, opts.brokers), {"min.insync.replicas": "2"})
             wait_for_partitions(admin, topic, opts.partitions, timeout=30)
@@ -275,6 +304,9 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
                 TxnProducer(f"txn-{i}", boot, t, parts, opts.txn_rate, txn_history, seed + i)
                 for i in range(1, opts.producers + 1)
             ]
+        if "groups" in opts.workloads:
+            res.group_history = History(t0=history.t0)
+            group = GroupMembers(boot, TOPICS["queue"], res.group_history, 3, 8.0, seed)
         watcher = Watcher(cluster, history, topics[:1])
         nemesis = Nemesis(cluster, history, opts.nemeses, topics, seed, until_s=opts.duration)
         for c in [*consumers, *txn_consumers]:
@@ -283,6 +315,8 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
             qp.start()
         for tp in txn_producers:
             tp.start()
+        if group is not None:
+            group.start()
         watcher.start()
         nemesis.start()
         say(_workload_line(opts, topics))
@@ -314,6 +348,9 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
         _wait_consumers_caught_up([*consumers, *txn_consumers], [history, res.txn_history], 30)
         for c in [*consumers, *txn_consumers]:
             c.stop()
+        if group is not None:
+            group.stop()
+            res.group_members_joined, res.group_errors = group.joined, dict(group.errors)
         say("final read of every partition from the beginning")
         for h, w in ((history, "queue"), (res.txn_history, "txn")):
             if h is not None and w in opts.workloads:
@@ -332,6 +369,8 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
         steps += [(p.name, partial(p.stop, 10.0)) for p in producers]
         steps += [(tp.name, tp.stop) for tp in txn_producers]
         steps += [(c.name, c.stop) for c in [*consumers, *txn_consumers]]
+        if group is not None:
+            steps.append(("group", group.stop))
         if watcher is not None:
             steps.append(("watcher", watcher.stop))
         if started:
@@ -356,6 +395,8 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
     check_availability(history, res.verdict)
     if res.txn_history is not None:
         check_txn(res.txn_history, res.verdict)
+    if res.group_history is not None:
+        check_groups(res.group_history, res.verdict, history.final)
     _judge_traces(res, data_dir)
     res.wall_s = time.monotonic() - wall0
     res.data_kept = opts.keep_data or opts.data_dir is not None or not res.ok

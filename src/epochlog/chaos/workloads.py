@@ -5,7 +5,8 @@ Each producer writes ``<name>-<seq>`` to partition seq % partitions at a steady 
 outcome from its delivery report (partition and offset, or the error). A producer whose instance went fatal
 (librdkafka gives up on an idempotent producer after some errors) is replaced by a new one: the history says so.
 `txn`: transactional producers writing one value to every partition per transaction, read live and at the end
-by read_committed consumers (the same LiveConsumer and final_read on a topic of its own).
+by read_committed consumers (the same LiveConsumer and final_read on a topic of its own). `groups`: members of
+one consumer group reading the queue topic, committing what they processed, through rebalances.
 """
 
 from __future__ import annotations
@@ -309,3 +310,93 @@ class TxnProducer:
         self._stop.set()
         self._thread.join(70)
         self._producer = None
+
+
+class GroupMembers:
+    """The `groups` workload: consumers of one group subscribed to the queue topic, committing the offsets
+    they have processed after each batch, while members leave and join (each change a rebalance). Every
+    record handed out and every acknowledged commit goes into the history."""
+
+    def __init__(self, bootstrap: str, topic: str, history: History, members: int, churn_s: float, seed: int) -> None:
+        self.bootstrap, self.topic, self.history, self.members = bootstrap, topic, history, members
+        self.churn_s = churn_s
+        self.rng = random.Random(seed)
+        self.joined = 0
+        self.errors: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._threads: dict[str, tuple[threading.Thread, threading.Event]] = {}
+        self._churn = threading.Thread(target=self._run, name="chaos-group", daemon=True)
+
+    def _member(self, name: str, leave: threading.Event) -> None:
+        c: Any = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "chaos-group",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 1000,
+                "socket.timeout.ms": 5000,
+                **QUIET,
+            }
+        )
+        c.subscribe([self.topic])
+        try:
+            while not (leave.is_set() or self._stop.is_set()):
+                try:
+                    msgs = c.consume(200, 0.5)
+                except KafkaException as e:
+                    self._count(e)
+                    continue
+                done: dict[int, int] = {}
+                for msg in msgs:
+                    if msg.error() is not None:
+                        continue
+                    r = Read(name, msg.partition(), msg.offset(), msg.value().decode(), self.history.now())
+                    self.history.add_read(r)
+                    done[r.partition] = max(done.get(r.partition, -1), r.offset + 1)
+                if not done:
+                    continue
+                try:
+                    c.commit(offsets=[TopicPartition(self.topic, p, o) for p, o in done.items()], asynchronous=False)
+                except KafkaException as e:  # not committed (a rebalance took the partition, or a fault)
+                    self._count(e)
+                    continue
+                t = self.history.now()
+                for p, o in done.items():
+                    self.history.add_commit(t, name, p, o)
+        finally:
+            c.close()  # leaves the group: a rebalance
+
+    def _count(self, e: KafkaException) -> None:
+        code = e.args[0].name() if e.args and hasattr(e.args[0], "name") else repr(e)
+        self.errors[code] = self.errors.get(code, 0) + 1
+
+    def _join(self) -> None:
+        self.joined += 1
+        name = f"member-{self.joined}"
+        leave = threading.Event()
+        t = threading.Thread(target=self._member, args=(name, leave), name=f"chaos-{name}", daemon=True)
+        self._threads[name] = (t, leave)
+        t.start()
+
+    def _run(self) -> None:
+        for _ in range(self.members):
+            self._join()
+        while not self._stop.wait(self.rng.uniform(0.5, 1.5) * self.churn_s):
+            name = self.rng.choice(sorted(self._threads))
+            t, leave = self._threads.pop(name)
+            leave.set()
+            t.join(30)
+            self._join()
+
+    def start(self) -> None:
+        self._churn.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._churn.join(40)
+        for t, leave in self._threads.values():
+            leave.set()
+            t.join(30)

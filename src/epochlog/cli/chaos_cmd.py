@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
     def chaos(
         duration: Annotated[float, typer.Option("--duration", min=5.0, max=86400.0, help="seconds of faults")] = 60.0,
         workload: Annotated[
-            list[str], typer.Option("--workload", help="queue, txn (groups: not built yet); several at once")
+            list[str], typer.Option("--workload", help="queue, txn, groups (groups implies queue); several at once")
         ] = ["queue"],  # noqa: B006
         nemesis: Annotated[
             list[str],
