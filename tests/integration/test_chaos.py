@@ -182,8 +182,10 @@ def test_report_renders(mixed: Run, page: tuple[Any, list[str]]) -> None:
 @pytest.mark.skipif(not os.environ.get("EPOCHLOG_LONG"), reason="EPOCHLOG_LONG=1 runs 10 minutes of every nemesis")
 @pytest.mark.timeout(1500)
 def test_ten_minutes_of_every_nemesis(tmp_path: Path) -> None:
-    run = _chaos(
-        tmp_path, "--duration", "600", "--nemesis", "kill,pause,partition,kip101,controller,leader", timeout=1400
-    )
-    assert run.result["anomalies"] == 0, json.dumps(run.result["examples"][:10], indent=1)
+    """Every nemesis and every workload for 10 minutes; the seed is random and printed in the JSON."""
+    every = "kill,pause,partition,kip101,controller,leader"
+    run = _chaos(tmp_path, "--duration", "600", "--nemesis", every, "--workload", "queue,txn,groups", timeout=1400)
+    r = run.result
+    assert r["anomalies"] == 0, f"seed {r['seed']}: " + json.dumps(r["examples"][:10], indent=1)
     assert run.rc == 0, run.out[-3000:]
+    assert {f["kind"] for f in r["faults"]} == {"kill", "pause", "partition"}

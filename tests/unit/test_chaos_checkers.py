@@ -35,7 +35,15 @@ def test_lost_write_is_an_acknowledged_value_missing_from_the_final_read() -> No
     assert v.counts["lost"] == 1
     lost = next(a for a in v.examples if a.kind == "lost")
     assert "v3" in lost.detail and (lost.partition, lost.offset) == (0, 3)
-    assert [r["offset"] for r in lost.around] == [0, 1, 2, 4, 5]  # the records around where it should be
+    # The records around where it should be, and the gap where it is not.
+    assert [(r["offset"], r["here"]) for r in lost.around] == [
+        (0, False),
+        (1, False),
+        (2, False),
+        (3, True),
+        (4, False),
+        (5, False),
+    ]
 
 
 def test_lost_is_not_judged_from_an_incomplete_final_read() -> None:

@@ -97,8 +97,14 @@ class _Log:
 
     def around(self, partition: int, offset: int) -> list[dict[str, Any]]:
         rows = self.by_partition.get(partition, [])
-        i = bisect.bisect_left(self.offsets.get(partition, []), offset)
-        return [_row(r, r.offset == offset) for r in rows[max(0, i - CONTEXT) : i + CONTEXT + 1]]
+        offs = self.offsets.get(partition, [])
+        i = bisect.bisect_left(offs, offset)
+        if i < len(offs) and offs[i] == offset:
+            return [_row(r, r.offset == offset) for r in rows[max(0, i - CONTEXT) : i + CONTEXT + 1]]
+        # Nothing at that offset in the final read: show the gap where it should be.
+        gap = {"partition": partition, "offset": offset, "value": "(nothing here in the final read)", "at_s": None}
+        before = [_row(r) for r in rows[max(0, i - CONTEXT) : i]]
+        return [*before, {**gap, "here": True}, *(_row(r) for r in rows[i : i + CONTEXT])]
 
     def any_between(self, partition: int, lo: int, hi: int) -> int | None:
         """The first offset of the final read strictly between lo and hi, or None."""

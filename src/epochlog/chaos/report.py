@@ -214,6 +214,10 @@ def summary_lines(res: ChaosResult) -> list[str]:
     return lines
 
 
+def _at(t: float | None) -> str:
+    return "" if t is None else f"{t:.2f}"
+
+
 def _anomalies_html(res: ChaosResult) -> str:
     if not res.verdict.examples:
         return "<p class='ok'>None.</p>"
@@ -221,7 +225,7 @@ def _anomalies_html(res: ChaosResult) -> str:
     for a in res.verdict.examples:
         rows = "".join(
             f"<tr class='{'here' if r['here'] else ''}'><td class='num'>{r['partition']}</td>"
-            f"<td class='num'>{r['offset']}</td><td>{_esc(r['value'])}</td><td class='num'>{r['at_s']:.2f}</td></tr>"
+            f"<td class='num'>{r['offset']}</td><td>{_esc(r['value'])}</td><td class='num'>{_at(r['at_s'])}</td></tr>"
             for r in a.around
         )
         table = (
@@ -232,6 +236,25 @@ def _anomalies_html(res: ChaosResult) -> str:
         )
         out.append(f"<div class='anomaly'><h3>{_esc(a.kind)}</h3><p>{_esc(a.detail)}</p>{table}</div>")
     return "\n".join(out)
+
+
+def _workloads_rows(res: ChaosResult) -> str:
+    j = res.as_json()
+    rows = []
+    if j["txn"] is not None:
+        t = j["txn"]
+        rows.append(
+            ("transactions committed / aborted / unknown", f"{t['committed']:,} / {t['aborted']:,} / {t['unknown']:,}")
+        )
+    if j["groups"] is not None:
+        g = j["groups"]
+        rows.append(
+            (
+                "group members joined / records handed out / commits",
+                f"{g['members_joined']} / {g['reads']:,} / {g['commits']:,}",
+            )
+        )
+    return "".join(f"<tr><td>{_esc(k)}</td><td class='num'>{_esc(v)}</td></tr>" for k, v in rows)
 
 
 def render_html(res: ChaosResult) -> str:
@@ -278,6 +301,7 @@ healed, the cluster left to settle and every partition read from the beginning.
 <tr><td>failed write share</td><td class='num'>{v.failed_write_share:.2%}</td></tr>
 <tr><td>longest window without an acknowledgement</td><td class='num'>{v.longest_unavailable_s:.2f} s
 (from {v.longest_unavailable_from_s:.1f} s)</td></tr>
+{_workloads_rows(res)}
 <tr><td>trace checker (checks / events / violations)</td><td class='num'>{res.trace_checks:,} /
 {res.trace_events:,} / {len(res.trace_violations)}</td></tr></table>
 <h2>Anomalies, with the records around them (final read)</h2>
