@@ -31,7 +31,7 @@ TOP = "epochlog"
 # the package's own __init__ (the version).
 LAYERS: list[set[str]] = [
     {"cli"},
-    {"demo", "sim"},
+    {"demo", "sim", "chaos"},
     {"server", "console", "spark"},
     {"storage", "client"},
     {"controller"},
@@ -79,10 +79,12 @@ ALLOWED: dict[str, frozenset[str]] = {
     "sim": SHARED | {"console", "controller", "raft", "replication", "transactions", "storage", "protocol"},
     "console": SHARED | {"client", "storage", "security", "protocol"},
     "demo": SHARED | {"spark", "server", "client", "security", "protocol"},
+    "chaos": SHARED | {"server", "client", "trace"},
     "cli": SHARED
     | {
         "epochlog",
         "demo",
+        "chaos",
         "console",
         "sim",
         "spark",

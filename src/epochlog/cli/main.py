@@ -23,6 +23,7 @@ def _register_subcommands() -> None:
         "dump_log_cmd",
         "sim_cmd",
         "demo_cmd",
+        "chaos_cmd",
         "metadata_quorum_cmd",
         "configs_cmd",
         "transactions_cmd",
