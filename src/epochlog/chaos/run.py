@@ -11,7 +11,6 @@ import logging
 import os
 import random
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from epochlog.chaos.cluster import UNSAFE_TRUNCATION, ChaosCluster
 from epochlog.chaos.history import History
 from epochlog.chaos.nemesis import NOT_YET, Nemesis, Watcher
 from epochlog.chaos.workloads import QUIET, GroupMembers, LiveConsumer, QueueProducer, TxnProducer, final_read
+from epochlog.server.cluster.local import fresh_data_dir
 
 log = logging.getLogger("epochlog.chaos")
 
@@ -240,13 +240,10 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
         raise ChaosError(f"unknown --unsafe {', '.join(bad)}: choose from {', '.join(UNSAFE)}")
     history = History()
     res = ChaosResult(opts, seed, history, Verdict(), skipped=skipped_parts(opts))
-    if opts.data_dir is not None:
-        data_dir = Path(opts.data_dir).resolve()
-        if data_dir.exists() and any(data_dir.iterdir()):
-            raise ChaosError(f"--data-dir {data_dir} is not empty; give a new or empty directory")
-        data_dir.mkdir(parents=True, exist_ok=True)
-    else:
-        data_dir = Path(tempfile.mkdtemp(prefix="epochlog-chaos-")).resolve()
+    try:
+        data_dir = fresh_data_dir(opts.data_dir, "epochlog-chaos-")
+    except ValueError as e:
+        raise ChaosError(str(e)) from None
     res.data_dir = str(data_dir)
     broker_settings = dict(opts.settings)
     if "high-watermark-truncation" in opts.unsafe:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import shutil
 import signal
-import tempfile
 import threading
 import time
 import uuid
@@ -25,6 +24,7 @@ from epochlog.demo.model import BROKER_SETTINGS, CONTROLLER_SETTINGS, DemoError,
 from epochlog.demo.spark_job import SparkJob, quiet_log4j, read_aggregates, read_output, stop_spark
 from epochlog.demo.txns import TxnCounter, add_metrics_ports, metrics_ports
 from epochlog.demo.verify import compare, end_offsets, read_log
+from epochlog.server.cluster.local import fresh_data_dir
 
 log = logging.getLogger("epochlog.demo")
 
@@ -122,13 +122,10 @@ def run_demo(opts: DemoOptions, console: Any) -> DemoResult:
         raise DemoError(f"{' and '.join(missing)} not installed: pip install -e '.[spark]' (or bash scripts/setup)")
     wall0 = time.monotonic()
     res = DemoResult(topic=opts.topic, partitions=opts.partitions, rate=opts.rate, duration=opts.duration)
-    if opts.data_dir is not None:
-        data_dir = Path(opts.data_dir).resolve()
-        if data_dir.exists() and any(data_dir.iterdir()):
-            raise DemoError(f"--data-dir {data_dir} is not empty; give a new or empty directory")
-        data_dir.mkdir(parents=True, exist_ok=True)
-    else:
-        data_dir = Path(tempfile.mkdtemp(prefix="epochlog-demo-")).resolve()
+    try:
+        data_dir = fresh_data_dir(opts.data_dir, "epochlog-demo-")
+    except ValueError as e:
+        raise DemoError(str(e)) from None
     res.data_dir = str(data_dir)
     logs = data_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,18 @@ def free_base_port(brokers: int = 3, attempts: int = 200, controllers: int = 1) 
         if all(port_is_free(p) for p in [*range(base, base + brokers), *cports]):
             return base
     raise RuntimeError("no free range of ports found on 127.0.0.1")
+
+
+def fresh_data_dir(wanted: str | Path | None, prefix: str) -> Path:
+    """A run's data directory: ``wanted`` when it is new or empty (created), else a new temporary one. A
+    directory that already holds something is refused (ValueError): a run must not mix its data with another's."""
+    if wanted is None:
+        return Path(tempfile.mkdtemp(prefix=prefix)).resolve()
+    data_dir = Path(wanted).resolve()
+    if data_dir.exists() and any(data_dir.iterdir()):
+        raise ValueError(f"--data-dir {data_dir} is not empty; give a new or empty directory")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return data_dir
 
 
 def _write_properties(path: Path, props: dict[str, str]) -> None:
