@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from epochlog.chaos.proxy import Links, NodeProxy
-from epochlog.server.cluster.local import CONTROLLER_PORT_OFFSET, LocalCluster, Node, free_base_port
+from epochlog.properties import load_properties
+from epochlog.server.cluster.local import (
+    CONTROLLER_PORT_OFFSET,
+    LocalCluster,
+    Node,
+    free_base_port,
+    write_properties,
+)
 
 log = logging.getLogger("epochlog.chaos")
 
@@ -35,17 +42,6 @@ CONTROLLER_DEFAULTS = {
 UNSAFE_TRUNCATION = {"replication.truncation.mode": "high-watermark"}
 
 
-def _read_properties(path: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        if line.strip() and not line.lstrip().startswith("#") and "=" in line:
-            k, v = line.split("=", 1)
-            out[k.strip()] = v.strip()
-    return out
-
-
-def _write_properties(path: Path, props: dict[str, str]) -> None:
-    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
 
 @dataclass
@@ -78,7 +74,7 @@ class ChaosCluster:
             self.proxies[i] = NodeProxy(i, internal[i], self.links)
         voters = ",".join(f"{n.node_id}@127.0.0.1:{self.proxies[n.node_id].port}" for n in lc.controller_nodes())
         for n in lc.nodes.values():
-            props = _read_properties(n.config)
+            props = load_properties(n.config)
             props["controller.quorum.voters"] = voters
             if n.role == "broker":
                 props.update(
@@ -91,7 +87,7 @@ class ChaosCluster:
                         "inter.broker.listener.name": "INTERNAL",
                     }
                 )
-            _write_properties(n.config, props)
+            write_properties(n.config, props)
         assert base + CONTROLLER_PORT_OFFSET > base + 2 * self.brokers
         return self
 

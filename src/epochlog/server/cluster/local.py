@@ -79,7 +79,7 @@ def fresh_data_dir(wanted: str | Path | None, prefix: str) -> Path:
     return data_dir
 
 
-def _write_properties(path: Path, props: dict[str, str]) -> None:
+def write_properties(path: Path, props: dict[str, str]) -> None:
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
 
@@ -132,7 +132,7 @@ class LocalCluster:
         for name, nid, port, dirname in ctrls:
             logfile = self.data_dir / "logs" / f"{name}.log"
             ctrl = Node(name, nid, port, self.data_dir / f"{name}.properties", logfile, "controller")
-            _write_properties(
+            write_properties(
                 ctrl.config,
                 {
                     "process.roles": "controller",
@@ -155,7 +155,7 @@ class LocalCluster:
                 self.data_dir / "logs" / f"broker-{i}.log",
                 "broker",
             )
-            _write_properties(
+            write_properties(
                 node.config,
                 {
                     "process.roles": "broker",
