@@ -187,8 +187,6 @@ class Watcher:
         self._controller = -2
 
     def _run(self) -> None:
-        from epochlog.client.quorum import leader_of
-
         while not self._stop.is_set():
             now = self.history.now()
             for (_t, p), (leader, epoch) in sorted(self.cluster.leaders(self.topics).items()):
@@ -196,7 +194,7 @@ class Watcher:
                     self._leaders[p] = (leader, epoch)
                     self.history.observe(Observation(now, "leader", p, leader, epoch))
             try:
-                ctrl = leader_of([n.port for n in self.cluster.lc.controller_nodes() if n.alive])
+                ctrl = self.cluster.lc.quorum_leader()
             except Exception:
                 ctrl = -1
             if ctrl != self._controller:
