@@ -158,8 +158,10 @@ def _taken_networks(state_dir: Path) -> list[ipaddress.IPv4Network]:
 
 def pick_subnet(taken: list[ipaddress.IPv4Network], rng: random.Random) -> ipaddress.IPv4Network:
     """A /24 in 10.200.0.0-10.254.255.0 that overlaps none of ``taken``."""
-    for _ in range(500):
-        net = ipaddress.IPv4Network(f"10.{rng.randrange(200, 255)}.{rng.randrange(0, 256)}.0/24")
+    candidates = list(range(200 * 256, 255 * 256))
+    rng.shuffle(candidates)  # two runs at once rarely try the same one first
+    for c in candidates:
+        net = ipaddress.IPv4Network(f"10.{c // 256}.{c % 256}.0/24")
         if not any(net.overlaps(t) for t in taken):
             return net
     raise NetnsUnavailable("no free private /24 found in 10.200.0.0/16-10.254.0.0/16")

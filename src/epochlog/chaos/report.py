@@ -212,6 +212,7 @@ def summary_lines(res: ChaosResult) -> list[str]:
             f"transactions: {txn['committed']:,} committed, {txn['aborted']:,} aborted, {txn['unknown']:,} unknown; "
             f"final read (read_committed) {txn['read_final']:,} records",
         )
+    lines.append(f"partitions: {res.partition_backend} ({res.partition_backend_why})")
     lines += [f"skipped: {s['what']} ({s['why']})" for s in res.skipped]
     lines += [f"PROBLEM: {p}" for p in res.problems]
     for a in v.examples[:10]:

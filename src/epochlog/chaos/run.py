@@ -276,9 +276,9 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
     group: GroupMembers | None = None
     started = False
     try:
-        links = "through proxies" if backend == "proxy" else "each node in a network namespace of its own"
+        links = "links between nodes through proxies" if backend == "proxy" else "each in its own network namespace"
         say(
-            f"starting {opts.controllers} controllers + {opts.brokers} brokers, links between nodes {links} "
+            f"starting {opts.controllers} controllers + {opts.brokers} brokers, {links} "
             f"(data and logs in {data_dir}); seed {seed}"
         )
         started = True  # build() may make namespaces before it fails: the clean-up must run
