@@ -2,7 +2,8 @@
 that records the leaders, their epochs and the active controller as they change.
 
 Fault kinds: ``kill`` (kill -9, restarted after a while), ``pause`` (SIGSTOP, then SIGCONT), ``partition``
-(every link between the node and the other nodes cut in the proxies; clients still reach it). Targeting:
+(every link between the node and the other nodes cut, in the proxies or by iptables in the nodes' network
+namespaces; clients still reach it). Targeting:
 ``controller`` aims a fault at the active controller, ``leader`` at the broker leading most partitions; a
 fault of its own, ``kip101``, is KIP-101's double failure around the busiest leader (see _follower_then_leader).
 """

@@ -291,8 +291,11 @@ class NetnsNetwork:
     # -- cuts ------------------------------------------------------------------------------------------
     def apply(self, cut: set[frozenset[str]]) -> None:
         """Makes the DROP rules exactly ``cut`` (pairs of node names that must not reach each other)."""
-        for node in self.node_names:
-            peers = frozenset(p for pair in cut if node in pair for p in pair if p != node)
+        wanted = {n: frozenset(p for pair in cut if n in pair for p in pair if p != n) for n in self.node_names}
+        # Each pair is cut on both sides; the most cut node first, so an isolation holds after its first
+        # namespace's rules (one iptables-restore), the others only repeat it.
+        for node in sorted(self.node_names, key=lambda n: -len(wanted[n])):
+            peers = wanted[node]
             if self._rules.get(node, frozenset()) == peers:
                 continue
             lines = ["*filter", ":INPUT ACCEPT [0:0]", ":FORWARD ACCEPT [0:0]", ":OUTPUT ACCEPT [0:0]"]
