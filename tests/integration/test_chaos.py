@@ -64,6 +64,9 @@ def _chaos(tmp: Path, *args: str, timeout: float) -> Run:
             str(out_json),
             "--report",
             str(report),
+            # The proxy backend, even as root (where auto picks namespaces, tested in test_chaos_netns.py).
+            "--partition-backend",
+            "proxy",
             *args,
         ],
         capture_output=True,

@@ -4,6 +4,9 @@ Brokers get two listeners: PLAINTEXT for clients (dialled directly) and INTERNAL
 at the broker's proxy. The controllers' quorum addresses, in every node's controller.quorum.voters, are their
 proxies too. So a partition (links cut in the proxies) separates nodes from each other while the workload's
 clients still reach every one of them. Every process is started and stopped by its pid, through LocalCluster.
+
+With ``partition_backend="netns"`` there are no proxies: each node runs in a network namespace of its own and a
+cut is iptables rules there (chaos/netns.py); the same Links record says what is cut.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from epochlog.chaos.netns import NetnsLinks, NetnsNetwork, configure
 from epochlog.chaos.proxy import Links, NodeProxy
 from epochlog.properties import load_properties
 from epochlog.server.cluster.local import (
@@ -54,8 +58,12 @@ class ChaosCluster:
     links: Links = field(default_factory=Links)
     proxies: dict[int, NodeProxy] = field(default_factory=dict)
     local: LocalCluster | None = None
+    partition_backend: str = "proxy"  # or "netns"
+    network: NetnsNetwork | None = None
 
     def build(self) -> ChaosCluster:
+        if self.partition_backend == "netns":
+            return self._build_netns()
         # Ports for the brokers' client listeners and, right after them, their INTERNAL ones.
         base = free_base_port(2 * self.brokers, controllers=self.controllers)
         self.local = lc = LocalCluster(
@@ -89,6 +97,25 @@ class ChaosCluster:
                 )
             write_properties(n.config, props)
         assert base + CONTROLLER_PORT_OFFSET > base + 2 * self.brokers
+        return self
+
+    def _build_netns(self) -> ChaosCluster:
+        base = free_base_port(self.brokers, controllers=self.controllers)
+        self.local = lc = LocalCluster(
+            self.data_dir,
+            brokers=self.brokers,
+            base_port=base,
+            broker_settings={**BROKER_DEFAULTS, **self.broker_settings},
+            controller_settings={**CONTROLLER_DEFAULTS, **self.controller_settings},
+            controllers=self.controllers,
+        )
+        self.network = NetnsNetwork.create(list(lc.nodes))
+        try:
+            self.links = NetnsLinks(self.network, {n.node_id: n.name for n in lc.nodes.values()})
+            configure(lc, self.network)
+        except BaseException:
+            self.network.teardown()
+            raise
         return self
 
     @property
@@ -205,3 +232,5 @@ class ChaosCluster:
         finally:
             for p in self.proxies.values():
                 p.close()
+            if self.network is not None:
+                self.network.teardown()

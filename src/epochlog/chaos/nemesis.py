@@ -2,7 +2,8 @@
 that records the leaders, their epochs and the active controller as they change.
 
 Fault kinds: ``kill`` (kill -9, restarted after a while), ``pause`` (SIGSTOP, then SIGCONT), ``partition``
-(every link between the node and the other nodes cut in the proxies; clients still reach it). Targeting:
+(every link between the node and the other nodes cut, in the proxies or by iptables in the nodes' network
+namespaces; clients still reach it). Targeting:
 ``controller`` aims a fault at the active controller, ``leader`` at the broker leading most partitions; a
 fault of its own, ``kip101``, is KIP-101's double failure around the busiest leader (see _follower_then_leader).
 """
@@ -187,8 +188,6 @@ class Watcher:
         self._controller = -2
 
     def _run(self) -> None:
-        from epochlog.client.quorum import leader_of
-
         while not self._stop.is_set():
             now = self.history.now()
             for (_t, p), (leader, epoch) in sorted(self.cluster.leaders(self.topics).items()):
@@ -196,7 +195,7 @@ class Watcher:
                     self._leaders[p] = (leader, epoch)
                     self.history.observe(Observation(now, "leader", p, leader, epoch))
             try:
-                ctrl = leader_of([n.port for n in self.cluster.lc.controller_nodes() if n.alive])
+                ctrl = self.cluster.lc.quorum_leader()
             except Exception:
                 ctrl = -1
             if ctrl != self._controller:

@@ -61,6 +61,10 @@ class Links:
         with self._lock:
             return frozenset((a, b)) in self._cut
 
+    def pairs(self) -> set[frozenset[int]]:
+        with self._lock:
+            return set(self._cut)
+
     def heal(self) -> None:
         with self._lock:
             self._cut.clear()

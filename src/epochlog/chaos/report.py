@@ -69,6 +69,12 @@ def _fault_bands(res: ChaosResult, ax: _Axis, top: float, h: float, labels: bool
     return out
 
 
+def _network_line(res: ChaosResult) -> str:
+    if res.partition_backend == "netns":
+        return "each in a network namespace of its own, links between nodes cut by iptables"
+    return "on 127.0.0.1, links between nodes through proxies the command controls"
+
+
 def timeline_svg(res: ChaosResult) -> str:
     """Faults as bands; per partition its leader (colour) and epoch (label) over time; the active controller."""
     h = res.history
@@ -206,6 +212,7 @@ def summary_lines(res: ChaosResult) -> list[str]:
             f"transactions: {txn['committed']:,} committed, {txn['aborted']:,} aborted, {txn['unknown']:,} unknown; "
             f"final read (read_committed) {txn['read_final']:,} records",
         )
+    lines.append(f"partitions: {res.partition_backend} ({res.partition_backend_why})")
     lines += [f"skipped: {s['what']} ({s['why']})" for s in res.skipped]
     lines += [f"PROBLEM: {p}" for p in res.problems]
     for a in v.examples[:10]:
@@ -282,8 +289,8 @@ def render_html(res: ChaosResult) -> str:
 <style>{_CSS}</style></head>
 <body>
 <h1>epochlog chaos: {_esc(", ".join(res.opts.workloads))} under {_esc(", ".join(res.opts.nemeses))}</h1>
-<p>{res.opts.controllers} controllers and {res.opts.brokers} brokers on 127.0.0.1, links between nodes through
-proxies the command controls; seed <code>{res.seed}</code>; {res.opts.duration:g} s of faults, then every fault
+<p>{res.opts.controllers} controllers and {res.opts.brokers} brokers, {_esc(_network_line(res))};
+seed <code>{res.seed}</code>; {res.opts.duration:g} s of faults, then every fault
 healed, the cluster left to settle and every partition read from the beginning.
 {f"<b class='bad'>Unsafe on purpose: {_esc(unsafe)}.</b>" if unsafe else ""}</p>
 <p id="verdict">Result: {verdict}</p>

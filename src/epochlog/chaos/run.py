@@ -8,7 +8,6 @@ watcher, then the cluster's processes (by their pids, through LocalCluster) and 
 from __future__ import annotations
 
 import logging
-import os
 import random
 import shutil
 import time
@@ -30,6 +29,7 @@ from epochlog.chaos.checkers import (
 from epochlog.chaos.cluster import UNSAFE_TRUNCATION, ChaosCluster
 from epochlog.chaos.history import History
 from epochlog.chaos.nemesis import NOT_YET, Nemesis, Watcher
+from epochlog.chaos.netns import NetnsUnavailable, choose_backend
 from epochlog.chaos.workloads import QUIET, GroupMembers, LiveConsumer, QueueProducer, TxnProducer, final_read
 from epochlog.server.cluster.local import fresh_data_dir
 
@@ -63,6 +63,7 @@ class ChaosOptions:
     data_dir: Path | None = None
     keep_data: bool = False
     settle_timeout: float = 60.0
+    partition_backend: str = "auto"  # auto, netns or proxy (chaos/netns.py)
 
 
 @dataclass
@@ -85,6 +86,8 @@ class ChaosResult:
     wall_s: float = 0.0
     nemesis_errors: list[str] = field(default_factory=list)
     producers_replaced: int = 0
+    partition_backend: str = "proxy"
+    partition_backend_why: str = ""
 
     @property
     def ok(self) -> bool:
@@ -104,6 +107,11 @@ class ChaosResult:
                 "brokers": self.opts.brokers,
                 "partitions": self.opts.partitions,
                 "settings": self.opts.settings,
+            },
+            "partition_backend": {
+                "asked": self.opts.partition_backend,
+                "used": self.partition_backend,
+                "why": self.partition_backend_why,
             },
             "skipped": self.skipped,
             "acked": v.acked,
@@ -150,7 +158,7 @@ class ChaosResult:
         }
 
 
-def skipped_parts(opts: ChaosOptions) -> list[dict[str, str]]:
+def skipped_parts(opts: ChaosOptions, backend: str = "proxy", backend_why: str = "") -> list[dict[str, str]]:
     """What was asked for or exists but did not run, and why: the output says so rather than staying silent."""
     out = [
         {
@@ -161,12 +169,9 @@ def skipped_parts(opts: ChaosOptions) -> list[dict[str, str]]:
         if w not in opts.workloads or w not in BUILT_WORKLOADS
     ]
     out += [{"what": f"nemesis {n}", "why": why} for n, why in NOT_YET.items()]
-    if "partition" in opts.nemeses:
+    if backend == "proxy" and ({"partition", "kip101"} & set(opts.nemeses)):
         how = "TCP proxies this command controls between nodes"
-        why = "network namespaces and iptables are not built yet"
-        if os.geteuid() != 0:
-            why = "not root, and network namespaces and iptables are not built yet"
-        out.append({"what": "partition by network namespaces", "why": f"{why}; partitions use {how}"})
+        out.append({"what": "partition by network namespaces", "why": f"{backend_why}; partitions use {how}"})
     return out
 
 
@@ -238,8 +243,13 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
     bad = [u for u in opts.unsafe if u not in UNSAFE]
     if bad:
         raise ChaosError(f"unknown --unsafe {', '.join(bad)}: choose from {', '.join(UNSAFE)}")
+    try:
+        backend, backend_why = choose_backend(opts.partition_backend)
+    except (ValueError, NetnsUnavailable) as e:
+        raise ChaosError(str(e)) from None
     history = History()
-    res = ChaosResult(opts, seed, history, Verdict(), skipped=skipped_parts(opts))
+    res = ChaosResult(opts, seed, history, Verdict(), skipped=skipped_parts(opts, backend, backend_why))
+    res.partition_backend, res.partition_backend_why = backend, backend_why
     try:
         data_dir = fresh_data_dir(opts.data_dir, "epochlog-chaos-")
     except ValueError as e:
@@ -248,7 +258,7 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
     broker_settings = dict(opts.settings)
     if "high-watermark-truncation" in opts.unsafe:
         broker_settings.update(UNSAFE_TRUNCATION)
-    cluster = ChaosCluster(data_dir, opts.controllers, opts.brokers, broker_settings)
+    cluster = ChaosCluster(data_dir, opts.controllers, opts.brokers, broker_settings, partition_backend=backend)
     (data_dir / "logs").mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(data_dir / "logs" / "chaos.log")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -266,12 +276,17 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
     group: GroupMembers | None = None
     started = False
     try:
+        links = "links between nodes through proxies" if backend == "proxy" else "each in its own network namespace"
         say(
-            f"starting {opts.controllers} controllers + {opts.brokers} brokers, links between nodes through proxies "
+            f"starting {opts.controllers} controllers + {opts.brokers} brokers, {links} "
             f"(data and logs in {data_dir}); seed {seed}"
         )
+        started = True  # build() may make namespaces before it fails: the clean-up must run
         cluster.build()
-        started = True
+        net = cluster.network
+        if net is not None:
+            stale = f"; removed a crashed run's {', '.join(net.cleaned_stale)}" if net.cleaned_stale else ""
+            say(f"partitions by iptables in network namespaces {net.prefix}-*, subnet {net.subnet}{stale}")
         cluster.start()
         from epochlog.client.admin import admin_client, create_topic, wait_for_partitions
 

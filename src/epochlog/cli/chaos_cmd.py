@@ -52,6 +52,14 @@ def register(app: typer.Typer) -> None:
         json_out: Annotated[Path | None, typer.Option("--json", help="write the result as JSON here")] = None,
         report: Annotated[Path | None, typer.Option("--report", help="write an HTML report here")] = None,
         data_dir: Annotated[Path | None, typer.Option("--data-dir", help="new or empty directory")] = None,
+        partition_backend: Annotated[
+            str,
+            typer.Option(
+                "--partition-backend",
+                help="auto (netns when root and namespaces work, else proxy), netns (each node in a network "
+                "namespace, cuts by iptables) or proxy (TCP proxies between nodes)",
+            ),
+        ] = "auto",
         keep_data: Annotated[
             bool, typer.Option("--keep-data", help="keep the data (always kept on anomalies)")
         ] = False,
@@ -65,6 +73,10 @@ def register(app: typer.Typer) -> None:
         from epochlog.chaos.run import ChaosError, ChaosOptions, run_chaos
 
         console = Console(width=None if sys.stdout.isatty() else 160)
+        from epochlog.chaos.netns import BACKENDS
+
+        if partition_backend not in BACKENDS:
+            raise typer.BadParameter(f"--partition-backend {partition_backend!r}: choose from {', '.join(BACKENDS)}")
         nemeses = _split(nemesis)
         bad = [n for n in nemeses if n not in ALL]
         if bad:
@@ -82,6 +94,7 @@ def register(app: typer.Typer) -> None:
             unsafe=_split(unsafe),
             data_dir=data_dir,
             keep_data=keep_data,
+            partition_backend=partition_backend,
         )
         interrupted = [False]
 

@@ -16,23 +16,26 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 CONTROLLER_PORT_OFFSET = 100
 
 
-def wait_for_port(port: int, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+def wait_for_port(
+    port: int, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None, host: str = "127.0.0.1"
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            with socket.create_connection((host, port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.05)
-    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
 
 
 def port_is_free(port: int) -> bool:
@@ -92,6 +95,10 @@ class Node:
     log: Path
     role: str
     proc: subprocess.Popen[bytes] | None = None
+    # Where clients dial it, and what its command line is run under: the chaos command's network-namespace
+    # backend puts each node in a namespace of its own (``ip netns exec <ns>``) on an address of its own.
+    host: str = "127.0.0.1"
+    exec_prefix: tuple[str, ...] = ()
 
     @property
     def alive(self) -> bool:
@@ -107,6 +114,8 @@ class LocalCluster:
     controller_settings: dict[str, str] = field(default_factory=dict)
     nodes: dict[str, Node] = field(default_factory=dict)
     controllers: int = 1
+    # Called with each node just spawned (e.g. to check that the recorded pid is the node's own).
+    after_spawn: Callable[[Node], None] | None = None
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).resolve()
@@ -177,7 +186,7 @@ class LocalCluster:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{n.port}" for n in self.nodes.values() if n.role == "broker")
+        return ",".join(f"{n.host}:{n.port}" for n in self.nodes.values() if n.role == "broker")
 
     @property
     def controller(self) -> Node:
@@ -189,21 +198,30 @@ class LocalCluster:
 
     @property
     def bootstrap_controllers(self) -> str:
-        return ",".join(f"127.0.0.1:{n.port}" for n in self.controller_nodes())
+        return ",".join(f"{n.host}:{n.port}" for n in self.controller_nodes())
 
     def active_controller(self, timeout: float = 30.0) -> Node:
         """The controller the quorum elected, as DescribeQuorum tells it."""
-        from epochlog.client.quorum import leader_of
-
         deadline = time.monotonic() + timeout
         while True:
-            leader = leader_of([n.port for n in self.controller_nodes() if n.alive])
+            leader = self.quorum_leader()
             for n in self.controller_nodes():
                 if n.node_id == leader and n.alive:
                     return n
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no active controller after {timeout}s")
             time.sleep(0.05)
+
+    def quorum_leader(self) -> int:
+        """The quorum leader's id as the first live controller that knows it says (-1: none knows)."""
+        from epochlog.client.quorum import leader_of
+
+        for n in self.controller_nodes():
+            if n.alive:
+                leader = leader_of([n.port], n.host)
+                if leader >= 0:
+                    return leader
+        return -1
 
     def broker(self, node_id: int) -> Node:
         return self.nodes[f"broker-{node_id}"]
@@ -214,6 +232,7 @@ class LocalCluster:
     # -- processes ----------------------------------------------------------------------
     def spawn(self, node: Node, log_level: str = "INFO") -> None:
         args = [
+            *node.exec_prefix,
             sys.executable,
             "-m",
             "epochlog.cli.main",
@@ -228,19 +247,21 @@ class LocalCluster:
             args, stdout=out, stderr=subprocess.STDOUT, env={**os.environ}, start_new_session=True
         )
         out.close()
+        if self.after_spawn is not None:
+            self.after_spawn(node)
 
     def start(self, timeout: float = 60.0) -> LocalCluster:
         try:
             for ctrl in self.controller_nodes():
                 self.spawn(ctrl)
             for ctrl in self.controller_nodes():
-                wait_for_port(ctrl.port, timeout, ctrl.proc)
+                wait_for_port(ctrl.port, timeout, ctrl.proc, ctrl.host)
             for node in self.nodes.values():
                 if node.role == "broker":
                     self.spawn(node)
             for node in self.nodes.values():
                 if node.role == "broker":
-                    wait_for_port(node.port, timeout, node.proc)
+                    wait_for_port(node.port, timeout, node.proc, node.host)
         except BaseException:
             self.stop()  # a node that failed to start must not leave the others running
             raise
@@ -251,7 +272,7 @@ class LocalCluster:
         if node.alive:
             return
         self.spawn(node)
-        wait_for_port(node.port, timeout, node.proc)
+        wait_for_port(node.port, timeout, node.proc, node.host)
 
     def signal(self, name: str, sig: int) -> None:
         node = self.nodes[name]
