@@ -26,6 +26,7 @@ from epochlog.raft.roles import Role
 from epochlog.server.cluster.peer import PeerConnection, PeerError
 from epochlog.server.peer_security import PeerSecurity
 from epochlog.server.quorum import wire
+from epochlog.storage.errors import KafkaStorageError
 from epochlog.storage.metadata_raft_log import MetadataRaftLog
 from epochlog.storage.quorum_state_file import QuorumStateFile
 from epochlog.trace.events import NO_TRACE, Tracer
@@ -97,15 +98,15 @@ class QuorumDriver:
             return
         try:
             self._carry_out(event())
-        except OSError as e:
+        except (OSError, KafkaStorageError) as e:  # the metadata log's own guard turns an OSError into the latter
             self._disk_failed(e)
             raise
 
     def _step_in_task(self, event: Callable[[], m.Ready]) -> None:
-        with contextlib.suppress(OSError):  # nobody awaits a send task: _disk_failed has said it all
+        with contextlib.suppress(OSError, KafkaStorageError):  # nobody awaits a send task: _disk_failed said it
             self._step(event)
 
-    def _disk_failed(self, e: OSError) -> None:
+    def _disk_failed(self, e: Exception) -> None:
         """After a failed write or fsync the core's view (a vote, an epoch, records it counts as flushed) is
         ahead of what the disk holds, and Linux may have dropped the dirty pages a later fsync would claim:
         nothing more of it may reach another node. So this member stops at once, sends nothing of the Ready
@@ -124,7 +125,7 @@ class QuorumDriver:
 
     async def stop(self) -> None:
         if self.node.role is Role.LEADER and not self.stopped:
-            with contextlib.suppress(OSError):  # a failing disk stopped it: _disk_failed said so
+            with contextlib.suppress(OSError, KafkaStorageError):  # a failing disk: _disk_failed said so
                 self._step(lambda: self.node.resign(now_ms()))
             await asyncio.sleep(0.05)  # let the EndQuorumEpoch requests leave
         self.stopped = True
@@ -137,7 +138,7 @@ class QuorumDriver:
         self._fail_commit_waiters()
         try:
             self.log.close()
-        except OSError as e:
+        except (OSError, KafkaStorageError) as e:
             log.error("controller %d: closing its metadata log failed: %s", self.node_id, e)
         close_trace(self.tracer.inner)
 
@@ -148,7 +149,7 @@ class QuorumDriver:
                 return
             try:
                 self._step(lambda: self.node.tick(now_ms()))
-            except OSError:
+            except (OSError, KafkaStorageError):
                 return  # _disk_failed stopped this member
             except Exception:
                 log.exception("quorum tick failed")
