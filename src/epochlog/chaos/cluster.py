@@ -136,6 +136,10 @@ class ChaosCluster:
     def node(self, name: str) -> Node:
         return self.lc.nodes[name]
 
+    def node_data_dirs(self) -> dict[str, Path]:
+        """node name -> its data directory (its one log.dirs entry): what a data-directory mount covers."""
+        return {n.name: Path(load_properties(n.config)["log.dirs"].split(",")[0]) for n in self.lc.nodes.values()}
+
     def node_ids(self) -> list[int]:
         return [n.node_id for n in self.lc.nodes.values()]
 

@@ -3,7 +3,10 @@ that records the leaders, their epochs and the active controller as they change.
 
 Fault kinds: ``kill`` (kill -9, restarted after a while), ``pause`` (SIGSTOP, then SIGCONT), ``partition``
 (every link between the node and the other nodes cut, in the proxies or by iptables in the nodes' network
-namespaces; clients still reach it). Targeting:
+namespaces; clients still reach it), ``powerloss``
+(kill -9 and every write the node had not fsynced dropped, then restarted) and ``disk`` (every write and
+fsync on the node's data directory fails with ENOSPC or EIO for a while; then healed, and the node restarted
+if the failure stopped it or took its log directory offline); the last two need chaos/disks.py. Targeting:
 ``controller`` aims a fault at the active controller, ``leader`` at the broker leading most partitions; a
 fault of its own, ``kip101``, is KIP-101's double failure around the busiest leader (see _follower_then_leader).
 """
@@ -17,17 +20,16 @@ import threading
 from collections import Counter
 
 from epochlog.chaos.cluster import ChaosCluster
+from epochlog.chaos.disks import NEMESES as DISK_NEMESES
+from epochlog.chaos.disks import NodeDisks
 from epochlog.chaos.history import Fault, History, Observation
 
 log = logging.getLogger("epochlog.chaos.nemesis")
 
-FAULT_KINDS = ("kill", "pause", "partition", "kip101")
+FAULT_KINDS = ("kill", "pause", "partition", "kip101", "powerloss", "disk")
 TARGETING = ("controller", "leader")
-NOT_YET = {
-    "powerloss": "needs the FUSE file system that drops unsynced writes; not built yet",
-    "disk": "ENOSPC/EIO injection on one node is not built yet",
-}
-ALL = (*FAULT_KINDS, *TARGETING, *NOT_YET)
+ALL = (*FAULT_KINDS, *TARGETING)
+DISK_ERRORS = ("enospc", "eio")
 
 
 class Nemesis:
@@ -41,13 +43,18 @@ class Nemesis:
         until_s: float,
         interval_s: tuple[float, float] = (2.0, 5.0),
         duration_s: tuple[float, float] = (2.0, 7.0),
+        disks: NodeDisks | None = None,
     ) -> None:
         self.cluster, self.history, self.topics, self.until_s = cluster, history, topics, until_s
-        self.kinds = [k for k in FAULT_KINDS if k in nemeses] or ["kill"]
+        self.disks = disks  # None: the data directories are plain ones, and powerloss/disk cannot run
+        usable = [k for k in FAULT_KINDS if k in nemeses and (disks is not None or k not in DISK_NEMESES)]
+        self.kinds = usable or ["kill"]
         self.targeting = [t for t in TARGETING if t in nemeses]
         self.interval_s, self.duration_s = interval_s, duration_s
         self.rng = random.Random(seed)
         self.errors: list[str] = []
+        self._log_size_at_fault = 0
+        self._disk_error = DISK_ERRORS[0]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="chaos-nemesis", daemon=True)
 
@@ -83,21 +90,60 @@ class Nemesis:
         log.info("fault: %s %s (%s) at %.1f s", kind, target, why, fault.at_s)
         return fault
 
-    def _begin(self, kind: str, target: str) -> None:
+    def _begin(self, kind: str, target: str, fault: Fault | None = None) -> None:
         lc = self.cluster.lc
         if kind == "kill":
             lc.kill9(target)
         elif kind == "pause":
             lc.signal(target, signal.SIGSTOP)
+        elif kind == "powerloss":
+            assert self.disks is not None
+            lc.kill9(target)
+            # A write the kernel had handed to the file system before the kill may still be carried out:
+            # let it land first, so that it is dropped like every other unsynced one.
+            self._stop.wait(0.1)
+            dropped = self.disks.powerloss(target)
+            if fault is not None:
+                fault.why += f"; dropped {dropped['dirty_bytes']:,} unsynced bytes in {dropped['files']} file(s)"
+        elif kind == "disk":
+            assert self.disks is not None and fault is not None
+            self._log_size_at_fault = self._log_size(target)
+            self.disks.fail(target, self._disk_error)
         else:
             self.cluster.isolate(lc.nodes[target].node_id)
 
+    def _log_size(self, target: str) -> int:
+        try:
+            return self.cluster.lc.nodes[target].log.stat().st_size
+        except OSError:
+            return 0
+
+    def _went_offline(self, target: str) -> bool:
+        """The node's log says a log directory went offline (or the node gave up) since the fault began."""
+        try:
+            with open(self.cluster.lc.nodes[target].log, "rb") as f:
+                f.seek(self._log_size_at_fault)
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return False
+        return "is offline" in text
+
     def _end(self, kind: str, target: str, fault: Fault) -> None:
         lc = self.cluster.lc
-        if kind == "kill":
+        if kind in ("kill", "powerloss"):
             lc.start_node(target, timeout=60)
         elif kind == "pause":
             lc.signal(target, signal.SIGCONT)
+        elif kind == "disk":
+            assert self.disks is not None
+            self.disks.heal(target)
+            node = lc.nodes[target]
+            if not node.alive:
+                fault.why += "; it stopped itself"
+            elif self._went_offline(target):
+                fault.why += "; its log directory went offline: restarted"
+                lc.kill9(target)
+            lc.start_node(target, timeout=60)
         else:
             self.cluster.heal_links()
         fault.healed_s = self.history.now()
@@ -109,8 +155,11 @@ class Nemesis:
             found = self._busiest_leader()
             self._follower_then_leader(found[0] if found is not None else self.rng.choice(self._brokers()))
             return
+        if kind == "disk":
+            self._disk_error = self.rng.choice(DISK_ERRORS)
+            why = f"{self._disk_error.upper()} on every write and fsync; {why}"
         fault = self._record(kind, target, why)
-        self._begin(kind, target)
+        self._begin(kind, target, fault)
         self._stop.wait(self.rng.uniform(*self.duration_s))
         self._end(kind, target, fault)
 

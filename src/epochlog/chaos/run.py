@@ -27,8 +27,10 @@ from epochlog.chaos.checkers import (
     check_txn,
 )
 from epochlog.chaos.cluster import UNSAFE_TRUNCATION, ChaosCluster
+from epochlog.chaos.disks import NEMESES as DISK_NEMESES
+from epochlog.chaos.disks import NodeDisks, why_not
 from epochlog.chaos.history import History
-from epochlog.chaos.nemesis import NOT_YET, Nemesis, Watcher
+from epochlog.chaos.nemesis import Nemesis, Watcher
 from epochlog.chaos.netns import NetnsUnavailable, choose_backend
 from epochlog.chaos.workloads import QUIET, GroupMembers, LiveConsumer, QueueProducer, TxnProducer, final_read
 from epochlog.server.cluster.local import fresh_data_dir
@@ -168,7 +170,12 @@ def skipped_parts(opts: ChaosOptions, backend: str = "proxy", backend_why: str =
         for w in WORKLOADS
         if w not in opts.workloads or w not in BUILT_WORKLOADS
     ]
-    out += [{"what": f"nemesis {n}", "why": why} for n, why in NOT_YET.items()]
+    no_fuse = why_not() if any(n in opts.nemeses for n in DISK_NEMESES) else None
+    for n in DISK_NEMESES:
+        if n not in opts.nemeses:
+            out.append({"what": f"nemesis {n}", "why": f"not asked for (--nemesis {n})"})
+        elif no_fuse is not None:
+            out.append({"what": f"nemesis {n}", "why": f"no FUSE file system under the data directories: {no_fuse}"})
     if backend == "proxy" and ({"partition", "kip101"} & set(opts.nemeses)):
         how = "TCP proxies this command controls between nodes"
         out.append({"what": "partition by network namespaces", "why": f"{backend_why}; partitions use {how}"})
@@ -269,6 +276,8 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
     root.propagate = False  # librdkafka's errors under faults are expected: to chaos.log, not the terminal
     nemesis: Nemesis | None = None
     watcher: Watcher | None = None
+    disks: NodeDisks | None = None
+    want_disks = any(n in opts.nemeses for n in DISK_NEMESES) and why_not() is None
     producers: list[QueueProducer] = []
     consumers: list[LiveConsumer] = []
     txn_producers: list[TxnProducer] = []
@@ -287,6 +296,10 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
         if net is not None:
             stale = f"; removed a crashed run's {', '.join(net.cleaned_stale)}" if net.cleaned_stale else ""
             say(f"partitions by iptables in network namespaces {net.prefix}-*, subnet {net.subnet}{stale}")
+        if want_disks:
+            disks = NodeDisks(cluster)
+            disks.mount()
+            say("every node's data directory is under powerfs (unsynced writes kept in memory until fsync)")
         cluster.start()
         from epochlog.client.admin import admin_client, create_topic, wait_for_partitions
 
@@ -320,7 +333,7 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
             res.group_history = History(t0=history.t0)
             group = GroupMembers(boot, TOPICS["queue"], res.group_history, 3, 8.0, seed)
         watcher = Watcher(cluster, history, topics[:1])
-        nemesis = Nemesis(cluster, history, opts.nemeses, topics, seed, until_s=opts.duration)
+        nemesis = Nemesis(cluster, history, opts.nemeses, topics, seed, until_s=opts.duration, disks=disks)
         for c in [*consumers, *txn_consumers]:
             c.start()
         for qp in producers:
@@ -340,6 +353,8 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
                 say(_progress_line(history, res.txn_history))
         nemesis.stop()
         res.nemesis_errors = list(nemesis.errors)
+        if disks is not None:
+            disks.heal_all()
         restarted = cluster.heal_everything()
         history.note("final heal" + (f"; restarted {', '.join(restarted)}" if restarted else ""))
         say("healing every fault and letting the cluster settle")
@@ -387,6 +402,8 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
             steps.append(("watcher", watcher.stop))
         if started:
             steps.append(("cluster", cluster.stop))
+        if disks is not None:
+            steps.append(("powerfs mounts", disks.unmount))  # after the processes that hold their files
         for what, step in steps:
             try:
                 step()

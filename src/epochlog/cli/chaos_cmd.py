@@ -36,7 +36,8 @@ def register(app: typer.Typer) -> None:
         nemesis: Annotated[
             list[str],
             typer.Option(
-                "--nemesis", help="kill, pause, partition, kip101, controller, leader (powerloss, disk: not yet)"
+                "--nemesis",
+                help="kill, pause, partition, kip101, powerloss, disk (these two need FUSE), controller, leader",
             ),
         ] = ["kill,pause,partition,kip101,controller,leader"],  # noqa: B006
         seed: Annotated[int | None, typer.Option("--seed", help="the nemesis's random seed (default: random)")] = None,

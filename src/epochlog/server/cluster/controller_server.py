@@ -86,6 +86,9 @@ class ControllerServer:
         self._bootstrap_cache: list[MetadataRecord] | None = None
         self.access = ControllerAccess(controller_authorizer(config.raw))
         self.limits: ConnectionLimits | None = None  # its listener serves the quorum and the brokers only
+        # Set when the controller must stop by itself (its metadata log directory failed); exit_code says why.
+        self.must_stop = asyncio.Event()
+        self.exit_code = 0
 
     async def start(self) -> None:
         self.config.log_dir.mkdir(parents=True, exist_ok=True)
@@ -125,6 +128,7 @@ class ControllerServer:
                 self.config.node_id,
                 CONTROLLER_SRC,
             ),
+            on_disk_failure=self._on_disk_failure,
         )
         self._rebuild()
         self.quorum.start()
@@ -158,6 +162,11 @@ class ControllerServer:
     @property
     def proposed_last(self) -> int:
         return self.qc.proposed_last
+
+    def _on_disk_failure(self, reason: str) -> None:
+        self.qc.active = False
+        self.exit_code = 1
+        self.must_stop.set()
 
     async def stop(self) -> None:
         self.serving = False
@@ -281,7 +290,8 @@ class ControllerServer:
         snap = SnapshotId(end, max(epoch, 0))
         qlog.write_snapshot(snap, self.core.snapshot_records())
         self.qc.snapshot_taken()
-        self.quorum._carry_out(self.quorum.node.snapshot_taken(snap))
+        quorum = self.quorum
+        quorum._step(lambda: quorum.node.snapshot_taken(snap))
         log.info("controller %d wrote metadata snapshot at offset %d (epoch %d)", self.config.node_id, end, snap.epoch)
 
     # -- persistence and notification ----------------------------------------------------

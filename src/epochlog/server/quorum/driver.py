@@ -10,6 +10,7 @@ fetch with nothing new is parked by the core, not here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import random
@@ -25,6 +26,7 @@ from epochlog.raft.roles import Role
 from epochlog.server.cluster.peer import PeerConnection, PeerError
 from epochlog.server.peer_security import PeerSecurity
 from epochlog.server.quorum import wire
+from epochlog.storage.errors import KafkaStorageError
 from epochlog.storage.metadata_raft_log import MetadataRaftLog
 from epochlog.storage.quorum_state_file import QuorumStateFile
 from epochlog.trace.events import NO_TRACE, Tracer
@@ -55,6 +57,7 @@ class QuorumDriver:
         segment_bytes: int | None = None,
         security: PeerSecurity | None = None,
         tracer: Tracer = NO_TRACE,
+        on_disk_failure: Callable[[str], None] | None = None,
     ) -> None:
         self.node_id = node_id
         self.security = security  # how to reach the other voters' controller listeners
@@ -80,15 +83,50 @@ class QuorumDriver:
         self._task: asyncio.Task[None] | None = None
         self._sends: set[asyncio.Task[None]] = set()
         self.stopped = False
+        self.on_disk_failure = on_disk_failure
+        self.disk_failure: str | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
-        self._carry_out(self.node.take_ready())
+        self._step(self.node.take_ready)
         self._task = asyncio.create_task(self._ticker())
 
+    def _step(self, event: Callable[[], m.Ready]) -> None:
+        """Hand the core one event and carry out its Ready; an I/O error on the metadata directory on the way
+        (the core's append, the quorum-state write, the flush) stops this member (see _disk_failed)."""
+        if self.stopped:
+            return
+        try:
+            self._carry_out(event())
+        except (OSError, KafkaStorageError) as e:  # the metadata log's own guard turns an OSError into the latter
+            self._disk_failed(e)
+            raise
+
+    def _step_in_task(self, event: Callable[[], m.Ready]) -> None:
+        with contextlib.suppress(OSError, KafkaStorageError):  # nobody awaits a send task: _disk_failed said it
+            self._step(event)
+
+    def _disk_failed(self, e: Exception) -> None:
+        """After a failed write or fsync the core's view (a vote, an epoch, records it counts as flushed) is
+        ahead of what the disk holds, and Linux may have dropped the dirty pages a later fsync would claim:
+        nothing more of it may reach another node. So this member stops at once, sends nothing of the Ready
+        that failed, and the controller process stops (Kafka halts on a failed metadata log directory).
+        The last answer it gave is durable; anything after it was never acknowledged."""
+        if self.disk_failure is not None:
+            return
+        self.disk_failure = f"{type(e).__name__}: {e}"
+        self.stopped = True
+        self.tracer.drop()
+        self.waiting.clear()
+        self._fail_commit_waiters()
+        log.critical("controller %d: metadata log directory failed (%s); stopping", self.node_id, self.disk_failure)
+        if self.on_disk_failure is not None:
+            self.on_disk_failure(self.disk_failure)
+
     async def stop(self) -> None:
-        if self.node.role is Role.LEADER:
-            self._carry_out(self.node.resign(now_ms()))
+        if self.node.role is Role.LEADER and not self.stopped:
+            with contextlib.suppress(OSError, KafkaStorageError):  # a failing disk: _disk_failed said so
+                self._step(lambda: self.node.resign(now_ms()))
             await asyncio.sleep(0.05)  # let the EndQuorumEpoch requests leave
         self.stopped = True
         if self._task is not None:
@@ -98,14 +136,21 @@ class QuorumDriver:
         for peer in self.peers.values():
             peer.close()
         self._fail_commit_waiters()
-        self.log.close()
+        try:
+            self.log.close()
+        except (OSError, KafkaStorageError) as e:
+            log.error("controller %d: closing its metadata log failed: %s", self.node_id, e)
         close_trace(self.tracer.inner)
 
     async def _ticker(self) -> None:
         while True:
             await asyncio.sleep(TICK_S)
+            if self.stopped:
+                return
             try:
-                self._carry_out(self.node.tick(now_ms()))
+                self._step(lambda: self.node.tick(now_ms()))
+            except (OSError, KafkaStorageError):
+                return  # _disk_failed stopped this member
             except Exception:
                 log.exception("quorum tick failed")
 
@@ -167,15 +212,15 @@ class QuorumDriver:
         except PeerError as e:
             log.debug("controller %d: %s to %d failed: %s", self.node_id, type(msg).__name__, to, e)
             await asyncio.sleep(self.config.retry_backoff_ms / 1000)
-            self._carry_out(self.node.request_failed(to, msg.request_id, now_ms()))
+            self._step_in_task(lambda: self.node.request_failed(to, msg.request_id, now_ms()))
             return
         try:
             answer = wire.response_from_kio(msg, to, resp)
         except (ValueError, AttributeError, IndexError) as e:
             log.warning("controller %d: unreadable answer from %d: %s", self.node_id, to, e)
-            self._carry_out(self.node.request_failed(to, msg.request_id, now_ms()))
+            self._step_in_task(lambda: self.node.request_failed(to, msg.request_id, now_ms()))
             return
-        self._carry_out(self.node.receive(answer, now_ms()))
+        self._step_in_task(lambda: self.node.receive(answer, now_ms()))
 
     # -- requests from others ---------------------------------------------------------------------
     async def handle(self, api_key: int, req: Any, observer: bool) -> dict[str, Any]:
@@ -185,7 +230,7 @@ class QuorumDriver:
         fut: asyncio.Future[tuple[m.Response, bytes]] = asyncio.get_running_loop().create_future()
         self.waiting[rid] = (fut, observer)
         try:
-            self._carry_out(self.node.receive(msg, now_ms()))
+            self._step(lambda: self.node.receive(msg, now_ms()))
             wait = (getattr(msg, "max_wait_ms", 0) + self.config.request_timeout_ms) / 1000
             answer, records = await asyncio.wait_for(fut, wait)
         finally:
@@ -194,8 +239,17 @@ class QuorumDriver:
 
     # -- the controller's writes ---------------------------------------------------------------------
     def propose(self, records: list[Any]) -> int:
-        last, ready = self.node.propose(records, now_ms())
-        self._carry_out(ready)
+        if self.stopped:
+            raise NotLeader(f"controller {self.node_id} has stopped ({self.disk_failure or 'shutting down'})")
+        proposed: list[int] = []
+
+        def event() -> m.Ready:
+            last, ready = self.node.propose(records, now_ms())
+            proposed.append(last)
+            return ready
+
+        self._step(event)
+        last = proposed[0]
         if last < 0:
             raise NotLeader(f"controller {self.node_id} is not the active controller")
         return last
