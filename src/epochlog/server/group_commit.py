@@ -73,13 +73,17 @@ class GroupCommit:
             if key in self._in_flight:
                 continue  # its next sync begins when this one is back
             del self._dirty[key]
-            if part.offline:
+            if part.offline or not part.log.segments:  # offline, or deleted since it was marked
                 self._wake(part)
                 continue
             try:
                 plan = part.log.begin_sync()
             except KafkaStorageError as e:
                 log.error("%s", e)  # its directory is offline now; the broker takes its partitions offline
+                self._wake(part)
+                continue
+            except Exception:
+                log.exception("%s-%d: cannot begin a sync", part.topic, part.partition)
                 self._wake(part)
                 continue
             self._in_flight.add(key)
@@ -94,10 +98,15 @@ class GroupCommit:
     def _done(self, jobs: list[tuple[Partition, SyncPlan]]) -> None:
         for part, plan in jobs:
             self._in_flight.discard(id(part))
-            if part.log.finish_sync(plan) and not part.offline:
-                part.replica.synced(plan.end_offset)
-                part.sync()  # acks it releases, fetches to wake if the HW moved
-            if part.offline or not part.replica.needs_sync():
+            try:
+                if part.log.finish_sync(plan) and not part.offline:
+                    part.replica.synced(plan.end_offset)
+                    part.sync()  # acks it releases, fetches to wake if the HW moved
+                settled = part.offline or not part.log.segments or not part.replica.needs_sync()
+            except Exception:
+                log.exception("%s-%d: cannot complete a sync", part.topic, part.partition)
+                settled = True
+            if settled:
                 self._wake(part)
             else:
                 self._dirty[id(part)] = part  # written to while it ran (or truncated): once more

@@ -27,8 +27,9 @@ class SyncPlan:
     end_offset: int  # the log end when the sync began: everything below it is durable once it completes
     truncations: int  # the log's truncation count then: a sync begun before a truncation proves nothing
     segments: list[tuple[Segment, int, int]] = field(default_factory=list)  # (segment, own fd, writes)
-    error: OSError | None = None
+    error: Exception | None = None
     seconds: float = 0.0
+    ran: bool = False  # only a sync that ran to its end proves anything
 
     def run(self) -> None:
         """The fsyncs, safe in a worker thread."""
@@ -36,9 +37,10 @@ class SyncPlan:
         try:
             for seg, fd, _writes in self.segments:
                 fileops.ops().fdatasync(fd, seg.path)
-        except OSError as e:
+        except Exception as e:  # an OSError from the disk; anything else is as bad: nothing is proven
             self.error = e
         self.seconds = time.monotonic() - t0
+        self.ran = True
 
 
 def begin_sync(log: PartitionLog) -> SyncPlan:
@@ -66,6 +68,8 @@ def finish_sync(log: PartitionLog, plan: SyncPlan) -> bool:
     failed, which takes the log directory offline, or the log was truncated while it ran)."""
     done = [(seg, writes) for seg, _fd, writes in plan.segments]
     close(plan)
+    if not plan.ran:
+        return False
     if plan.error is not None:
         # A failed fsync is never retried: the kernel may have dropped the pages it could not write.
         log.failures.mark_offline(log.log_dir, f"sync of {log.topic}-{log.partition}: {plan.error}")

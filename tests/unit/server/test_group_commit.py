@@ -153,3 +153,27 @@ def test_default_policy_never_syncs_per_append(tmp_path: Path) -> None:
         asyncio.run(run())
     finally:
         fileops.install(prev)
+
+
+class FailingOps(fileops.FileOps):
+    def fdatasync(self, fd: int, path: str | Path = "") -> None:
+        raise OSError(5, "Input/output error (test)", str(path))
+
+
+def test_a_failed_fsync_acknowledges_nothing_and_takes_the_dir_offline(tmp_path: Path) -> None:
+    async def run() -> None:
+        gc = GroupCommit()
+        part = _partition(tmp_path, gc, (1,))
+        await asyncio.sleep(0.05)
+        prev = fileops.install(FailingOps())
+        try:
+            futs = _produce(part, 3, acks=-1)
+            await asyncio.sleep(0.2)
+        finally:
+            fileops.install(prev)
+        assert not any(f.done() for f in futs)  # the broker answers them KAFKA_STORAGE_ERROR as it goes offline
+        assert part.high_watermark == 0
+        assert part.log.failures.is_offline(part.log.log_dir)
+        gc.close()
+
+    asyncio.run(run())
