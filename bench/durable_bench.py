@@ -5,12 +5,17 @@
 Both modes run on the same servers, as two topics (the policy is a topic config, flush.messages, whose
 broker default is log.flush.interval.messages): a single `epochlog up`, and a cluster of `epochlog
 controller` + three `epochlog broker` with RF 3 and min.insync.replicas 2. Each round runs the default
-then the durable topic back to back, so each durable figure has a default one taken moments before it
+and the durable topic back to back (alternating which goes first, each after an os.sync() so that
+neither pays for the other's writeback), so each durable figure has a default one taken moments from it
 (this 2-core machine is shared and absolute numbers drift); the table gives medians and the median of
 the per-round ratios. Measured: 1 KiB produce throughput with acks=all (acknowledged messages only,
 librdkafka's default producer, linger 5 ms, as bench/produce_consume.py), and the acknowledgement
 latency of acks=all writes sent at a fixed 1,000 messages/s. Prints a table and writes JSON to
 bench/results/. All processes are real, on 127.0.0.1, stopped by pid at the end.
+
+``--baseline-src DIR`` adds an A/B of the durable mode itself on one node: a broker run from another
+source tree (DIR is its ``src``, e.g. a checkout from before group commit, which fsynced inside each
+append) against this tree's, alternately, for throughput and ack latency.
 """
 
 from __future__ import annotations
@@ -108,15 +113,20 @@ def disk_sync_latency(directory: Path, samples: int = 300) -> dict[str, float]:
 
 def run_setup(bootstrap: str, rf: int, count: int, rounds: int, latency_s: float) -> dict[str, Any]:
     out: dict[str, Any] = {"rf": rf, "throughput": [], "latency": {}}
-    for _ in range(rounds):
+    for i in range(rounds):
         pair = {}
-        for mode, cfg in MODES.items():
-            r = produce_consume.produce_throughput(bootstrap, 1024, count, "all", 1, rf, topic_config=cfg)
+        # Alternate which mode goes first, and start each run with no dirty pages left by the one before:
+        # the kernel writes a default run's data back later, and a durable run right after it would wait
+        # for that writeback in its own fsyncs.
+        for mode in sorted(MODES, reverse=bool(i % 2)):
+            os.sync()
+            r = produce_consume.produce_throughput(bootstrap, 1024, count, "all", 1, rf, topic_config=MODES[mode])
             pair[mode] = r
             print(f"  rf={rf} {mode}: {r['mb_per_s']:.1f} MB/s ({r['errors']} errors)", file=sys.stderr)
         pair["ratio"] = pair["durable"]["msgs_per_s"] / pair["default"]["msgs_per_s"]
         out["throughput"].append(pair)
     for mode, cfg in MODES.items():
+        os.sync()
         out["latency"][mode] = ack_latency(bootstrap, rf, cfg, 1000, latency_s)
         print(f"  rf={rf} {mode} latency: {out['latency'][mode]}", file=sys.stderr)
     runs = out["throughput"]
@@ -129,12 +139,52 @@ def run_setup(bootstrap: str, rf: int, count: int, rounds: int, latency_s: float
     return out
 
 
+def baseline_ab(baseline_src: str, count: int, rounds: int, latency_s: float) -> dict[str, Any]:
+    """The durable mode on one node, a broker from ``baseline_src`` against one from this tree."""
+    here = str(Path(__file__).resolve().parent.parent / "src")
+    durable = MODES["durable"]
+    brokers = {}
+    saved = os.environ.get("PYTHONPATH")
+    try:
+        for name, src in (("baseline", baseline_src), ("this tree", here)):
+            os.environ["PYTHONPATH"] = src  # the broker process imports epochlog from there
+            brokers[name] = start_single("epochlog")
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+    out: dict[str, Any] = {"baseline_src": baseline_src, "runs": []}
+    try:
+        for _ in range(rounds):
+            for name, b in brokers.items():
+                os.sync()
+                tp = produce_consume.produce_throughput(b.bootstrap, 1024, count, "all", topic_config=durable)
+                os.sync()
+                lat = ack_latency(b.bootstrap, 1, durable, 1000, latency_s)
+                out["runs"].append({"broker": name, "throughput": tp, "latency": lat})
+                print(f"  A/B {name}: {tp['mb_per_s']:.1f} MB/s, ack p50 {lat['ack_p50_ms']:.1f} ms "
+                      f"p99 {lat['ack_p99_ms']:.1f} ms", file=sys.stderr)  # fmt: skip
+    finally:
+        for b in brokers.values():
+            b.stop()
+    for name in brokers:
+        mine = [r for r in out["runs"] if r["broker"] == name]
+        out[name] = {
+            "mb_per_s": statistics.median(r["throughput"]["mb_per_s"] for r in mine),
+            "ack_p50_ms": statistics.median(r["latency"]["ack_p50_ms"] for r in mine),
+            "ack_p99_ms": statistics.median(r["latency"]["ack_p99_ms"] for r in mine),
+        }
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the 200,000 messages per throughput run")
     ap.add_argument("--rounds", type=int, default=3, help="default/durable pairs per setup")
     ap.add_argument("--latency-s", type=float, default=5.0, help="seconds of 1,000 msgs/s per latency run")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    ap.add_argument("--baseline-src", help="A/B the durable mode against a broker run from this src directory")
     args = ap.parse_args()
     count = int(200_000 * args.scale)
     results: dict[str, Any] = {
@@ -159,6 +209,9 @@ def main() -> None:
         )
         results["setups"]["3 brokers, RF 3"] = run_setup(lc.bootstrap, 3, count, args.rounds, args.latency_s)
         results["fdatasync_1KiB_after"] = disk_sync_latency(work)
+        lc.stop()
+        if args.baseline_src:
+            results["baseline_ab"] = baseline_ab(args.baseline_src, count, args.rounds, args.latency_s)
     finally:
         single.stop()
         lc.stop()
@@ -190,6 +243,12 @@ def show(results: dict[str, Any]) -> None:
         if d:
             print(f"this disk's fdatasync of a 1 KiB append, {when} the run: p50 {d['p50_ms']:.2f} ms, "
                   f"p99 {d['p99_ms']:.2f} ms")  # fmt: skip
+    ab = results.get("baseline_ab")
+    if ab:
+        for name in ("baseline", "this tree"):
+            r = ab[name]
+            print(f"durable mode, one node, {name}: {r['mb_per_s']:.1f} MB/s, ack p50 {r['ack_p50_ms']:.1f} ms, "
+                  f"p99 {r['ack_p99_ms']:.1f} ms (medians)")  # fmt: skip
 
 
 if __name__ == "__main__":
