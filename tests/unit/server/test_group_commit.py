@@ -177,3 +177,34 @@ def test_a_failed_fsync_acknowledges_nothing_and_takes_the_dir_offline(tmp_path:
         gc.close()
 
     asyncio.run(run())
+
+
+def test_changing_the_policy_on_a_live_partition(tmp_path: Path) -> None:
+    """flush.messages changed on the topic: from then on acks wait for syncs, or no longer do."""
+    ops = CountingOps()
+    prev = fileops.install(ops)
+
+    async def run() -> None:
+        gc = GroupCommit()
+        part = _partition(tmp_path, gc, (1,), flush_messages=LogConfig().flush_interval_messages)
+        assert part.append(build_batch([(None, b"a")]), 0, 1).wait_offset == -1
+        part.log.config = LogConfig(flush_interval_messages=1)
+        part.apply_flush_policy()
+        await asyncio.sleep(0.05)  # the first sync covers what the default mode wrote
+        assert part.replica.durability.durable_end_offset == 1
+        ops.gate.clear()
+        futs = _produce(part, 2, acks=1)
+        await asyncio.sleep(0.05)
+        assert not any(f.done() for f in futs)
+        part.log.config = LogConfig()
+        part.apply_flush_policy()  # back to the default: nothing waits for a sync any more
+        assert [f.result() for f in futs] == [Err.NONE, Err.NONE]
+        ops.gate.set()
+        await asyncio.sleep(0.05)
+        gc.close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        ops.gate.set()
+        fileops.install(prev)
