@@ -30,10 +30,16 @@ from rich.table import Table
 
 
 def create_topic(
-    bootstrap: str, name: str, partitions: int = 1, rf: int = 1, client_conf: dict[str, str] | None = None
+    bootstrap: str,
+    name: str,
+    partitions: int = 1,
+    rf: int = 1,
+    client_conf: dict[str, str] | None = None,
+    topic_config: dict[str, str] | None = None,
 ) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap, **(client_conf or {})})
     config = {"min.insync.replicas": "2"} if rf > 1 else {}
+    config.update(topic_config or {})
     try:
         admin.create_topics([NewTopic(name, partitions, rf, config=config)])[name].result(20)
     except Exception as e:  # a peer may only auto-create
@@ -49,10 +55,12 @@ def produce_throughput(
     rf: int = 1,
     idempotence: bool = False,
     client_conf: dict[str, str] | None = None,
+    topic_config: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """``client_conf``: more client properties (a secured listener's security.protocol, SASL, TLS)."""
+    """``client_conf``: more client properties (a secured listener's security.protocol, SASL, TLS);
+    ``topic_config``: the test topic's configs (flush.messages=1 for the durable mode)."""
     topic = f"bench-{uuid.uuid4().hex[:8]}"
-    create_topic(bootstrap, topic, partitions, rf, client_conf)
+    create_topic(bootstrap, topic, partitions, rf, client_conf, topic_config)
     # Only messages the broker acknowledged count: a delivery report without an error.
     acked = [0]
     errors: Counter[str] = Counter()

@@ -29,6 +29,7 @@ from typing import Any
 
 from epochlog.codes import Err
 from epochlog.offsets import last_stable_offset
+from epochlog.replication.durability import Durability
 from epochlog.replication.log import ReplicaLog
 from epochlog.replication.types import (
     UNDEFINED_EPOCH,
@@ -108,6 +109,9 @@ class PartitionReplica:
         # Its state transitions, for the trace checker (trace/check.py); a no-op unless the driver asks.
         self.tracer = tracer
         self._traced_leo = -1
+        # What of its own log counts toward acknowledgements (replication/durability.py); the driver sets
+        # sync_before_ack from the partition's flush policy and reports each sync (synced()).
+        self.durability = Durability(durable_end_offset=log.log_start_offset)
 
     def __repr__(self) -> str:
         return (
@@ -176,6 +180,7 @@ class PartitionReplica:
         # KIP-101 step 3: the new epoch begins at our log end, durably, before any write.
         self.log.assign_epoch(state.leader_epoch, self.log.log_end_offset)
         self.log.flush()
+        self.durability.synced(self.log.log_end_offset, self.log.log_end_offset)
         self.followers = {
             r: FollowerState(last_caught_up_ms=now_ms if r in state.isr else 0, last_fetch_ms=now_ms)
             for r in state.replicas
@@ -226,8 +231,16 @@ class PartitionReplica:
             info.duplicate,
             info.record_count,
             info.log_append_time_ms,
-            info.last_offset if acks == -1 else -1,
+            info.last_offset if acks == -1 or (acks == 1 and self.durability.enforced) else -1,
         )
+
+    def synced(self, offset: int) -> None:
+        """The driver made this log durable up to ``offset``: a leader's HW may move."""
+        if self.durability.synced(offset, self.log.log_end_offset):
+            self._maybe_advance_hw()
+
+    def needs_sync(self) -> bool:
+        return self.durability.needs_sync(self.log.log_end_offset)
 
     def is_committed(self, last_offset: int) -> bool:
         return self.high_watermark > last_offset
@@ -354,7 +367,7 @@ class PartitionReplica:
     def _maybe_advance_hw(self) -> None:
         if self.role is not Role.LEADER:
             return
-        ends = [self.log.log_end_offset]
+        ends = [self.durability.countable_end(self.log.log_end_offset)]
         # While an ISR change is in flight, count the maximal ISR (current plus proposed): a follower
         # being added must already hold everything the HW covers (Kafka's KIP-497 rule).
         maximal = self.isr | self.pending_isr.new_isr if self.pending_isr is not None else self.isr
@@ -372,6 +385,8 @@ class PartitionReplica:
     def next_fetch(self) -> FetchRequest | None:
         if self.role is not Role.FOLLOWER or self.leader_id < 0:
             return None
+        if self.durability.needs_sync(self.log.log_end_offset):
+            return None  # its fetch offset tells the leader what it holds: sync first (durability.py)
         last_epoch = self.log.latest_epoch() if self.mode is TruncationMode.LEADER_EPOCH else UNDEFINED_EPOCH
         return FetchRequest(self.broker_id, self.log.log_end_offset, last_epoch, self.leader_epoch)
 
@@ -416,6 +431,7 @@ class PartitionReplica:
                     )
                 )
             self.log.truncate_fully_and_start_at(leader_start)
+            self.durability.synced(leader_start, self.log.log_end_offset)  # empty; its start is durable
             self.high_watermark = max(self.high_watermark, self.log.log_end_offset)
             return FetchOutcome.RESTARTED
         # Ahead of the leader's end: only reachable without epochs (the legacy rule): its HW is all we know.
@@ -423,11 +439,14 @@ class PartitionReplica:
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         return FetchOutcome.TRUNCATED
 
-    def ack_result(self, last_offset: int) -> int | None:
+    def ack_result(self, last_offset: int, acks: int = -1) -> int | None:
         """An acks=all produce whose last record is ``last_offset``: None while it must wait, else its
-        answer (NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell below min.insync.replicas meanwhile)."""
+        answer (NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell below min.insync.replicas meanwhile).
+        acks=1 waits only under a sync-before-ack policy, for this replica's own sync."""
         if self.role is not Role.LEADER:
             return Err.NOT_LEADER_OR_FOLLOWER
+        if acks != -1:
+            return None if self.durability.countable_end(self.log.log_end_offset) <= last_offset else Err.NONE
         if self.high_watermark <= last_offset:
             return None
         return Err.NONE if len(self.isr) >= self.min_isr else Err.NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -508,6 +527,7 @@ class PartitionReplica:
                 )
             )
         self.log.truncate_to(target)
+        self.durability.truncated(self.log.log_end_offset)
 
     def _trace_role(self, epoch_start: int) -> None:
         if self.tracer.enabled:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import asyncio
 import bisect
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.errors import Err
 from epochlog.replication.partition import PartitionReplica, check_epoch
 from epochlog.replication.types import LeaderAppend, Role
+
+if TYPE_CHECKING:
+    from epochlog.server.group_commit import GroupCommit
 
 
 def _offset(waiter: tuple[int, Any]) -> int:
@@ -27,11 +30,13 @@ class Partition:
     __slots__ = (
         "acks_waiters",
         "delete_waiters",
+        "group_commit",
         "last_hw",
         "log",
         "offline",
         "partition",
         "replica",
+        "sync_waiters",
         "topic",
         "topic_id",
         "waiters",
@@ -44,7 +49,10 @@ class Partition:
         topic_id: uuid.UUID,
         log: Any,
         replica: PartitionReplica,
+        group_commit: GroupCommit | None = None,
     ) -> None:
+        """``group_commit``: the broker's syncer; without it (tests of a bare partition) the log flushes inside
+        its appends as its policy says, and nothing waits for a sync."""
         self.topic = topic
         self.partition = partition
         self.topic_id = topic_id
@@ -53,12 +61,39 @@ class Partition:
         self.waiters: list[asyncio.Future[None]] = []
         # acks=all produces, by last offset: (last offset, future answered with an error code)
         self.acks_waiters: list[tuple[int, asyncio.Future[int]]] = []
+        # acks=1 produces under a sync-before-ack policy, by last offset: they wait for this log's sync only.
+        self.sync_waiters: list[tuple[int, asyncio.Future[int]]] = []
         # DeleteRecords waiting for every live replica's log start offset: (required offset, future).
         self.delete_waiters: list[tuple[int, asyncio.Future[int]]] = []
         # Its log directory failed: it answers KAFKA_STORAGE_ERROR until the broker restarts.
         self.offline = False
         log.bind_high_watermark(replica)
         self.last_hw = replica.high_watermark  # the HW fetches were last woken for
+        self.group_commit = group_commit
+        if group_commit is not None:
+            log.on_dirty = self._log_dirty
+        self.apply_flush_policy()
+
+    def apply_flush_policy(self) -> None:
+        """flush.messages=1 makes every acknowledgement wait for a sync (replication/durability.py); called
+        at start and whenever the topic's configs change."""
+        durable = self.group_commit is not None and self.log.config.flush_interval_messages == 1
+        d = self.replica.durability
+        if durable == d.sync_before_ack:
+            return
+        d.sync_before_ack = durable
+        if durable:
+            # What is on disk now may be in the page cache only (a process killed, not a machine): the
+            # first sync covers the active segment whatever this process wrote.
+            self.log.active.unflushed = True
+            assert self.group_commit is not None
+            self.group_commit.mark(self)
+        elif self.sync_waiters:
+            self.sync()  # nothing waits for a sync any more
+
+    def _log_dirty(self, _log: Any) -> None:
+        if self.group_commit is not None:
+            self.group_commit.mark(self)
 
     @property
     def leader_epoch(self) -> int:
@@ -104,10 +139,24 @@ class Partition:
                 fut.set_result(Err(code))
                 i += 1
             del waiting[:i]
+        if self.sync_waiters:
+            self._answer_sync_waiters()
         if self.delete_waiters:
             self._answer_delete_waiters()
         if moved:
             self.notify()
+
+    def _answer_sync_waiters(self) -> None:
+        waiting = self.sync_waiters
+        i = 0
+        for last, fut in waiting:
+            if not fut.done():
+                code = self.replica.ack_result(last, acks=1)
+                if code is None:
+                    break
+                fut.set_result(Err(code))
+            i += 1
+        del waiting[:i]
 
     def _answer_delete_waiters(self) -> None:
         still = []
@@ -137,10 +186,11 @@ class Partition:
         self.notify()
 
     def _fail_waiters(self, code: Err) -> None:
-        for _last, fut in self.acks_waiters + self.delete_waiters:
+        for _last, fut in self.acks_waiters + self.sync_waiters + self.delete_waiters:
             if not fut.done():
                 fut.set_result(code)
         self.acks_waiters.clear()
+        self.sync_waiters.clear()
         self.delete_waiters.clear()
 
     def append(self, records: Any, now_ms: int, acks: int = -1, producer_epoch: int = -1) -> LeaderAppend:
@@ -155,9 +205,12 @@ class Partition:
             self.notify()
         return result
 
-    def wait_committed(self, last_offset: int) -> asyncio.Future[int]:
+    def wait_committed(self, last_offset: int, acks: int = -1) -> asyncio.Future[int]:
+        """A future answered with the produce's error code once the core releases it: acks=all at the HW,
+        acks=1 (under a sync-before-ack policy) at this log's sync."""
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        bisect.insort(self.acks_waiters, (last_offset, fut), key=_offset)  # at the end, but for a race
+        waiters = self.acks_waiters if acks == -1 else self.sync_waiters
+        bisect.insort(waiters, (last_offset, fut), key=_offset)  # at the end, but for a race
         self.sync()
         return fut
 

@@ -2,7 +2,8 @@
 
 1. committed: no acknowledged (acks=all, below the HW) record is lost or changed on a serving leader,
    unless every replica crashed hard after it was committed (n failures: KIP-101 Scenario 2 accepts
-   that loss) or an unclean election happened (the KIP-101 appendix: permitted, reported).
+   that loss; never under flush.messages=1, the durable mode) or an unclean election happened (the
+   KIP-101 appendix: permitted, reported).
 2. log-matching: replicas agree on every offset below both their high watermarks.
 3. one-leader-per-epoch: at most one broker appends as leader in any epoch.
 4. monotonic-leader: a leader's epoch and HW never go backwards.
@@ -60,6 +61,9 @@ class InvariantChecker:
 
     def on_hard_crash(self, bid: int) -> None:
         self.hard_crashes.setdefault(bid, []).append(self.w.now)
+        # Monotonic within one process's life: a restarted broker starts from its HW checkpoint, which
+        # lags the HW it had in memory, and may hear an older state before the newest.
+        self.leader_marks.pop(bid, None)
 
     def on_leader_append(self, bid: int, epoch: int, value: str = "") -> None:
         self.append_time.setdefault(value, self.w.now)
@@ -77,7 +81,10 @@ class InvariantChecker:
         # Kafka keeps a committed record while one replica of the ISR that committed it keeps it; when
         # every one of them lost unflushed data in a hard crash, losing it is within the contract.
         # A follower counts towards the HW as soon as it has fetched a record, flushed or not, so the
-        # loss window opens when the leader appended it.
+        # loss window opens when the leader appended it. Under a sync-before-ack policy nothing excuses it:
+        # a record counts toward the HW only once synced, so it survives losing every replica's power.
+        if self.w.durable:
+            return False
         appended_at = self.append_time.get(self.w.acked[offset], 0)
         isr = self.ack_isr.get(offset, self.w.state().replicas)
         return all(any(t >= appended_at for t in self.hard_crashes.get(b, [])) for b in isr)

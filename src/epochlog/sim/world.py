@@ -52,6 +52,7 @@ class SimBroker:
     persisted_hw: int = 0
     fetch_in_flight_until: int = 0  # 0: no fetch in flight; else when it counts as failed (unanswered)
     backoffs: dict[int, FetchBackoff] = field(default_factory=dict)  # per leader, as the server's fetchers
+    sync_scheduled: bool = False  # durable mode: a group-commit sync of its log is on its way
     pending_acks: list[tuple[int, str]] = field(default_factory=list)
     inbox: list[tuple[int, Any]] = field(default_factory=list)  # held while paused
 
@@ -70,7 +71,16 @@ class World:
         replication_factor: int | None = None,
         transactions: bool = False,
         replica_fetch_backoff_ms: int | None = None,
+        durable: bool = False,
+        count_unsynced: bool = False,
     ) -> None:
+        """``durable``: the topic's flush policy is flush.messages=1: brokers sync their logs by group commit,
+        a while after appending (sync_delay_ms), and only synced records count toward acknowledgements;
+        an acknowledged record must then survive a power loss of every replica. ``count_unsynced``: break
+        that on purpose (the cores count their unsynced log ends)."""
+        self.durable = durable
+        self.count_unsynced = count_unsynced
+        self.sync_delay_ms = (1, 40)
         self.rng = random.Random(seed)
         self.seed = seed
         self.now = 0
@@ -124,6 +134,9 @@ class World:
             tracer=tracer,
         )
         replica.high_watermark = min(hw, log.log_end_offset)
+        replica.durability.sync_before_ack = self.durable
+        replica.durability.count_unsynced = self.count_unsynced
+        replica.durability.synced(log.flushed, log.log_end_offset)  # what a restart finds is on disk
         return SimBroker(b, log, replica, persisted_hw=hw)
 
     def log_event(self, text: str) -> None:
@@ -276,6 +289,8 @@ class World:
             resp = msg[1]
             b.fetch_in_flight_until = 0
             outcome = r.handle_fetch_response(resp)  # the core drops answers to an older term or position
+            if r.needs_sync():
+                self._schedule_sync(b)
             self._backoff(b, src).after_answer(PARTITION, outcome, r.leader_epoch, self.now)
             if outcome is FetchOutcome.TRUNCATED:
                 self.log_event(
@@ -307,6 +322,26 @@ class World:
             return
         self.checker.on_leader_append(b.broker_id, r.leader_epoch, value)
         b.pending_acks.append((appended.first_offset, value))
+        self._schedule_sync(b)
+        self._release_acks(b)
+
+    def _schedule_sync(self, b: SimBroker) -> None:
+        """Durable mode: one sync covers every append since the last (group commit), a while later; a
+        crash before it loses them, and the cores must not have counted them."""
+        if not self.durable or b.sync_scheduled:
+            return
+        b.sync_scheduled = True
+        self.schedule(self.rng.randint(*self.sync_delay_ms), partial(self._sync, b))
+
+    def _sync(self, b: SimBroker) -> None:
+        b.sync_scheduled = False
+        if self.brokers[b.broker_id] is not b or not b.alive:
+            return  # it crashed meanwhile: the sync never happened
+        if b.paused:
+            self._schedule_sync(b)
+            return
+        b.log.flush()
+        b.replica.synced(b.log.log_end_offset)
         self._release_acks(b)
 
     def _backoff(self, b: SimBroker, leader: int) -> FetchBackoff:
@@ -339,6 +374,8 @@ class World:
         if r.role is Role.FOLLOWER and b.fetch_in_flight_until and self.now >= b.fetch_in_flight_until:
             b.fetch_in_flight_until = 0
             self._backoff(b, r.leader_id).after_failure(self.now)  # unanswered: the request failed
+        if r.needs_sync():
+            self._schedule_sync(b)
         if r.role is Role.FOLLOWER and not b.fetch_in_flight_until:
             backoff = self._backoff(b, r.leader_id)
             req = r.next_fetch() if backoff.may_fetch(PARTITION, r.leader_epoch, self.now) else None
@@ -352,6 +389,7 @@ class World:
             self._release_acks(b)
         if self.rng.random() < 0.2:
             b.log.flush()
+            r.synced(b.log.log_end_offset)
             b.persisted_hw = r.high_watermark
 
     def produce(self) -> None:
@@ -471,6 +509,7 @@ class World:
         first = appended.first_offset
         self.checker.on_leader_append(bid, b.replica.leader_epoch, value)
         b.pending_acks.append((first, value))
+        self._schedule_sync(b)
         self.log_event(f"leader {bid} appends {value} at offset {first} (epoch {b.replica.leader_epoch})")
         self._release_acks(b)
         self.run_for(10)

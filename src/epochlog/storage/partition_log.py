@@ -31,7 +31,7 @@ from epochlog.protocol.record_batch import (
     set_max_timestamp_log_append,
     set_partition_leader_epoch,
 )
-from epochlog.storage import checkpoints, fileops, log_cleaning, log_loader, log_retention, log_timestamps
+from epochlog.storage import checkpoints, fileops, log_cleaning, log_loader, log_retention, log_sync, log_timestamps
 from epochlog.storage.cleaner.cleaner import LogView
 from epochlog.storage.config import LogConfig
 from epochlog.storage.epoch_cache import EpochEntry, LeaderEpochCache
@@ -106,6 +106,9 @@ class PartitionLog:
         self.producer_state = ProducerStateManager(directory)
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms()
+        # Set by a broker that syncs by group commit (server/group_commit.py): a flush the policy calls for
+        # is handed to it instead of made inside the append, so one sync covers a whole event-loop turn.
+        self.on_dirty: Callable[[PartitionLog], None] | None = None
         # A partition created here and not yet written to: its directory entries (its own, in the log dir,
         # and its files') are made durable together just before the first batch is written, not one fsync
         # at a time as each file appears. Until then it holds nothing that a crash could lose: a partition
@@ -321,7 +324,10 @@ class PartitionLog:
                     self.producer_state.update(h, h.base_offset, h.last_offset, h.max_timestamp)
             self.unflushed_messages += h.record_count
         if self.unflushed_messages >= self.config.flush_interval_messages:
-            self.flush()
+            if self.on_dirty is not None:
+                self.on_dirty(self)
+            else:
+                self.flush()
 
     # -- transactions ------------------------------------------------------------------------
     def _index_completed(self, txn: CompletedTxn, stable: int) -> None:
@@ -538,6 +544,18 @@ class PartitionLog:
         self.recovery_point = self.log_end_offset
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms()
+
+    @io_guard
+    def begin_sync(self) -> log_sync.SyncPlan:
+        """A sync of everything written so far, to run off the loop (log_sync.py): plan.run(), then
+        finish_sync(plan)."""
+        return log_sync.begin_sync(self)
+
+    def finish_sync(self, plan: log_sync.SyncPlan) -> bool:
+        """Whether the log is now durable up to plan.end_offset."""
+        if on_flush is not None and plan.error is None:
+            on_flush(plan.seconds)
+        return log_sync.finish_sync(self, plan)
 
     def maybe_flush_by_time(self, now_ms: int) -> None:
         if self.unflushed_messages and now_ms - self.last_flush_ms >= self.config.flush_interval_ms:

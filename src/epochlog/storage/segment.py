@@ -107,12 +107,30 @@ class Segment:
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = -1
         self.indexes_dirty = False
-        self.unflushed = False
+        # Writes made and writes known synced: a sync running in a worker thread (group commit) covers the
+        # writes made before it began, and only those, whatever is appended meanwhile.
+        self.writes = 0
+        self.synced_writes = 0
         # The latest appends, kept so that a reader at the log end (a follower, a tailing consumer) is
         # served without a read system call and a fresh copy: on an RF=3 leader, pread of the batch just
         # written was 13% of the CPU. Buffers handed to append() are never changed afterwards.
         self._tail: deque[tuple[int, bytes | bytearray | memoryview]] = deque()
         self._tail_bytes = 0
+
+    @property
+    def unflushed(self) -> bool:
+        return self.writes > self.synced_writes
+
+    @unflushed.setter
+    def unflushed(self, value: bool) -> None:
+        if value:
+            self.writes += 1
+        else:
+            self.synced_writes = self.writes
+
+    def mark_synced(self, writes: int) -> None:
+        """A sync that began when ``writes`` writes had been made completed."""
+        self.synced_writes = max(self.synced_writes, writes)
 
     # -- building the in-memory state ------------------------------------------------
     def _track(self, pos: int, h: BatchHeader) -> None:
@@ -271,9 +289,10 @@ class Segment:
         if self.unflushed:
             # A failed fdatasync leaves ``unflushed`` set, and the caller takes the directory offline: it
             # is never retried, since a second call may "succeed" after the kernel dropped the pages.
+            writes = self.writes
             fileops.ops().fdatasync(self.fd, self.path)
             self.txn_index.flush()
-            self.unflushed = False
+            self.mark_synced(writes)
 
     def write_indexes(self) -> None:
         if not self.indexes_dirty:

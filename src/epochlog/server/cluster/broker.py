@@ -40,6 +40,7 @@ from epochlog.server.cluster.metadata_publisher import MetadataPublisher
 from epochlog.server.cluster.replica_manager import ReplicaManager
 from epochlog.server.config import BrokerConfig
 from epochlog.server.dispatch import dispatch
+from epochlog.server.group_commit import GroupCommit
 from epochlog.server.groups import GroupConfig, GroupCoordinator
 from epochlog.server.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 from epochlog.server.limits import ConnectionLimits
@@ -119,6 +120,7 @@ class ClusterBroker:
         self.alter_partition = AlterPartitionManager(self)
         self.forwarding = Forwarding(self)
         self.fetchers = FetcherManager(self)
+        self.group_commit = GroupCommit()  # syncs the logs of flush.messages=1 topics, once per loop turn
         self.producer_ids = ControllerProducerIds(self)
         self.txn = TxnCoordinators(self)
         self.groups = self._group_coordinator()
@@ -225,6 +227,7 @@ class ClusterBroker:
         await self.groups.stop()
         await self._stop_cleaner()
         tracing.close(self.tracer)
+        self.group_commit.close()  # a sync in flight finishes before the logs close
         self.log_manager.close()
         log.info("broker %d stopped cleanly", self.config.node_id)
 

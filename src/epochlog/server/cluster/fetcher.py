@@ -139,6 +139,11 @@ class FetcherManager:
 
     async def _fetch_round(self, conn: PeerConnection, parts: list[Partition], backoff: FetchBackoff) -> None:
         cfg = self.broker.config
+        # Under flush.messages=1 a fetch offset may count only synced records (replication/durability.py):
+        # what the last answer appended is synced before the next fetch says it is held.
+        unsynced = [p for p in parts if p.replica.needs_sync()]
+        if unsynced:
+            await self.broker.group_commit.settle(unsynced, timeout=cfg.replica_fetch_wait_max_ms / 1000 + 5)
         sent: dict[tuple[str, int], tuple[Partition, int, int]] = {}
         by_topic: dict[str, list[ReplicaFetchPartition]] = {}
         throttle = self.broker.replication_throttles.follower

@@ -237,6 +237,7 @@ class MetadataPublisher:
             if part.log.config != cfg or part.replica.min_isr != min_isr:
                 part.log.config = cfg
                 part.replica.min_isr = min_isr
+                part.apply_flush_policy()
                 log.info(
                     "%s-%d: configs now retention.ms=%d retention.bytes=%d segment.bytes=%d min.insync.replicas=%d",
                     topic,

@@ -120,7 +120,7 @@ class ReplicaManager:
             high_watermark=plog.high_watermark,  # the checkpoint's; the core owns it from here
             tracer=tracing.partition_tracer(b.tracer, info.uuid),
         )
-        part = Partition(topic, p, info.uuid, plog, replica)
+        part = Partition(topic, p, info.uuid, plog, replica, b.group_commit)
         b.partitions[(topic, p)] = part
         return part
 

@@ -120,9 +120,11 @@ async def _await_acks(
     responses: list[dict[str, Any]],
     waits: list[tuple[dict[str, Any], Partition, int]],
     timeout_ms: int,
+    acks: int,
 ) -> bytes:
-    """acks=all: answer once the HW passes each append, or REQUEST_TIMED_OUT after timeout_ms."""
-    futs = [part.wait_committed(last) for _row, part, last in waits]
+    """acks=all: answer once the HW passes each append (acks=1 under flush.messages=1: once the leader
+    synced it), or REQUEST_TIMED_OUT after timeout_ms."""
+    futs = [part.wait_committed(last, acks) for _row, part, last in waits]
     done, _ = await asyncio.wait(futs, timeout=max(timeout_ms, 0) / 1000)
     for (row, _part, last), fut in zip(waits, futs, strict=True):
         if fut in done:
@@ -280,5 +282,5 @@ def _produce(
     if req.acks == 0:
         return NO_RESPONSE
     if waits:
-        return Waiting(_await_acks(broker, header, responses, waits, req.timeout_ms))
+        return Waiting(_await_acks(broker, header, responses, waits, req.timeout_ms, req.acks))
     return _answer(broker, header, responses)
