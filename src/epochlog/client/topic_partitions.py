@@ -72,9 +72,7 @@ def describe(
             req = DescribeTopicPartitionsRequest(topics=asked, response_partition_limit=i32(limit), cursor=cursor)
             resp = conn.request(req)
             for t in resp.topics:
-                row = rows.setdefault(
-                    str(t.name), TopicRow(str(t.name), str(t.topic_id or ""), int(t.error_code), [])
-                )
+                row = rows.setdefault(str(t.name), TopicRow(str(t.name), str(t.topic_id or ""), int(t.error_code), []))
                 row.partitions.extend(_partition(p) for p in t.partitions)
             if resp.next_cursor is None:
                 break
