@@ -73,7 +73,7 @@ class PartitionChanges:
             adding, removing = (current.adding, current.removing) if current is not None else ((), ())
         eligible, last_known = state.elr, state.last_known_elr
         if not elr_decided:
-            eligible, last_known = self._target_elr(t, current, state.isr, unclean_shutdown)
+            eligible, last_known = self._target_elr(t, current, state.isr, state.replicas, unclean_shutdown)
         self._record(
             rec.PartitionChange(
                 topic,
@@ -91,13 +91,20 @@ class PartitionChanges:
         )
 
     def _target_elr(
-        self, t: TopicInfo | None, current: PartitionState | None, isr: frozenset[int], unclean: frozenset[int]
+        self,
+        t: TopicInfo | None,
+        current: PartitionState | None,
+        isr: frozenset[int],
+        replicas: tuple[int, ...],
+        unclean: frozenset[int],
     ) -> tuple[tuple[int, ...], tuple[int, ...]]:
         if t is None or not self.image.elr_enabled:
             return (), ()
         if UNSAFE_KEEP_UNCLEAN_IN_ELR in self.unsafe:
             unclean = frozenset()
-        return elr.target_elr(current, isr, self.image.min_isr(t, self.default_min_isr), unclean)
+        eligible, last_known = elr.target_elr(current, isr, self.image.min_isr(t, self.default_min_isr), unclean)
+        # A reassignment that drops a replica drops it from both lists: it holds no copy to lead from.
+        return tuple(r for r in eligible if r in replicas), tuple(r for r in last_known if r in replicas)
 
     def drain_changes(self) -> list[tuple[str, int, PartitionState]]:
         out = [(t, p, self.topics[t].partitions[p]) for t, p in dict.fromkeys(self.changed) if t in self.topics]
@@ -119,7 +126,7 @@ class PartitionChanges:
     ) -> None:
         """Elect for ``st`` (the partition with its new ISR; the stored state is the one before)."""
         current = t.partitions.get(p)
-        eligible, last_known = self._target_elr(t, current, st.isr, unclean_shutdown)
+        eligible, last_known = self._target_elr(t, current, st.isr, st.replicas, unclean_shutdown)
 
         def acceptable(r: int) -> bool:
             return self.alive(r) and r not in unclean_shutdown and (t.name, p) not in self.offline_replicas.get(r, ())

@@ -172,3 +172,14 @@ def test_records_and_snapshot_carry_elr() -> None:
         image.apply(rec)
     assert image.topics["t"].partitions[0].elr == (2,) and image.elr_enabled
     assert FeatureLevel(ELR_FEATURE, 1) in c.snapshot_records()
+
+
+def test_a_replica_reassigned_away_leaves_the_elr() -> None:
+    c = cluster()
+    c.fence(3)
+    assert sorted(state(c).isr) == [1, 2] and state(c).elr == ()
+    err, _ = c.alter_reassignment("t", 0, [1])  # a pure removal completes at once, the ISR below min ISR
+    assert err == 0
+    st = state(c)
+    assert st.replicas == (1,) and st.isr == frozenset({1})
+    assert st.elr == () and st.last_known_elr == ()  # 2 and 3 hold no replica to lead from any more
