@@ -23,7 +23,11 @@ def test_topics_create_list_describe_delete(broker: BrokerProcess) -> None:
     r = run("topics", "list", "-b", broker.bootstrap)
     assert name in r.stdout.split()
     r = run("topics", "describe", name, "-b", broker.bootstrap)
-    assert r.returncode == 0 and r.stdout.count("│ 1 ") >= 3, r.stdout
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and lines[0].startswith(f"Topic: {name}\tTopicId: "), r.stdout
+    assert "PartitionCount: 3" in lines[0] and "retention.ms=60000" in lines[0], r.stdout
+    assert [x.split("\t")[2] for x in lines[1:]] == ["Partition: 0", "Partition: 1", "Partition: 2"], r.stdout
+    assert all("Leader: 1\tReplicas: 1\tIsr: 1\tElr: \tLastKnownElr: " in x for x in lines[1:]), r.stdout
     r = run("topics", "create", name, "-b", broker.bootstrap)
     assert r.returncode == 1 and "already exists" in r.stderr.lower()
     r = run("topics", "delete", name, "-b", broker.bootstrap)

@@ -295,3 +295,36 @@ def test_headers_read_from_the_tail_match_the_file(tmp_path: Path) -> None:
         pos += from_tail.size
     seg.drop_tail_cache()
     assert seg.header_at(0).base_offset == 0
+
+
+def test_clean_shutdown_marker_holds_the_broker_epoch(tmp_path: Path) -> None:
+    # KIP-966: the epoch goes back to the controller as PreviousBrokerEpoch; no marker, an old empty one or
+    # garbage all mean the broker may have lost unflushed records (-1).
+    from epochlog.storage.log_dirs import LogDirs
+    from epochlog.storage.log_manager import CLEAN_SHUTDOWN
+
+    lm = LogManager(tmp_path, LogConfig())
+    lm.open(node_id=1)
+    assert lm.previous_broker_epoch == -1
+    lm.close(broker_epoch=7)
+    lm = LogManager(tmp_path, LogConfig())
+    lm.open(node_id=1)
+    assert lm.had_clean_shutdown and lm.previous_broker_epoch == 7
+    assert not (tmp_path / CLEAN_SHUTDOWN).exists()  # consumed: a crash from here on is unclean
+    for text in ("", "not json", '{"brokerEpoch": "7"}', "[1]", '{"brokerEpoch": true}'):
+        (tmp_path / CLEAN_SHUTDOWN).write_text(text)
+        lm = LogManager(tmp_path, LogConfig())
+        lm.open(node_id=1)
+        assert lm.had_clean_shutdown and lm.previous_broker_epoch == -1, text
+    a, b = tmp_path / "a", tmp_path / "b"
+    dirs = LogDirs([a, b], LogConfig())
+    dirs.open(node_id=1)
+    dirs.close(broker_epoch=3)
+    dirs = LogDirs([a, b], LogConfig())
+    dirs.open(node_id=1)
+    assert dirs.previous_broker_epoch == 3
+    dirs.close(broker_epoch=3)
+    (b / CLEAN_SHUTDOWN).unlink()  # one directory without its marker: the broker as a whole was not clean
+    dirs = LogDirs([a, b], LogConfig())
+    dirs.open(node_id=1)
+    assert dirs.previous_broker_epoch == -1

@@ -43,13 +43,16 @@ def register(app: typer.Typer) -> None:
         from rich.progress import Progress
 
         from epochlog.replication.types import TruncationMode
+        from epochlog.sim.elr_scenarios import ELR_SCENARIOS
         from epochlog.sim.report import html_report, text_report
         from epochlog.sim.scenarios import SCENARIOS, broker_names, random_schedule
+
+        SCENARIOS = {**SCENARIOS, **ELR_SCENARIOS}  # KIP-966's, listed and run like the others
 
         console = Console(width=None if sys.stdout.isatty() else 160)
         if list_:
             for name, listed in SCENARIOS.items():
-                doc = (listed.__doc__ or "").strip().splitlines()[0]
+                doc = ((listed.__doc__ or "").strip().splitlines() or [""])[0]  # a lambda has none
                 console.print(f"{name:22} {doc}")
             return
         try:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
+
+    from epochlog.client import topic_partitions as tp_rows
 
 topics_app = typer.Typer(no_args_is_help=True, help="Manage topics on a running cluster")
 Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", help="host:port of any broker")]
@@ -58,19 +58,60 @@ def list_(bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> None:
 
 
 @topics_app.command("describe")
-def describe(name: str, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> None:
-    """Show partitions, leaders, leader epochs and replicas of a topic."""
+def describe(
+    name: Annotated[str | None, typer.Argument(help="the topic (every topic when left out)")] = None,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Show partitions, leaders, replicas, ISR and (KIP-966) ELR of a topic, as kafka-topics.sh --describe
+    prints them. Through DescribeTopicPartitions (API 75) when the broker offers it, else Metadata."""
+    from epochlog.client import topic_partitions as tp
+    from epochlog.client.wire import WireError
+
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    if not host or not port.isdigit():
+        _fail(f"--bootstrap-server {bootstrap!r} is not host:port")
+    try:
+        rows = tp.describe(host, int(port), [name] if name else None)
+    except WireError as e:
+        _fail(f"cannot describe: {e}")
     admin = _admin(bootstrap)
-    md = admin.list_topics(topic=name, timeout=10)
-    t = md.topics.get(name)
-    if t is None or t.error is not None:
-        _fail(f"topic {name}: {t.error if t else 'not found'}")
-    table = Table(title=f"{name}")
-    for col in ("partition", "leader", "replicas", "isr"):
-        table.add_column(col)
-    for p in sorted(t.partitions.values(), key=lambda p: p.id):
-        table.add_row(str(p.id), str(p.leader), ",".join(map(str, p.replicas)), ",".join(map(str, p.isrs)))
-    Console().print(table)
+    if rows is None:
+        rows = _metadata_rows(admin, name)
+    for row in rows:
+        if row.error_code:
+            _fail(f"topic {row.name}: error {row.error_code}")
+        typer.echo(tp.topic_line(row, _set_configs(admin, row.name)))
+        for p in row.partitions:
+            typer.echo(tp.partition_line(row.name, p))
+
+
+def _metadata_rows(admin: AdminClient, name: str | None) -> list[tp_rows.TopicRow]:
+    """The describe rows from Metadata (a broker without API 75): no ELR to show."""
+    from epochlog.client.topic_partitions import PartitionRow, TopicRow
+
+    md = admin.list_topics(topic=name, timeout=10) if name else admin.list_topics(timeout=10)
+    out = []
+    for t in sorted(md.topics.values(), key=lambda t: str(t.topic)):
+        if t.error is not None:
+            _fail(f"topic {t.topic}: {t.error}")
+        parts = [
+            PartitionRow(p.id, p.leader, -1, list(p.replicas), list(p.isrs), None, None)
+            for p in sorted(t.partitions.values(), key=lambda p: p.id)
+        ]
+        out.append(TopicRow(str(t.topic), "", 0, parts))
+    return out
+
+
+def _set_configs(admin: AdminClient, name: str) -> dict[str, str]:
+    """The topic's configs that are not defaults (kafka-topics.sh prints only those); none if it cannot ask."""
+    from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+    try:
+        fut = admin.describe_configs([ConfigResource(ResourceType.TOPIC, name)])
+        entries = next(iter(fut.values())).result(10)
+    except Exception:
+        return {}
+    return {k: str(v.value) for k, v in entries.items() if not v.is_default and v.value is not None}
 
 
 @topics_app.command("delete")

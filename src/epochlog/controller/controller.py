@@ -6,6 +6,9 @@ the caller persists the records and tells brokers about partition changes. Rules
 - a returning leader that re-registers gets a new epoch (KIP-101, "Returning Leaders");
 - the ISR never gains fenced or offline brokers (KIP-320); a fenced broker leaves every ISR;
 - unclean election only when the topic allows it;
+- KIP-966 (when the metadata log finalized eligible.leader.replicas.version): replicas leaving an ISR
+  below min.insync.replicas become eligible leader replicas, the ISR may empty, and a broker back from an
+  unclean shutdown leaves every ISR and ELR (the rules in elr.py);
 - AlterPartition is guarded by the leader epoch and the partition epoch;
 - preferred-leader election moves leadership back to the first replica.
 """
@@ -20,74 +23,45 @@ from epochlog.config_defs import RESOURCE_TOPIC
 from epochlog.controller import acls, reassignment, scram
 from epochlog.controller import records as rec
 from epochlog.controller.config_changes import ConfigChange, ConfigOutcome, duplicates, plan
-from epochlog.controller.image import BrokerInfo, ClusterImage, TopicInfo
+from epochlog.controller.image import ELR_FEATURE, BrokerInfo, TopicInfo
+from epochlog.controller.partition_changes import (
+    NO_LEADER,
+    UNSAFE_KEEP_UNCLEAN_IN_ELR,
+    PartitionChanges,
+)
 from epochlog.controller.records import MetadataRecord
 from epochlog.replication.types import AlterIsr, PartitionState
 from epochlog.security.acl import AclBinding
 from epochlog.security.acl_filters import AclFilter
 
-__all__ = ["BrokerInfo", "Controller", "TopicInfo"]
+__all__ = [
+    "NO_LEADER",
+    "UNSAFE_KEEP_UNCLEAN_IN_ELR",
+    "BrokerInfo",
+    "Controller",
+    "TopicInfo",
+]
 
-NO_LEADER = -1
 
-
-class Controller:
-    def __init__(self, session_timeout_ms: int = 9000) -> None:
-        self.session_timeout_ms = session_timeout_ms
-        self.image = ClusterImage()
-        self.records: list[MetadataRecord] = []
-        self.changed: list[tuple[str, int]] = []  # partitions whose state changed since drained
-        self.activated_ms = 0  # when this controller last became the active one
-
-    # The metadata state is the image's; these name its parts as the decisions below read them.
-    @property
-    def brokers(self) -> dict[int, BrokerInfo]:
-        return self.image.brokers
-
-    @property
-    def topics(self) -> dict[str, TopicInfo]:
-        return self.image.topics
-
-    @property
-    def next_producer_id(self) -> int:
-        return self.image.next_producer_id
-
-    @property
-    def offline_replicas(self) -> dict[int, set[tuple[str, int]]]:
-        return self.image.offline_replicas
-
-    # -- records -------------------------------------------------------------------------
-    def _record(self, *records: MetadataRecord) -> None:
-        """Decisions: each record, in order, is kept for the caller to persist and applied like any other."""
-        for record in records:
-            self.records.append(record)
-            self.changed += self.image.apply(record).partitions
-
-    def _set(self, topic: str, partition: int, state: PartitionState, reassignment: bool = False) -> None:
-        """Record ``state``. A reassignment in progress carries on unless ``reassignment`` says that
-        ``state.adding``/``state.removing`` are the new word on it (only the reassignment steps change it)."""
-        adding, removing = state.adding, state.removing
-        if not reassignment:
-            t = self.topics.get(topic)
-            current = t.partitions.get(partition) if t is not None else None
-            adding, removing = (current.adding, current.removing) if current is not None else ((), ())
-        self._record(
-            rec.PartitionChange(
-                topic,
-                partition,
-                state.leader,
-                state.leader_epoch,
-                tuple(sorted(state.isr)),
-                tuple(state.replicas),
-                state.partition_epoch,
-                tuple(adding),
-                tuple(removing),
-            )
-        )
+class Controller(PartitionChanges):
+    def init_features(self) -> bool:
+        """A new cluster (nothing registered, no topic, no feature yet) finalizes KIP-966 at the level this
+        controller is configured with, as Kafka 4.1 formats new clusters with eligible.leader.replicas.version=1.
+        An existing cluster keeps what its log says. True if a record was made."""
+        image = self.image
+        if ELR_FEATURE in image.features or image.brokers or image.topics:
+            return False
+        self._record(rec.FeatureLevel(ELR_FEATURE, self.elr_version))
+        return True
 
     @classmethod
     def replay(
-        cls, records: list[MetadataRecord], session_timeout_ms: int = 9000, now_ms: int | None = None
+        cls,
+        records: list[MetadataRecord],
+        session_timeout_ms: int = 9000,
+        now_ms: int | None = None,
+        min_isr: int = 1,
+        elr_version: int = 1,
     ) -> Controller:
         """Rebuild the image from its own ordered records (the metadata log), recording nothing new.
 
@@ -97,7 +71,7 @@ class Controller:
         died meanwhile is fenced when that session expires, which moves its leaderships away. (Fencing
         them all at once would leave partitions led by a broker nobody will ever fence again.)
         """
-        c = cls(session_timeout_ms)
+        c = cls(session_timeout_ms, min_isr, elr_version)
         for record in records:
             c.apply(record)
         for b in c.brokers.values():
@@ -146,15 +120,6 @@ class Controller:
         """Records that rebuild this state from nothing: what a metadata snapshot holds."""
         return self.image.snapshot()
 
-    def drain_changes(self) -> list[tuple[str, int, PartitionState]]:
-        out = [(t, p, self.topics[t].partitions[p]) for t, p in dict.fromkeys(self.changed) if t in self.topics]
-        self.changed = []
-        return out
-
-    def alive(self, broker_id: int) -> bool:
-        b = self.brokers.get(broker_id)
-        return b is not None and not b.fenced and not b.shutting_down
-
     # -- brokers -------------------------------------------------------------------------
     def register_broker(
         self,
@@ -164,11 +129,16 @@ class Controller:
         host: str = "",
         port: int = 0,
         listeners: tuple[tuple[str, str, int], ...] = (),
+        previous_epoch: int | None = None,
     ) -> int:
-        """A broker (re)joins. After an unclean shutdown it may have lost unflushed records, so it
-        leaves every ISR it shares with other members and must catch up again (the idea of
-        Kafka's KIP-966); a sole ISR member stays, there being no better copy."""
+        """A broker (re)joins. With ``previous_epoch`` (the broker epoch its clean-shutdown marker holds,
+        -1 without one) the shutdown was clean only if it matches the epoch on record (KIP-966, Kafka's
+        PreviousBrokerEpoch); otherwise ``clean_shutdown`` says. After an unclean shutdown the broker may
+        have lost unflushed records: it leaves every ISR it shares with other live members (with KIP-966,
+        every ISR and ELR) and must catch up again."""
         known = self.brokers.get(broker_id)
+        if previous_epoch is not None:
+            clean_shutdown = known is not None and previous_epoch == known.epoch
         epoch = (known.epoch if known else 0) + 1
         self._record(
             rec.BrokerRegistration(
@@ -182,10 +152,12 @@ class Controller:
         )
         b = self.brokers[broker_id]
         b.last_heartbeat_ms = now_ms
+        if not clean_shutdown and self.image.elr_enabled:
+            self._unclean_shutdown(broker_id)
         for t in self.topics.values():
             for p, st in t.partitions.items():
                 others = [r for r in st.isr if r != broker_id and self.alive(r)]
-                if not clean_shutdown and broker_id in st.isr and others:
+                if not clean_shutdown and not self.image.elr_enabled and broker_id in st.isr and others:
                     shrunk = PartitionState(
                         st.leader, st.leader_epoch, st.isr - {broker_id}, st.replicas, st.partition_epoch
                     )
@@ -208,6 +180,20 @@ class Controller:
                 elif st.leader == NO_LEADER and broker_id in st.replicas:
                     self._elect(t, p, st)
         return b.epoch
+
+    def _unclean_shutdown(self, broker_id: int) -> None:
+        """Kafka's handleBrokerUncleanShutdown: out of every ISR and ELR, and never the leader chosen here."""
+        gone = frozenset({broker_id})
+        for t in self.topics.values():
+            for p, st in list(t.partitions.items()):
+                if broker_id not in st.isr and broker_id not in st.elr:
+                    continue
+                shrunk = PartitionState(st.leader, st.leader_epoch, st.isr - gone, st.replicas, st.partition_epoch)
+                if st.leader in (broker_id, NO_LEADER):
+                    self._elect(t, p, shrunk, unclean_shutdown=gone)
+                else:
+                    shrunk.partition_epoch += 1
+                    self._set(t.name, p, shrunk, unclean_shutdown=gone)
 
     def allocate_producer_ids(self, broker_id: int, count: int = 1000) -> int:
         """A block of idempotent producer ids for one broker (Kafka's AllocateProducerIds): ids are unique
@@ -274,9 +260,11 @@ class Controller:
             for p, st in list(t.partitions.items()):
                 if broker_id not in st.replicas:
                     continue
-                # Never below one member: a leaderless partition's last in-sync replica stays, so it can
-                # lead again when it returns (its replica on a failed log directory included).
-                isr = st.isr - {broker_id} if len(st.isr) > 1 else st.isr
+                # Without KIP-966 never below one member: a leaderless partition's last in-sync replica
+                # stays, so it can lead again when it returns. With it the ISR may empty: that replica is
+                # then in the ELR, which says the same and also survives its unclean restart's check.
+                keep_last = len(st.isr) == 1 and not self.image.elr_enabled
+                isr = st.isr if keep_last else st.isr - {broker_id}
                 if st.leader == broker_id:
                     self._elect(t, p, PartitionState(st.leader, st.leader_epoch, isr, st.replicas, st.partition_epoch))
                 elif isr != st.isr:
@@ -433,34 +421,6 @@ class Controller:
                 if (st.leader == NO_LEADER or not self.alive(st.leader)) and self.elect_leader(name, p):
                     moved.append((name, p))
         return moved
-
-    def _elect(
-        self, t: TopicInfo, p: int, st: PartitionState, preferred: int | None = None, unclean: bool | None = None
-    ) -> None:
-        candidates = [
-            r
-            for r in st.replicas
-            if r in st.isr and self.alive(r) and (t.name, p) not in self.offline_replicas.get(r, ())
-        ]
-        if preferred is not None:
-            candidates = [preferred] if preferred in candidates else []
-        isr = st.isr
-        allow_unclean = self.image.unclean_enabled(t) if unclean is None else unclean
-        if not candidates and allow_unclean and preferred is None:
-            candidates = [r for r in st.replicas if self.alive(r)]
-            if candidates:
-                isr = frozenset({candidates[0]})  # the KIP-101 appendix: an unclean leader starts a new lineage
-                self._record(rec.UncleanElection(t.name, p, candidates[0]))
-        if not candidates:
-            if st.leader != NO_LEADER:
-                self._set(
-                    t.name,
-                    p,
-                    PartitionState(NO_LEADER, st.leader_epoch + 1, st.isr, st.replicas, st.partition_epoch + 1),
-                )
-            return
-        leader = candidates[0]
-        self._set(t.name, p, PartitionState(leader, st.leader_epoch + 1, isr, st.replicas, st.partition_epoch + 1))
 
     def elect_leader(self, topic: str, partition: int, broker: int | None = None, unclean: bool | None = None) -> bool:
         """Force an election; with ``broker``, only that replica may win (tests, preferred); ``unclean``

@@ -19,6 +19,7 @@ from epochlog.controller.records import (
     BrokerRegistration,
     BrokerShuttingDown,
     ConfigRecord,
+    FeatureLevel,
     LeaderChange,
     MetadataRecord,
     PartitionChange,
@@ -42,6 +43,7 @@ class BrokerInfo:
     fenced: bool = True
     last_heartbeat_ms: int = 0  # session state: set by the controller, never by a record
     shutting_down: bool = False
+    clean_shutdown: bool = True  # how its last registration judged the shutdown before it (KIP-966)
     host: str = ""
     port: int = 0
     listeners: tuple[tuple[str, str, int], ...] = ()
@@ -54,6 +56,9 @@ class BrokerInfo:
                 return host, port
         return self.host, self.port
 
+
+# Kafka's feature that turns KIP-966 on; level 1 is on. New clusters finalize it at activation.
+ELR_FEATURE = "eligible.leader.replicas.version"
 
 # Kafka's "no id": what a topic created without one (records of the first logs) is known by on every
 # broker alike, rather than an id each would invent for itself.
@@ -102,6 +107,7 @@ class ClusterImage:
         self.acl_version = 0  # counts changes of ``acls``: an authorizer reloads when it moves
         self.scram: dict[tuple[str, str], ScramCredential] = {}  # by (user, mechanism)
         self.bootstrapped = False  # the bootstrap file's records are in the log (BootstrapApplied)
+        self.features: dict[str, int] = {}  # finalized feature levels (FeatureLevel records)
 
     def apply(self, record: MetadataRecord) -> Applied:
         out = Applied()
@@ -109,6 +115,7 @@ class ClusterImage:
             b = self.brokers.setdefault(record.broker, BrokerInfo(record.broker))
             self.offline_replicas.pop(record.broker, None)  # a restart brings its directories back
             b.epoch = record.epoch
+            b.clean_shutdown = record.clean_shutdown
             b.host, b.port = record.host or b.host, record.port or b.port
             b.listeners = record.listeners or b.listeners
             b.fenced = b.shutting_down = False
@@ -145,6 +152,8 @@ class ClusterImage:
                     record.partition_epoch,
                     adding=tuple(record.adding_replicas),
                     removing=tuple(record.removing_replicas),
+                    elr=tuple(record.elr),
+                    last_known_elr=tuple(record.last_known_elr),
                 )
                 out.partitions.append((record.topic, record.partition))
         elif isinstance(record, ProducerIds):
@@ -166,6 +175,8 @@ class ClusterImage:
             self.scram.pop((record.name, record.mechanism), None)
         elif isinstance(record, BootstrapApplied):
             self.bootstrapped = True
+        elif isinstance(record, FeatureLevel):
+            self.features[record.name] = record.level
         elif isinstance(record, UncleanElection | LeaderChange):
             pass
         return out
@@ -198,6 +209,22 @@ class ClusterImage:
             return topic.unclean_leader_election
         return raw.strip().lower() == "true"
 
+    @property
+    def elr_enabled(self) -> bool:
+        """KIP-966 is on: the metadata log finalized eligible.leader.replicas.version at 1 or above."""
+        return self.features.get(ELR_FEATURE, 0) >= 1
+
+    def min_isr(self, topic: TopicInfo, default: int) -> int:
+        """min.insync.replicas as the controller applies it: the topic's override, else the cluster-wide
+        dynamic default, else ``default`` (the controller's static config). A bad value counts as 1."""
+        raw = topic.configs.get("min.insync.replicas") or self.broker_configs.get("", {}).get("min.insync.replicas")
+        if raw is None:
+            return default
+        try:
+            return max(1, int(raw))
+        except ValueError:
+            return 1
+
     def snapshot(self) -> list[MetadataRecord]:
         """Records that rebuild this image from nothing: what a metadata snapshot holds."""
         out: list[MetadataRecord] = []
@@ -221,13 +248,15 @@ class ClusterImage:
             out.append(ScramCredentialSet(user, c.mechanism, c.salt, c.stored_key, c.server_key, c.iterations))
         if self.bootstrapped:
             out.append(BootstrapApplied())
+        for name, level in sorted(self.features.items()):
+            out.append(FeatureLevel(name, level))
         for t in self.topics.values():
             out.append(Topic(t.name, len(t.partitions), t.unclean_leader_election, t.topic_id, dict(t.configs)))
             for p, st in sorted(t.partitions.items()):
                 out.append(
                     PartitionChange(
                         t.name, p, st.leader, st.leader_epoch, tuple(sorted(st.isr)), tuple(st.replicas),
-                        st.partition_epoch, st.adding, st.removing,
+                        st.partition_epoch, st.adding, st.removing, st.elr, st.last_known_elr,
                     )
                 )
         return out

@@ -46,13 +46,17 @@ class QuorumController:
         grace_ms: int = ACTIVATION_GRACE_MS,
         balance: BalancePolicy | None = None,
         snapshot_bytes: int = DEFAULT_MAX_BYTES,
+        min_isr: int = 1,
+        elr_version: int = 1,
     ) -> None:
         self.session_timeout_ms = session_timeout_ms
+        self.min_isr = min_isr
+        self.elr_version = elr_version
         self.grace_ms = grace_ms
         self.balancer = LeaderBalancer(balance)
         self.snapshots = SnapshotSchedule(snapshot_bytes)
         self.sessions = BrokerSessions()
-        self.core = Controller(session_timeout_ms)
+        self.core = Controller(session_timeout_ms, min_isr, elr_version)
         self.persisted = 0  # core.records[:persisted] are proposed to the quorum
         self.proposed_last = -1  # offset of the last record this controller proposed
         self.applied = 0  # the committed records below this offset are in ``core``
@@ -61,7 +65,7 @@ class QuorumController:
 
     def rebuild(self, records: list[MetadataRecord], committed_end: int, now_ms: int) -> None:
         """The state from the committed records alone (``committed_end``: the offset after the last)."""
-        self.core = Controller.replay(records, self.session_timeout_ms, now_ms)
+        self.core = Controller.replay(records, self.session_timeout_ms, now_ms, self.min_isr, self.elr_version)
         self.persisted = len(self.core.records)
         self.applied = committed_end
         self.own_from = NEVER
@@ -107,6 +111,7 @@ class QuorumController:
             return False
         self.active = True
         self.core.activate(now_ms, self.grace_ms)
+        self.core.init_features()  # a new cluster's first active controller finalizes KIP-966
         self.balancer.activated(now_ms)
         return True
 

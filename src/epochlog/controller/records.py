@@ -21,7 +21,7 @@ class BrokerRegistration:
     epoch: int
     host: str = ""
     port: int = 0
-    clean_shutdown: bool = True
+    clean_shutdown: bool = True  # as the controller judged it (KIP-966: the previous broker epoch matched)
     # Every advertised listener (name, host, port); host and port above are the inter-broker one's.
     listeners: tuple[tuple[str, str, int], ...] = ()
 
@@ -63,6 +63,10 @@ class PartitionChange:
     # controller continues it: the replicas joining and leaving (``replicas`` holds both).
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
+    # KIP-966: replicas that left the ISR while it was below min.insync.replicas and still hold every
+    # committed record (eligible to lead when the ISR is empty), and the last known ones, for operators.
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,14 @@ class ConfigRecord:
     resource_name: str
     name: str
     value: str | None = None
+
+
+@dataclass(frozen=True)
+class FeatureLevel:
+    """A finalized feature and its level (Kafka's FeatureLevelRecord), e.g. eligible.leader.replicas.version."""
+
+    name: str
+    level: int
 
 
 @dataclass(frozen=True)
@@ -170,6 +182,7 @@ MetadataRecord = (
     | ScramCredentialSet
     | ScramCredentialRemoved
     | BootstrapApplied
+    | FeatureLevel
 )
 
 KINDS: dict[str, type[Any]] = {
@@ -191,12 +204,15 @@ KINDS: dict[str, type[Any]] = {
         ScramCredentialSet,
         ScramCredentialRemoved,
         BootstrapApplied,
+        FeatureLevel,
     )
 }
-_TUPLES = {"isr", "replicas", "voters", "granting_voters", "adding_replicas", "removing_replicas"}
+_TUPLES = {
+    "isr", "replicas", "voters", "granting_voters", "adding_replicas", "removing_replicas", "elr", "last_known_elr"
+}
 
 
-_OMITTED_WHEN_EMPTY = {"adding_replicas", "removing_replicas", "listeners"}
+_OMITTED_WHEN_EMPTY = {"adding_replicas", "removing_replicas", "listeners", "elr", "last_known_elr"}
 _BYTES = {"salt", "stored_key", "server_key"}
 
 

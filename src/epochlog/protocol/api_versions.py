@@ -61,6 +61,7 @@ SERVED: dict[int, str] = {
     61: "DescribeProducers",
     65: "DescribeTransactions",
     66: "ListTransactions",
+    75: "DescribeTopicPartitions",
 }
 
 # Produce is advertised from v0 because librdkafka refuses brokers that do not list the old

@@ -80,6 +80,7 @@ class PartitionReplica:
         truncation_mode: TruncationMode = TruncationMode.LEADER_EPOCH,
         high_watermark: int = 0,
         tracer: trace.Tracer = trace.NO_TRACE,
+        hw_needs_min_isr: bool = False,
     ) -> None:
         """``high_watermark``: where the durable checkpoint left it (capped at the log end): from then on
         this object is its only owner; storage, the checkpoints and every reader read it here."""
@@ -88,6 +89,10 @@ class PartitionReplica:
         self.partition = partition
         self.log = log
         self.min_isr = min_insync_replicas
+        # KIP-966 (the cluster finalized eligible.leader.replicas.version): the HW moves only while the ISR
+        # is at least min.insync.replicas, so every replica that leaves an ISR already below it (the ELR)
+        # holds every committed record.
+        self.hw_needs_min_isr = hw_needs_min_isr
         self.lag_max_ms = replica_lag_time_max_ms
         self.mode = truncation_mode
         self.role = Role.NONE
@@ -366,6 +371,8 @@ class PartitionReplica:
 
     def _maybe_advance_hw(self) -> None:
         if self.role is not Role.LEADER:
+            return
+        if self.hw_needs_min_isr and len(self.isr) < self.min_isr:
             return
         ends = [self.durability.countable_end(self.log.log_end_offset)]
         # While an ISR change is in flight, count the maximal ISR (current plus proposed): a follower

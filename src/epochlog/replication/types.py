@@ -119,3 +119,6 @@ class PartitionState:
     # leaving; ``adding`` are in the target but not the original set, ``removing`` the other way round.
     adding: tuple[int, ...] = ()
     removing: tuple[int, ...] = ()
+    # KIP-966 (controller/elr.py): eligible leader replicas and the last known ones.
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()

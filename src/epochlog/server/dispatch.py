@@ -26,6 +26,7 @@ def _load() -> None:
         admin,
         configs,
         delete_records,
+        describe_topic_partitions,
         fetch,
         groups,
         log_dirs,
@@ -86,6 +87,7 @@ def _load() -> None:
             61: transaction_admin.handle_describe_producers,
             65: transaction_admin.handle_describe_transactions,
             66: transaction_admin.handle_list_transactions,
+            75: describe_topic_partitions.handle_describe_topic_partitions,
         }
     )
 

@@ -10,6 +10,7 @@
 5. isr-has-leader: the controller's ISR always contains the leader.
 6. converged (checked once, after the faults end and the network heals): every live replica holds
    exactly the leader's log.
+7-9. KIP-966's, when the cluster finalized it (sim/elr_invariants.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from epochlog.controller.records import UncleanElection
 from epochlog.replication.types import Role
+from epochlog.sim.elr_invariants import ElrChecker
 
 if TYPE_CHECKING:
     from epochlog.sim.world import World
@@ -43,6 +45,7 @@ class InvariantChecker:
         self.append_time: dict[str, int] = {}
         self.hard_crashes: dict[int, list[int]] = {}
         self._seen: set[tuple[str, str]] = set()
+        self.elr = ElrChecker(self)
 
     def _fail(self, invariant: str, detail: str, permitted: bool = False) -> None:
         key = (invariant, detail)
@@ -169,6 +172,8 @@ class InvariantChecker:
                 else:
                     self._fail("committed", detail)
         self._check_log_matching()
+        if w.controller.image.elr_enabled:
+            self.elr.check()
 
     def _check_log_matching(self) -> None:
         # Only HWs learned in the replica's current term count: a replica that just came back still

@@ -73,11 +73,15 @@ class World:
         replica_fetch_backoff_ms: int | None = None,
         durable: bool = False,
         count_unsynced: bool = False,
+        elr: bool = False,
+        elr_hw_rule: bool = True,
     ) -> None:
         """``durable``: the topic's flush policy is flush.messages=1: brokers sync their logs by group commit,
         a while after appending (sync_delay_ms), and only synced records count toward acknowledgements;
         an acknowledged record must then survive a power loss of every replica. ``count_unsynced``: break
-        that on purpose (the cores count their unsynced log ends)."""
+        that on purpose (the cores count their unsynced log ends).
+        ``elr``: the cluster finalizes KIP-966 as a new real cluster does; ``elr_hw_rule`` False drops its
+        broker half (the HW held while the ISR is below min ISR), for a break-on-purpose run."""
         self.durable = durable
         self.count_unsynced = count_unsynced
         self.sync_delay_ms = (1, 40)
@@ -96,7 +100,11 @@ class World:
         self._seq = 0
         self.events = 0
         self.partitioned: set[frozenset[int]] = set()
-        self.controller = Controller(session_timeout_ms=session_timeout_ms)
+        self.controller = Controller(session_timeout_ms=session_timeout_ms, min_isr=min_isr, elr_version=int(elr))
+        if elr:
+            self.controller.init_features()
+        self.hw_needs_min_isr = elr and elr_hw_rule
+        self.flush_chance = 0.2  # per broker tick: the page cache written back now and then
         self.brokers: dict[int, SimBroker] = {}
         self.history: list[str] = []
         self.acked: dict[int, str] = {}  # offset -> value acknowledged to the acks=all producer
@@ -132,6 +140,7 @@ class World:
             replica_lag_time_max_ms=self.lag_ms,
             truncation_mode=self.mode,
             tracer=tracer,
+            hw_needs_min_isr=self.hw_needs_min_isr,
         )
         replica.high_watermark = min(hw, log.log_end_offset)
         replica.durability.sync_before_ack = self.durable
@@ -387,7 +396,7 @@ class World:
             if proposal is not None:
                 self.send(bid, CONTROLLER, ("alter", proposal))
             self._release_acks(b)
-        if self.rng.random() < 0.2:
+        if self.rng.random() < self.flush_chance:
             b.log.flush()
             r.synced(b.log.log_end_offset)
             b.persisted_hw = r.high_watermark

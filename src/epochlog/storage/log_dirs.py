@@ -57,6 +57,13 @@ class LogDirs:
     def had_clean_shutdown(self) -> bool:
         return all(m.had_clean_shutdown for m in self.online)
 
+    @property
+    def previous_broker_epoch(self) -> int:
+        """The broker epoch every directory's clean-shutdown marker agrees on, else -1 (KIP-966: a
+        directory without one may have lost unflushed records)."""
+        epochs = {m.previous_broker_epoch for m in self.online}
+        return epochs.pop() if len(epochs) == 1 and len(self.online) == len(self.managers) else -1
+
     def open(self, node_id: int, cluster_id: str = "") -> str:
         """Each directory's meta.properties must agree on node and cluster; one that cannot be read or
         written is offline from the start (a broker with none left refuses to start)."""
@@ -147,6 +154,6 @@ class LogDirs:
         for m in self.online:
             m.tick(now_ms)
 
-    def close(self) -> None:
+    def close(self, broker_epoch: int = -1) -> None:
         for m in self.online:
-            m.close()
+            m.close(broker_epoch)

@@ -7,6 +7,7 @@ let go without writing, and it is left out of ticks, checkpoints and the clean s
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import shutil
 import time
@@ -55,6 +56,7 @@ class LogManager:
         self.default_config = default_config
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.had_clean_shutdown = False
+        self.previous_broker_epoch = -1  # what the clean-shutdown marker held (-1: none, or unreadable)
         self.retention_interval_ms = retention_check_interval_ms
         self._last_checkpoint = _now_ms()
         self._last_retention = _now_ms()
@@ -105,6 +107,7 @@ class LogManager:
             )
         marker = self.dir / CLEAN_SHUTDOWN
         self.had_clean_shutdown = marker.exists()
+        self.previous_broker_epoch = read_clean_shutdown_epoch(marker) if self.had_clean_shutdown else -1
         if self.had_clean_shutdown:
             fileops.ops().unlink(marker)
             checkpoints.fsync_dir(self.dir)
@@ -241,8 +244,9 @@ class LogManager:
             self._last_checkpoint = now_ms
             self.checkpoint()
 
-    def close(self) -> None:
-        """Flush and mark a clean shutdown; an offline directory gets no marker, so it is recovered."""
+    def close(self, broker_epoch: int = -1) -> None:
+        """Flush and mark a clean shutdown; an offline directory gets no marker, so it is recovered. The
+        marker holds ``broker_epoch``, which the next registration sends as its PreviousBrokerEpoch."""
         if self.offline:
             return
         try:
@@ -251,6 +255,18 @@ class LogManager:
             self.checkpoint()
             if not self.offline:
                 with self.failures.guard(self.dir, "writing the clean-shutdown marker"):
-                    checkpoints.write_atomically(self.dir / CLEAN_SHUTDOWN, "")
+                    text = json.dumps({"version": 0, "brokerEpoch": broker_epoch})
+                    checkpoints.write_atomically(self.dir / CLEAN_SHUTDOWN, text)
         except KafkaStorageError as e:
             log.error("%s", e)
+
+
+def read_clean_shutdown_epoch(marker: Path) -> int:
+    """The broker epoch a clean-shutdown marker holds (JSON ``{"version": 0, "brokerEpoch": N}`` as Kafka
+    writes it); -1 for an empty marker (written before it held one) or one that cannot be read."""
+    try:
+        doc = json.loads(marker.read_text() or "{}")
+        epoch = doc.get("brokerEpoch", -1) if isinstance(doc, dict) else -1
+    except (OSError, ValueError):
+        return -1
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else -1

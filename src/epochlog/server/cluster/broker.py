@@ -138,9 +138,9 @@ class ClusterBroker:
     async def start(self) -> None:
         self.config.log_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self.log_manager.open(node_id=self.config.node_id, cluster_id=self.config.cluster_id)
-        clean = self.log_manager.had_clean_shutdown
+        previous_epoch = self.log_manager.previous_broker_epoch
         self.log_manager.load_all()
-        await self.session.register(clean)
+        await self.session.register(previous_epoch)
         await self.publisher.catch_up()
         for t in self.replicas.transitions(sorted(self.image.states), []):
             self.replicas.carry_out(t)
@@ -228,7 +228,7 @@ class ClusterBroker:
         await self._stop_cleaner()
         tracing.close(self.tracer)
         self.group_commit.close()  # a sync in flight finishes before the logs close
-        self.log_manager.close()
+        self.log_manager.close(self.session.epoch)
         log.info("broker %d stopped cleanly", self.config.node_id)
 
     async def _stop_cleaner(self) -> None:

@@ -38,7 +38,9 @@ class BrokerSession:
         self.epoch = -1  # the broker epoch the controller gave at the last registration
         self.leaving = False  # a controlled shutdown has begun: heartbeats say so, and never re-register
 
-    async def register(self, clean: bool) -> None:
+    async def register(self, previous_epoch: int) -> None:
+        """``previous_epoch``: the epoch this broker's last clean shutdown recorded (-1 after a crash or a
+        power loss); the controller compares it with the epoch it has on record (KIP-966)."""
         b = self.broker
         c = b.config
         req = BrokerRegistrationRequest(
@@ -53,7 +55,7 @@ class BrokerSession:
             features=(),
             rack=None,
             # KIP-966's signal: a broker that did not shut down cleanly may have lost unflushed records.
-            previous_broker_epoch=i64(max(self.epoch, 0) if clean else -1),
+            previous_broker_epoch=i64(previous_epoch),
         )
         # One backoff for the whole registration, shared with the channel's own retries: a controller
         # that refuses this broker (its authorizer closes the connection) was asked every 50 ms.
@@ -168,7 +170,7 @@ class BrokerSession:
                     continue
                 if (resp.error_code or resp.is_fenced) and not self.leaving:
                     log.warning("broker %d is fenced by the controller; registering again", b.config.node_id)
-                    await self.register(True)
+                    await self.register(self.epoch)  # the same process: nothing was lost
                     # A registration starts with every directory online at the controller: say again
                     # which ones failed, or their replicas could be elected here.
                     for failed in b.log_manager.failures.offline_dirs:

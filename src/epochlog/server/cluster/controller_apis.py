@@ -84,11 +84,14 @@ def broker_registration(server: ControllerServer, conn: Any, req: Any) -> dict[s
         host, port = req.listeners[0].host, int(req.listeners[0].port)
     if not server.cluster_id and req.cluster_id:
         server.cluster_id = str(req.cluster_id)
-    clean = int(getattr(req, "previous_broker_epoch", -1)) >= 0
+    # KIP-966: the epoch in the broker's clean-shutdown marker (-1 without one); the core compares it with
+    # the epoch on record to tell a clean shutdown from a crash or a power loss.
+    previous = int(getattr(req, "previous_broker_epoch", -1))
     listeners = tuple((str(x.name), str(x.host), int(x.port)) for x in req.listeners or ())
     epoch = server.core.register_broker(
-        int(req.broker_id), now_ms(), clean_shutdown=clean, host=host, port=port, listeners=listeners
+        int(req.broker_id), now_ms(), host=host, port=port, listeners=listeners, previous_epoch=previous
     )
+    clean = server.core.brokers[int(req.broker_id)].clean_shutdown
     server.qc.session_opened(conn, int(req.broker_id))
     server.offline_dirs.pop(int(req.broker_id), None)  # a restarted broker's directories start online
     server.dir_assignments.pop(int(req.broker_id), None)

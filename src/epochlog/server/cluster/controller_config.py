@@ -22,6 +22,9 @@ class ControllerConfig:
     leader_imbalance_check_interval_s: int = 300
     leader_imbalance_per_broker_percentage: int = 10
     unclean_leader_election_enable: bool = False
+    min_insync_replicas: int = 1  # the topics' default, for the controller's ELR rule (KIP-966)
+    # Kafka's feature eligible.leader.replicas.version: the level a new cluster finalizes (1 on, 0 off).
+    eligible_leader_replicas_version: int = 1
     num_partitions: int = 1
     delete_topic_enable: bool = True
     metrics_port: int = 0
@@ -56,6 +59,10 @@ class ControllerConfig:
         c.leader_imbalance_check_interval_s = _int(props, "leader.imbalance.check.interval.seconds", 300, minimum=1)
         c.leader_imbalance_per_broker_percentage = _int(props, "leader.imbalance.per.broker.percentage", 10, minimum=0)
         c.unclean_leader_election_enable = _bool(props, "unclean.leader.election.enable", False)
+        c.min_insync_replicas = _int(props, "min.insync.replicas", 1, minimum=1)
+        c.eligible_leader_replicas_version = _int(props, "eligible.leader.replicas.version", 1, minimum=0)
+        if c.eligible_leader_replicas_version > 1:
+            raise ConfigError("eligible.leader.replicas.version must be 0 (off) or 1 (on)")
         c.num_partitions = _int(props, "num.partitions", 1, minimum=1)
         c.delete_topic_enable = _bool(props, "delete.topic.enable", True)
         c.metrics_port = _int(props, "metrics.port", 0, minimum=0)

@@ -68,7 +68,14 @@ class ControllerServer:
             config.leader_imbalance_check_interval_s * 1000,
             config.leader_imbalance_per_broker_percentage,
         )
-        self.qc = QuorumController(config.session_timeout_ms, ACTIVATION_GRACE_MS, balance, config.snapshot_bytes)
+        self.qc = QuorumController(
+            config.session_timeout_ms,
+            ACTIVATION_GRACE_MS,
+            balance,
+            config.snapshot_bytes,
+            config.min_insync_replicas,
+            config.eligible_leader_replicas_version,
+        )
         self.quorum: QuorumDriver | None = None
         self.connections: set[Any] = set()
         # KIP-858, per broker: its failed log directories (heartbeats) and which replicas each holds.

@@ -119,6 +119,7 @@ class ReplicaManager:
             truncation_mode=self.mode,
             high_watermark=plog.high_watermark,  # the checkpoint's; the core owns it from here
             tracer=tracing.partition_tracer(b.tracer, info.uuid),
+            hw_needs_min_isr=b.image.cluster.elr_enabled,
         )
         part = Partition(topic, p, info.uuid, plog, replica, b.group_commit)
         b.partitions[(topic, p)] = part
