@@ -7,8 +7,10 @@ each, then has a caught-up consumer fetch with Fetch v12 (kafka-python's and the
 and max_wait 0, so every answer is empty of records: the steady state of a consumer between bursts.
 Two ways: sessionless (epoch -1: every request names all N partitions and every answer lists all N) and
 incremental (a session opened by one full fetch; then requests name nothing and answers carry nothing
-that did not change). Prints bytes sent, bytes received and the round trip per fetch (median and p90),
-and writes JSON to bench/results/.
+that did not change). Prints bytes sent, bytes received and the round trip per fetch (median and p90).
+Then a real kafka-python consumer (which fetches through sessions) polls the caught-up topic, against
+this broker and against one with max.incremental.fetch.session.cache.slots=0, and its own fetch-latency
+and fetch-rate metrics are reported. Writes JSON to bench/results/.
 """
 
 from __future__ import annotations
@@ -133,12 +135,44 @@ def _run(f: Fetcher, fetches: int, incremental: bool) -> dict[str, Any]:
     }
 
 
+def _kafka_python(bootstrap: str, topic: str, partitions: int, seconds: float) -> dict[str, float]:
+    """A caught-up kafka-python consumer of every partition, polling for ``seconds``: its own fetch metrics
+    (it fetches through a session when the broker gives it one)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, fetch_max_wait_ms=0, enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        c.assign(tps)
+        for tp in tps:
+            c.seek(tp, 1)
+        warm = time.monotonic() + 5
+        while time.monotonic() < warm:
+            c.poll(timeout_ms=100)
+        polls = 0
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            c.poll(timeout_ms=100)
+            polls += 1
+        m = c.metrics()["consumer-fetch-manager-metrics"]
+        sessions = {h.next_metadata.session_id for h in c._fetcher._session_handlers.values()}
+        return {
+            "fetch_latency_avg_ms": float(m["fetch-latency-avg"]),
+            "fetch_rate_per_s": float(m["fetch-rate"]),
+            "session": float(bool(sessions - {0})),
+        }
+    finally:
+        c.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--partitions", type=int, default=1000)
     ap.add_argument("--fetches", type=int, default=200)
+    ap.add_argument("--kafka-python-seconds", type=float, default=15, help="0 skips the kafka-python runs")
     args = ap.parse_args()
     broker = start("epochlog")
+    clients: dict[str, dict[str, float]] = {}
     try:
         topic = "sessions"
         _prepare(broker.bootstrap, topic, args.partitions)
@@ -148,8 +182,22 @@ def main() -> None:
         for incremental in (False, True, False, True):  # interleaved, so load drift hits both alike
             rows.append(_run(f, args.fetches, incremental))
         f.wire.close()
+        if args.kafka_python_seconds > 0:
+            clients["kafka-python, session"] = _kafka_python(
+                broker.bootstrap, topic, args.partitions, args.kafka_python_seconds
+            )
     finally:
         broker.stop()
+    if args.kafka_python_seconds > 0:
+        # The same consumer against a broker that keeps no sessions (no slots): every fetch in full.
+        broker = start("epochlog", {"max.incremental.fetch.session.cache.slots": "0"})
+        try:
+            _prepare(broker.bootstrap, "sessions", args.partitions)
+            clients["kafka-python, no session"] = _kafka_python(
+                broker.bootstrap, "sessions", args.partitions, args.kafka_python_seconds
+            )
+        finally:
+            broker.stop()
     results: dict[str, Any] = {
         "partitions": args.partitions,
         "fetches_per_run": args.fetches,
@@ -175,7 +223,16 @@ def main() -> None:
             f"{s['p90_ms']:.2f}",
         )
     results["summary"] = summary
+    results["kafka_python"] = clients
     Console().print(table)
+    if clients:
+        kp = Table(title=f"kafka-python {args.kafka_python_seconds:.0f} s caught up on {args.partitions} partitions")
+        for col in ("broker", "session", "fetch latency avg ms", "fetches/s"):
+            kp.add_column(col, justify="left" if col == "broker" else "right")
+        for name, c in clients.items():
+            latency, rate = f"{c['fetch_latency_avg_ms']:.2f}", f"{c['fetch_rate_per_s']:.1f}"
+            kp.add_row(name, "yes" if c["session"] else "no", latency, rate)
+        Console().print(kp)
     write_results("fetch-sessions", results)
 
 
