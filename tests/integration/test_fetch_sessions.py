@@ -135,3 +135,37 @@ def test_no_slot_left_still_serves_sessionless(broker_factory: object) -> None:
         produce(b.bootstrap, topic, [b"v"], partition=p)
     _n, sessions = _consume_all(b.bootstrap, topic, PARTS, PARTS)
     assert sessions <= {0}, "a session was opened with no slot for it"
+
+
+def test_kafka_python_recovers_when_the_broker_forgets_its_session(broker: BrokerProcess) -> None:
+    """A restarted broker has no sessions: kafka-python (whose connection broke, or whose next incremental
+    fetch is answered FETCH_SESSION_ID_NOT_FOUND) goes back to a full fetch and a new session opens;
+    nothing is lost or read twice."""
+    topic = topic_name("restart")
+    create_topic(broker.bootstrap, topic, partitions=PARTS)
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", enable_auto_commit=False)
+    seen: list[tuple[int, int]] = []
+
+    def poll_until(count: int, timeout: float = 60) -> set[int]:
+        deadline = time.monotonic() + timeout
+        ids = set()
+        while len(seen) < count and time.monotonic() < deadline:
+            for tp, msgs in c.poll(timeout_ms=300).items():
+                seen.extend((tp.partition, m.offset) for m in msgs)
+            ids |= {h.next_metadata.session_id for h in c._fetcher._session_handlers.values()}
+        return ids - {0}
+
+    try:
+        c.assign([KTP(topic, p) for p in range(PARTS)])
+        for p in range(PARTS):
+            produce(broker.bootstrap, topic, [b"before"], partition=p)
+        before = poll_until(PARTS)
+        assert before, "no session before the restart"
+        broker.restart()
+        for p in range(PARTS):
+            produce(broker.bootstrap, topic, [b"after"], partition=p)
+        after = poll_until(2 * PARTS)
+        assert after - before, "no new session after the restart"
+    finally:
+        c.close()
+    assert len(seen) == len(set(seen)) == 2 * PARTS
