@@ -61,6 +61,14 @@ class ConfigDef:
     # Older broker spellings read from server.properties (in precedence order after broker_name) and the
     # factor that turns their unit into the topic config's.
     static_aliases: tuple[tuple[str, int], ...] = ()
+    # Values allowed outside [minimum, maximum] (compression.gzip.level's -1, zlib's default level).
+    also_allowed: tuple[int, ...] = ()
+
+
+# The start of the documentation of a config that is accepted, stored and described but that epochlog's
+# storage does not act on (no tiered storage, no recompression, no preallocation): a client that writes
+# back what it described must not fail, and nobody must believe the setting does something here.
+NOT_ACTED_ON = "Accepted for compatibility; epochlog does not act on it. "
 
 
 _DEFS = (
@@ -69,13 +77,29 @@ _DEFS = (
         doc="delete old segments, compact to the latest value per key, or both",
     ),
     ConfigDef(
+        "compression.gzip.level", ConfigType.INT, "-1", "compression.gzip.level", minimum=1, maximum=9,
+        also_allowed=(-1,), doc=NOT_ACTED_ON + "the gzip level a recompressing broker would use (-1: zlib's default)",
+    ),
+    ConfigDef(
+        "compression.lz4.level", ConfigType.INT, "9", "compression.lz4.level", minimum=1, maximum=17,
+        doc=NOT_ACTED_ON + "the lz4 level a recompressing broker would use",
+    ),
+    ConfigDef(
         "compression.type", ConfigType.STRING, "producer", "compression.type",
         choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
-        doc="the codec batches are stored with; producer keeps what the producer sent",
+        doc=NOT_ACTED_ON + "batches are stored as the producer compressed them, whatever the value",
+    ),
+    ConfigDef(
+        "compression.zstd.level", ConfigType.INT, "3", "compression.zstd.level", minimum=-131072, maximum=22,
+        doc=NOT_ACTED_ON + "the zstd level a recompressing broker would use",
     ),
     ConfigDef(
         "delete.retention.ms", ConfigType.LONG, "86400000", "log.cleaner.delete.retention.ms", minimum=0,
         doc="how long a compacted topic keeps a tombstone after the cleaning that first kept it",
+    ),
+    ConfigDef(
+        "file.delete.delay.ms", ConfigType.LONG, "60000", "log.segment.delete.delay.ms", minimum=0,
+        doc=NOT_ACTED_ON + "segment files are deleted as soon as retention or compaction drops them",
     ),
     ConfigDef(
         "flush.messages", ConfigType.LONG, str(LONG_MAX), "log.flush.interval.messages", minimum=1,
@@ -85,6 +109,14 @@ _DEFS = (
     ConfigDef(
         "index.interval.bytes", ConfigType.INT, "4096", "log.index.interval.bytes", minimum=0,
         doc="bytes between offset index entries",
+    ),
+    ConfigDef(
+        "local.retention.bytes", ConfigType.LONG, "-2", "log.local.retention.bytes", minimum=-2,
+        doc=NOT_ACTED_ON + "the local share of a tiered log (-2: retention.bytes); epochlog has no tiered storage",
+    ),
+    ConfigDef(
+        "local.retention.ms", ConfigType.LONG, "-2", "log.local.retention.ms", minimum=-2,
+        doc=NOT_ACTED_ON + "the local share of a tiered log (-2: retention.ms); epochlog has no tiered storage",
     ),
     ConfigDef(
         "max.message.bytes", ConfigType.INT, "1048588", "message.max.bytes", minimum=0,
@@ -119,6 +151,10 @@ _DEFS = (
         doc="in-sync replicas an acks=all produce needs",
     ),
     ConfigDef(
+        "preallocate", ConfigType.BOOLEAN, "false", "log.preallocate",
+        doc=NOT_ACTED_ON + "segment files grow as they are written",
+    ),
+    ConfigDef(
         "retention.bytes", ConfigType.LONG, "-1", "log.retention.bytes",
         doc="delete old segments beyond this partition size; -1: no limit",
     ),
@@ -133,7 +169,12 @@ _DEFS = (
     ),
     ConfigDef(
         "segment.index.bytes", ConfigType.INT, "10485760", "log.index.size.max.bytes", minimum=4,
-        doc="the offset index's size",
+        doc=NOT_ACTED_ON + "offset indexes are not preallocated to a size",
+    ),
+    ConfigDef(
+        "segment.jitter.ms", ConfigType.LONG, "0", "log.roll.jitter.ms", minimum=0,
+        doc=NOT_ACTED_ON + "segments roll at segment.ms exactly",
+        static_aliases=(("log.roll.jitter.hours", 3_600_000),),
     ),
     ConfigDef(
         "segment.ms", ConfigType.LONG, "604800000", "log.roll.ms", minimum=1,
@@ -151,7 +192,25 @@ _DEFS = (
 # it sends or fetches for those replicas while they are out of the ISR. The topic configs have no broker
 # synonym and the rates no topic counterpart.
 THROTTLED_REPLICAS_CONFIGS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+# Tiered storage (KIP-405): epochlog has none. remote.storage.enable=true is refused as Kafka refuses it on
+# a broker whose remote.log.storage.system.enable is false; the other two are accepted.
+REMOTE_STORAGE_ENABLE = "remote.storage.enable"
+REMOTE_STORAGE_DISABLED = (
+    "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."
+)
 _TOPIC_ONLY = (
+    ConfigDef(
+        "remote.log.copy.disable", ConfigType.BOOLEAN, "false", "",
+        doc=NOT_ACTED_ON + "epochlog has no tiered storage",
+    ),
+    ConfigDef(
+        "remote.log.delete.on.disable", ConfigType.BOOLEAN, "false", "",
+        doc=NOT_ACTED_ON + "epochlog has no tiered storage",
+    ),
+    ConfigDef(
+        REMOTE_STORAGE_ENABLE, ConfigType.BOOLEAN, "false", "",
+        doc="tiered storage: only false, epochlog has none (true is refused, as by a Kafka broker without it)",
+    ),
     ConfigDef(
         "leader.replication.throttled.replicas", ConfigType.LIST, "", "",
         doc="replicas (partition:broker, or *) whose replication the leader throttles",
@@ -187,7 +246,8 @@ STATIC_BROKER_CONFIGS = frozenset(
         "group.max.session.timeout.ms", "group.min.session.timeout.ms", "leader.imbalance.check.interval.seconds",
         "leader.imbalance.per.broker.percentage", "listeners", "log.dir", "log.dir.failure.timeout.ms", "log.dirs",
         "log.retention.check.interval.ms", "log.retention.hours", "log.retention.minutes", "log.roll.hours",
-        "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides", "node.id",
+        "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+        "max.incremental.fetch.session.cache.slots", "node.id",
         "num.partitions", "offsets.commit.timeout.ms", "offsets.retention.minutes", "offsets.topic.num.partitions",
         "offsets.topic.replication.factor", "process.roles", "producer.id.expiration.ms", "queued.max.request.bytes",
         "replica.fetch.backoff.ms", "replica.fetch.max.bytes", "replica.fetch.response.max.bytes",
@@ -219,6 +279,8 @@ def validate_value(d: ConfigDef, value: str, as_name: str | None = None) -> str 
     if d.type is ConfigType.BOOLEAN:
         if value.strip().lower() not in ("true", "false"):
             return f"{bad}: Expected value to be either true or false"
+        if d.name == REMOTE_STORAGE_ENABLE and value.strip().lower() == "true":
+            return REMOTE_STORAGE_DISABLED
         return None
     if d.type in (ConfigType.INT, ConfigType.LONG):
         try:
@@ -228,7 +290,13 @@ def validate_value(d: ConfigDef, value: str, as_name: str | None = None) -> str 
         top = INT_MAX if d.type is ConfigType.INT else LONG_MAX
         if not -top - 1 <= n <= top:
             return f"{bad}: Not a number of type {d.type.name}"
-        return _range_problem(d, n, bad)
+        if n in d.also_allowed:
+            return None
+        problem = _range_problem(d, n, bad)
+        if problem and d.also_allowed:
+            allowed = " or ".join(str(v) for v in d.also_allowed)
+            return f"{bad}: Value must be between {d.minimum} and {d.maximum} or equal to {allowed}"
+        return problem
     if d.type is ConfigType.DOUBLE:
         try:
             x = float(value)
@@ -240,14 +308,27 @@ def validate_value(d: ConfigDef, value: str, as_name: str | None = None) -> str 
     if d.name in THROTTLED_REPLICAS_CONFIGS:
         return throttled_replicas_problem(value, bad)
     if d.type is ConfigType.LIST:
-        items = split_list(value)
-        if not items:
-            return f"{bad}: the list must not be empty"
-        wrong = [i for i in items if d.choices and i not in d.choices]
-        if wrong:
-            return f"{bad}: String must be one of: {', '.join(d.choices)}"
-        return None
+        return _list_problem(d, value, name, bad)
     if d.choices and value not in d.choices:
+        return f"{bad}: String must be one of: {', '.join(d.choices)}"
+    return None
+
+
+def list_items(value: str) -> list[str]:
+    """A list config's items as Kafka's ConfigDef parses them: blank is the empty list, otherwise every
+    comma-separated item trimmed, empty items kept (for the validator to refuse)."""
+    return [] if not value.strip() else [v.strip() for v in value.strip().split(",")]
+
+
+def _list_problem(d: ConfigDef, value: str, name: str, bad: str) -> str | None:
+    """Kafka 4.2's ValidList (KIP-1161): the empty list is a value (cleanup.policy empty: neither delete
+    nor compact, the log is kept whole), no item may be empty or repeated, each one of the choices."""
+    items = list_items(value)
+    if len(set(items)) != len(items):
+        return f"Configuration '{name}' values must not be duplicated."
+    if any(not i for i in items):
+        return f"Configuration '{name}' values must not be empty."
+    if d.choices and any(i not in d.choices for i in items):
         return f"{bad}: String must be one of: {', '.join(d.choices)}"
     return None
 
@@ -287,6 +368,8 @@ def topic_setting(d: ConfigDef, props: Mapping[str, str]) -> tuple[str, str] | N
     """The (name, value) that sets ``d`` in a set of properties that mixes topic and broker names: the
     topic name wins, then the broker synonym, then its older spellings (converted to the topic's unit);
     None when none is set."""
+    if is_list(d) and d.name in props:
+        return d.name, props[d.name]  # an empty list is a value (cleanup.policy emptied by SUBTRACT)
     for name, factor in ((d.name, 1), (d.broker_name, 1), *d.static_aliases):
         if name and props.get(name, "") != "":
             return name, in_topic_unit(props[name], factor)

@@ -121,3 +121,46 @@ def test_null_key_on_a_compacted_topic(broker: BrokerProcess) -> None:
     assert _log_end(broker.bootstrap, topic) == 0
     row = _produce_raw(broker.port, topic, build_batch([(b"k", b"a")]))
     assert int(row.error_code) == 0
+
+
+def test_librdkafka_fails_only_the_keyless_records(broker: BrokerProcess) -> None:
+    """KIP-467 through confluent-kafka: one batch of keyed and keyless records to a compacted topic;
+    the keyless ones fail INVALID_RECORD, the others _INVALID_DIFFERENT_RECORD, nothing is retried."""
+    from confluent_kafka import KafkaError, Producer
+
+    topic = topic_name("kip467")
+    create_topic(broker.bootstrap, topic, config={"cleanup.policy": "compact"})
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 500, "enable.idempotence": False})
+    keys = [b"a", None, b"c", None, b"e"]
+    results: dict[int, int] = {}
+    for i, k in enumerate(keys):
+        p.produce(topic, b"v%d" % i, k, 0, on_delivery=lambda e, _m, i=i: results.update({i: e.code()}))
+    assert p.flush(30) == 0
+    assert results == {
+        0: KafkaError._INVALID_DIFFERENT_RECORD,
+        1: KafkaError.INVALID_RECORD,
+        2: KafkaError._INVALID_DIFFERENT_RECORD,
+        3: KafkaError.INVALID_RECORD,
+        4: KafkaError._INVALID_DIFFERENT_RECORD,
+    }
+    assert _log_end(broker.bootstrap, topic) == 0
+
+
+def test_kafka_python_names_the_keyless_records(broker: BrokerProcess) -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import InvalidRecordError
+    from kafka.errors import KafkaError as PyKafkaError
+
+    topic = topic_name("kip467py")
+    create_topic(broker.bootstrap, topic, config={"cleanup.policy": "compact"})
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=500, retries=0)
+    try:
+        futs = [p.send(topic, value=b"v", key=k, partition=0) for k in (b"a", None, b"c", None)]
+        p.flush(30)
+        errors = [f.exception for f in futs]
+    finally:
+        p.close(10)
+    assert isinstance(errors[1], InvalidRecordError) and isinstance(errors[3], InvalidRecordError)
+    assert "without key" in str(errors[1])
+    for e in (errors[0], errors[2]):
+        assert type(e) is PyKafkaError and "invalid records" in str(e)

@@ -14,6 +14,7 @@ import epochlog
 from epochlog.cli.configs_cmd import refused
 from epochlog.config_defs import (
     INT_MAX,
+    NOT_ACTED_ON,
     RESOURCE_TOPIC,
     TOPIC_CONFIGS,
     ConfigDef,
@@ -28,7 +29,13 @@ TABLE_MODULE = SRC / "config_defs.py"
 
 # Kafka's bounds for the topic configs (LogConfig's validators; the documentation's "Valid Values").
 KAFKA_BOUNDS: dict[str, tuple[float | None, float | None]] = {
+    "compression.gzip.level": (1, 9),  # or -1
+    "compression.lz4.level": (1, 17),
+    "compression.zstd.level": (-131072, 22),
     "delete.retention.ms": (0, None),
+    "file.delete.delay.ms": (0, None),
+    "local.retention.bytes": (-2, None),
+    "local.retention.ms": (-2, None),
     "flush.messages": (1, None),
     "flush.ms": (0, None),
     "index.interval.bytes": (0, None),
@@ -43,8 +50,65 @@ KAFKA_BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "retention.ms": (-1, None),
     "segment.bytes": (14, None),
     "segment.index.bytes": (4, None),
+    "segment.jitter.ms": (0, None),
     "segment.ms": (1, None),
 }
+
+# Kafka 4.2's topic configs (TopicConfig, LogConfig and QuotaConfig's throttled-replica lists): every one is
+# known here, so a client that describes a topic's configs and writes them back is never refused.
+KAFKA_TOPIC_CONFIGS = {
+    "cleanup.policy", "compression.gzip.level", "compression.lz4.level", "compression.type",
+    "compression.zstd.level", "delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms",
+    "follower.replication.throttled.replicas", "index.interval.bytes", "leader.replication.throttled.replicas",
+    "local.retention.bytes", "local.retention.ms", "max.compaction.lag.ms", "max.message.bytes",
+    "message.timestamp.after.max.ms", "message.timestamp.before.max.ms", "message.timestamp.type",
+    "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas", "preallocate",
+    "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable", "retention.bytes",
+    "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
+    "unclean.leader.election.enable",
+}  # fmt: skip
+
+
+def test_every_kafka_topic_config_is_known_with_a_valid_default() -> None:
+    assert set(TOPIC_CONFIGS) == KAFKA_TOPIC_CONFIGS
+    for name, d in TOPIC_CONFIGS.items():
+        assert validate_value(d, d.default) is None, name
+        assert d.doc, name
+
+
+def test_gzip_level_takes_zlibs_default_outside_its_range() -> None:
+    d = TOPIC_CONFIGS["compression.gzip.level"]
+    assert validate_value(d, "-1") is None and validate_value(d, "9") is None
+    assert validate_value(d, "0") == (
+        "Invalid value 0 for configuration compression.gzip.level: Value must be between 1 and 9 or equal to -1"
+    )
+
+
+def test_tiered_storage_cannot_be_turned_on() -> None:
+    d = TOPIC_CONFIGS["remote.storage.enable"]
+    assert validate_value(d, "false") is None
+    assert "Tiered Storage functionality is disabled" in (validate_value(d, "true") or "")
+
+
+def test_list_configs_follow_kip_1161() -> None:
+    """Kafka 4.2: an empty list is a value; an empty item or a repeated one is refused."""
+    d = TOPIC_CONFIGS["cleanup.policy"]
+    assert validate_value(d, "") is None and validate_value(d, " compact , delete ") is None
+    assert validate_value(d, "compact,compact") == "Configuration 'cleanup.policy' values must not be duplicated."
+    assert validate_value(d, "compact,") == "Configuration 'cleanup.policy' values must not be empty."
+    assert validate_value(d, "compact,,delete") == "Configuration 'cleanup.policy' values must not be empty."
+    assert "String must be one of: compact, delete" in (validate_value(d, "forever") or "")
+    # Set by its topic name, the empty policy reaches the log: neither deleted nor compacted.
+    cfg = LogConfig.from_properties({"log.cleanup.policy": "compact", "cleanup.policy": ""})
+    assert cfg.cleanup_policy == "" and not cfg.compact
+
+
+def test_not_acted_on_configs_say_so() -> None:
+    acted = set(_FIELDS.values()) | {"min.insync.replicas", "unclean.leader.election.enable"}
+    acted |= {"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"}
+    for name, d in TOPIC_CONFIGS.items():
+        if name not in acted and name != "remote.storage.enable":
+            assert d.doc.startswith(NOT_ACTED_ON), name
 
 
 def _broker_accepts(name: str, value: str) -> bool:

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 from epochlog.codes import Err
 from epochlog.config_defs import RESOURCE_TOPIC
-from epochlog.controller import acls, reassignment, scram
+from epochlog.controller import acls, partition_growth, reassignment, scram
 from epochlog.controller import records as rec
 from epochlog.controller.config_changes import ConfigChange, ConfigOutcome, duplicates, plan
 from epochlog.controller.image import ELR_FEATURE, BrokerInfo, TopicInfo
@@ -286,7 +286,8 @@ class Controller(PartitionChanges):
         if replication_factor > len(live):
             raise ValueError(f"replication factor {replication_factor} exceeds {len(live)} live brokers")
         self._record(rec.Topic(name, partitions, unclean_leader_election, topic_id, dict(configs or {})))
-        self.add_partitions(name, partitions, replication_factor)
+        for p, state in enumerate(partition_growth.place(0, partitions, replication_factor, live)):
+            self._set(name, p, state)
 
     def assignment_problem(self, assignments: Mapping[int, Sequence[int]]) -> tuple[int, str] | None:
         """Why CreateTopics' explicit replica assignments are refused (Kafka's controller checks, in its
@@ -330,17 +331,20 @@ class Controller(PartitionChanges):
             leader = next(r for r in replicas if r in isr)
             self._set(name, p, PartitionState(leader, 0, isr, replicas, 0))
 
-    def add_partitions(self, name: str, count: int, replication_factor: int = 0) -> None:
-        """Grow ``name`` to ``count`` partitions, spreading leaders round-robin over live brokers."""
-        t = self.topics[name]
+    def add_partitions(
+        self, name: str, count: int, assignments: Sequence[Sequence[int]] | None = None, validate_only: bool = False
+    ) -> partition_growth.Refusal | None:
+        """Grow ``name`` to ``count`` partitions on the replicas asked for, or spread round-robin over live
+        brokers (partition_growth decides); the refusal, if any, with Kafka's error."""
         live = sorted(b for b in self.brokers if self.alive(b))
-        # A partition being reassigned lists its leaving replicas too: its target is the topic's factor.
-        rf = replication_factor or len(reassignment.target_of(next(iter(t.partitions.values()))))
-        if rf > len(live):
-            raise ValueError(f"replication factor {rf} exceeds {len(live)} live brokers")
-        for p in range(len(t.partitions), count):
-            replicas = tuple(live[(p + i) % len(live)] for i in range(rf))
-            self._set(name, p, PartitionState(replicas[0], 0, frozenset(replicas), replicas, 0))
+        t = self.topics[name]
+        plan = partition_growth.plan_growth(name, t.partitions, count, assignments, self.brokers, live, self.alive)
+        if isinstance(plan, partition_growth.Refusal):
+            return plan
+        if not validate_only:
+            for p, state in enumerate(plan, start=len(t.partitions)):
+                self._set(name, p, state)
+        return None
 
     def import_topic(
         self, name: str, topic_id: str, configs: dict[str, str], leader_epochs: list[int], replica: int

@@ -50,6 +50,7 @@ def encode_fetch_response(
     records: Sequence[Sequence[bytes | memoryview]],
     error_code: int = 0,
     node_endpoints: Sequence[dict[str, Any]] = (),
+    session_id: int = 0,
 ) -> list[bytes | memoryview]:
     """The whole frame (size prefix first) as buffers. ``topics`` are the handler's rows; a partition's
     ``records`` entry is either bytes or an int: the index of its chunks in ``records``.
@@ -63,7 +64,7 @@ def encode_fetch_response(
     head += _I32.pack(0)  # throttle time
     if version >= 7:
         head += _I16.pack(error_code)
-        head += _I32.pack(0)  # session id: fetch sessions are not kept
+        head += _I32.pack(session_id)  # KIP-227: 0 when the answer belongs to no fetch session
     head += uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
     for topic in topics:
         if version >= 13:

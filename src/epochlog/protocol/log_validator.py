@@ -12,7 +12,8 @@ Rules (Kafka's ProduceRequest.validateRecords, UnifiedLog.analyzeAndValidateReco
 - a compacted topic takes no record without a key;
 - CreateTime timestamps within message.timestamp.before.max.ms / after.max.ms of ``now`` (-1 = none),
   and a producer may not claim LogAppendTime on a CreateTime topic;
-- maxTimestamp is recomputed from the records, not trusted.
+- maxTimestamp is recomputed from the records, not trusted;
+- KIP-467: a batch refused for its records' keys or timestamps names every bad record in record_errors.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from epochlog.protocol.record_batch import (
     compute_crc,
     iter_batches,
 )
-from epochlog.protocol.record_walk import WALK_MESSAGES, WALK_OK, walk, walk_timestamps
+from epochlog.protocol.record_walk import WALK_MESSAGES, WALK_OK, walk, walk_keys_and_timestamps
 from epochlog.protocol.records import GZIP, LZ4, NONE, SNAPPY, ZSTD
 
 NO_TIMESTAMP = -1
@@ -99,28 +100,54 @@ def validate_produce_batch(buf: Buffer, rules: TopicRules, now_ms: int) -> Buffe
     if err != WALK_OK:
         message = f"record {index} of the batch: {WALK_MESSAGES[err]}"
         raise ValidationError(Err.INVALID_RECORD, message, [(max(index, 0), WALK_MESSAGES[err])])
-    if rules.compacted and null_key >= 0:
-        raise ValidationError(
-            Err.INVALID_RECORD,
-            "a compacted topic cannot accept a record without a key",
-            [(null_key, "compacted topic cannot accept a record without a key")],
-        )
     if rules.log_append_time:
+        if rules.compacted and null_key >= 0:
+            _refuse_records(records, h, rules, now_ms)
         return buf  # the log stamps maxTimestamp with its append time
     lo, hi = h.base_timestamp + min_delta, h.base_timestamp + max_delta
-    earliest = now_ms - rules.timestamp_before_max_ms if rules.timestamp_before_max_ms < now_ms else -(2**63)
-    latest = now_ms + rules.timestamp_after_max_ms
-    if lo < earliest or hi > latest:
-        bad = [
-            (i, f"timestamp {ts} is out of the allowed range [{earliest}, {latest}]")
-            for i, ts in enumerate(h.base_timestamp + d for d in walk_timestamps(records, h.record_count))
-            if ts != NO_TIMESTAMP and not earliest <= ts <= latest
-        ]
-        if bad:
-            raise ValidationError(Err.INVALID_TIMESTAMP, f"{len(bad)} record timestamps out of range", bad)
+    earliest, latest = _window(rules, now_ms)
+    if (rules.compacted and null_key >= 0) or lo < earliest or hi > latest:
+        _refuse_records(records, h, rules, now_ms)
     if hi != h.max_timestamp:
         return _set_max_timestamp(buf, pos, h, hi)
     return buf
+
+
+def _window(rules: TopicRules, now_ms: int) -> tuple[int, int]:
+    """The CreateTime timestamps a record may carry, Kafka's bounds (inclusive)."""
+    earliest = now_ms - rules.timestamp_before_max_ms if rules.timestamp_before_max_ms < now_ms else -(2**63)
+    return earliest, now_ms + rules.timestamp_after_max_ms
+
+
+def _refuse_records(records: memoryview | bytes, h: BatchHeader, rules: TopicRules, now_ms: int) -> None:
+    """KIP-467, as Kafka's LogValidator does it: every record is judged, a keyless record on a compacted
+    topic by its key first, any other by its timestamp; the batch fails with INVALID_TIMESTAMP if any
+    record's timestamp was out of range, INVALID_RECORD otherwise, and names each bad record so a client
+    fails only those (librdkafka fails the rest with _INVALID_DIFFERENT_RECORD)."""
+    earliest, latest = _window(rules, now_ms)
+    errors: list[tuple[int, str]] = []
+    bad_timestamp = False
+    for i, (has_key, delta) in enumerate(walk_keys_and_timestamps(records, h.record_count)):
+        ts = h.base_timestamp + delta
+        if rules.compacted and not has_key:
+            errors.append((i, "Compacted topic cannot accept message without key"))
+        elif not rules.log_append_time and ts != NO_TIMESTAMP and not earliest <= ts <= latest:
+            bad_timestamp = True
+            message = f"Timestamp {ts} of message with offset {i} is out of range. "
+            errors.append((i, message + f"The timestamp should be within [{earliest}, {latest}]"))
+    if not errors:
+        return
+    if bad_timestamp:
+        raise ValidationError(
+            Err.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp", errors
+        )
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    raise ValidationError(
+        Err.INVALID_RECORD,
+        f"One or more records have been rejected due to {len(errors)} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]",
+        errors,
+    )
 
 
 def _check_header(h: BatchHeader) -> None:

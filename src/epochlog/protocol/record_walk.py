@@ -130,16 +130,18 @@ walk_native = _native()
 walk: Callable[[Buffer, int], WalkResult] = walk_native or walk_py
 
 
-def walk_timestamps(buf: Buffer, count: int) -> list[int]:
-    """Each record's timestamp delta, for naming the offending records once a walk found some out of
-    range (the slow path: only a refused batch takes it). The records were walked already."""
+def walk_keys_and_timestamps(buf: Buffer, count: int) -> list[tuple[bool, int]]:
+    """Each record's (has a key, timestamp delta), for naming the offending records once a walk found
+    some (the slow path: only a refused batch takes it). The records were walked already."""
     out = []
     p = 0
     end = len(buf)
     for _ in range(count):
         length, p = _varint(buf, p, end, 5)
         rec_end = p + length
-        ts, _q = _varint(buf, p + 1, rec_end, 10)
-        out.append(ts)
+        ts, q = _varint(buf, p + 1, rec_end, 10)
+        _off, q = _varint(buf, q, rec_end, 5)
+        klen, _q = _varint(buf, q, rec_end, 5)
+        out.append((klen >= 0, ts))
         p = rec_end
     return out

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from epochlog.controller.image import TopicInfo
+    from epochlog.replication.fetch_sessions import FetchSessionCache
     from epochlog.replication.types import AlterIsr
     from epochlog.security.authorizer import StandardAuthorizer
     from epochlog.security.scram_credentials import ScramCredential
@@ -43,6 +44,7 @@ class BrokerApi(Protocol):
     cleaner: LogCleaner  # compaction of the log directories (its gauges are scraped from here)
     log_manager: LogDirs  # every log directory (DescribeLogDirs reads it)
     replication_throttles: ReplicationThrottles  # caps on replication bytes of throttled replicas
+    fetch_sessions: FetchSessionCache  # KIP-227 incremental fetch sessions
     authorizer: StandardAuthorizer | None  # None unless authorizer.class.name is set (server/authz.py)
 
     @property

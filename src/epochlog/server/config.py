@@ -109,6 +109,8 @@ class BrokerConfig:
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_max_bytes: int = 1_048_576
     fetch_max_bytes: int = 57_671_680
+    # KIP-227: the incremental fetch sessions this broker keeps (Kafka's default, 1000).
+    max_incremental_fetch_session_cache_slots: int = 1000
     max_connections: int = 2**31 - 1
     max_connections_per_ip: int = 2**31 - 1
     max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)
@@ -213,6 +215,9 @@ class BrokerConfig:
         c.replica_lag_time_max_ms = _int(props, "replica.lag.time.max.ms", 30_000, minimum=1)
         c.replica_fetch_max_bytes = _int(props, "replica.fetch.max.bytes", 1_048_576, minimum=1)
         c.fetch_max_bytes = _int(props, "fetch.max.bytes", 57_671_680, minimum=1024)
+        c.max_incremental_fetch_session_cache_slots = _int(
+            props, "max.incremental.fetch.session.cache.slots", 1000, minimum=0
+        )
         c.max_connections = _int(props, "max.connections", 2**31 - 1, minimum=0)
         c.max_connections_per_ip = _int(props, "max.connections.per.ip", 2**31 - 1, minimum=0)
         from epochlog.server.limits import parse_overrides

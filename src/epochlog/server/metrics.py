@@ -94,6 +94,9 @@ class BrokerMetrics:
             ("kafka_log_logcleaner_cleaner_recopy_percent", "Share of the bytes read that the last cleaning kept"),
             ("kafka_log_logcleanermanager_uncleanable_partitions_count", "Logs a corrupt batch stopped cleaning"),
             ("kafka_log_logcleanermanager_time_since_last_run_ms", "Milliseconds since a cleaning last finished"),
+            ("kafka_server_fetchsessioncache_numincrementalfetchsessions", "KIP-227 fetch sessions cached"),
+            ("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached", "Partitions in those sessions"),
+            ("kafka_server_fetchsessioncache_incrementalfetchsessionevictions_total", "Sessions evicted for others"),
         ):
             self._gauges[name] = Gauge(name, doc, registry=r)
 
@@ -130,6 +133,14 @@ class BrokerMetrics:
             lambda: sum(1 for r in led() if len(r.isr) == r.min_isr)
         )
         g["kafka_log_logmanager_offlinelogdirectorycount"].set_function(broker.offline_log_dir_count)
+        sessions = broker.fetch_sessions
+        g["kafka_server_fetchsessioncache_numincrementalfetchsessions"].set_function(lambda: len(sessions.sessions))
+        g["kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"].set_function(
+            lambda: sessions.cached_partitions
+        )
+        g["kafka_server_fetchsessioncache_incrementalfetchsessionevictions_total"].set_function(
+            lambda: sessions.evictions
+        )
         cleaner = broker.cleaner
 
         def last(attr: str) -> float:

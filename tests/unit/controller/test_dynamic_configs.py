@@ -111,9 +111,11 @@ def test_append_and_subtract_on_a_list_config_start_from_the_default() -> None:
     assert c.topics["t"].configs["cleanup.policy"] == "delete,compact"  # no duplicates
     c.alter_configs([topic(ConfigOp("cleanup.policy", "delete", SUBTRACT))], incremental=True)
     assert c.topics["t"].configs["cleanup.policy"] == "compact"
+    # Kafka 4.2 (KIP-1161): the empty policy is a value (the log is neither deleted nor compacted).
     [out] = c.alter_configs([topic(ConfigOp("cleanup.policy", "compact", SUBTRACT))], incremental=True)
-    assert out.error_code == Err.INVALID_CONFIG  # an empty policy
-    assert c.topics["t"].configs["cleanup.policy"] == "compact"
+    assert out.error_code == Err.NONE and c.topics["t"].configs["cleanup.policy"] == ""
+    [out] = c.alter_configs([topic(ConfigOp("cleanup.policy", "delete,delete", SET))], incremental=True)
+    assert out.error_code == Err.INVALID_CONFIG and c.topics["t"].configs["cleanup.policy"] == ""
 
 
 def test_alter_configs_replaces_the_whole_set() -> None:

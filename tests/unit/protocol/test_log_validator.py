@@ -125,6 +125,22 @@ def test_keys_on_compacted_topics() -> None:
     assert _check(batch) is not None
 
 
+def test_every_bad_record_is_named_kafka_s_way() -> None:
+    """KIP-467: all keyless records on a compacted topic, not only the first; a keyless record is
+    judged by its key before its timestamp; any bad timestamp makes the batch INVALID_TIMESTAMP."""
+    keyless = [(b"k", b"a"), (None, b"b"), (b"k", b"c"), (None, b"d"), (None, b"e")]
+    e = _refused(build_batch(keyless, base_timestamp=NOW), TopicRules(compacted=True))
+    assert e.code == Err.INVALID_RECORD and [i for i, _m in e.record_errors] == [1, 3, 4]
+    assert "3 record errors in total" in e.message and all("without key" in m for _i, m in e.record_errors)
+    late = NOW + 2 * 3_600_000
+    recs = [Record(0, late, None, b"a"), Record(1, late, b"k", b"b"), Record(2, NOW, None, b"c")]
+    e = _refused(build_batch(recs), TopicRules(compacted=True))
+    assert e.code == Err.INVALID_TIMESTAMP
+    assert [(i, "without key" in m) for i, m in e.record_errors] == [(0, True), (1, False), (2, True)]
+    e = _refused(build_batch(keyless, timestamp_type=1), TopicRules(compacted=True, log_append_time=True))
+    assert e.code == Err.INVALID_RECORD and [i for i, _m in e.record_errors] == [1, 3, 4]
+
+
 def test_header_rules() -> None:
     ok = build_batch([(None, b"x")], base_timestamp=NOW)
     assert _refused(_patch(ok, base_offset=7)).code == Err.INVALID_RECORD

@@ -11,6 +11,7 @@ import pytest
 from epochlog.protocol.codec import RequestHeader, build, request_class
 from epochlog.protocol.errors import Err
 from epochlog.protocol.records import build_batch
+from epochlog.replication.fetch_sessions import FetchSessionCache
 from epochlog.security.acl import Operation, ResourceType
 from epochlog.server.handlers.fetch import handle_fetch
 from epochlog.server.handlers.produce import handle_produce
@@ -50,6 +51,7 @@ def _broker(authorizer: Any) -> Any:
         ),
         metrics=SimpleNamespace(failed_produce=_Counter(), requests=_Counter()),
         image=SimpleNamespace(states={}, brokers={}),
+        fetch_sessions=FetchSessionCache(),
     )
 
 

@@ -26,6 +26,7 @@ from epochlog.clock import now_ms
 from epochlog.controller.image import TopicInfo
 from epochlog.protocol.api_versions import is_supported
 from epochlog.protocol.codec import RequestHeader
+from epochlog.replication.fetch_sessions import FetchSessionCache
 from epochlog.replication.types import AlterIsr, TruncationMode
 from epochlog.security.authorizer import StandardAuthorizer
 from epochlog.security.scram_credentials import ScramCredential
@@ -91,6 +92,7 @@ class ClusterBroker:
         self.metrics = BrokerMetrics()
         # leader.replication.throttled.rate / follower.replication.throttled.rate and their meters.
         self.replication_throttles = ReplicationThrottles(config.node_id)
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.replication_throttles.reconfigure({}, {}, config.raw)
         # Compaction of cleanup.policy=compact logs, on threads of its own; started with the broker.
         self.cleaner = LogCleaner(self.log_manager, CleanerConfig.from_properties(config.raw))

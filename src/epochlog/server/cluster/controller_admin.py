@@ -150,20 +150,13 @@ def create_partitions(server: ControllerServer, req: Any) -> dict[str, Any]:
         return {"throttle_time": 0, "results": rows}
     for t in req.topics:
         row: dict[str, Any] = {"name": t.name, "error_message": None, "error_code": Err.NONE}
-        info = server.core.topics.get(t.name)
-        if info is None:
+        if t.name not in server.core.topics:
             row.update(error_code=Err.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"topic {t.name!r} does not exist")
-        elif t.count <= len(info.partitions):
-            row.update(
-                error_code=Err.INVALID_PARTITIONS,
-                error_message=f"topic {t.name!r} has {len(info.partitions)} partitions; "
-                f"the new count must be larger, got {t.count}",
-            )
-        elif not req.validate_only:
-            try:
-                server.core.add_partitions(t.name, int(t.count))
-            except ValueError as e:
-                row.update(error_code=Err.INVALID_REPLICATION_FACTOR, error_message=str(e))
+        else:
+            wanted = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+            refusal = server.core.add_partitions(t.name, int(t.count), wanted, bool(req.validate_only))
+            if refusal is not None:
+                row.update(error_code=refusal.error_code, error_message=refusal.message)
         out.append(row)
     server.persist()
     return {"throttle_time": 0, "results": out}

@@ -11,10 +11,12 @@ from epochlog.clock import now_ms
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.protocol.fetch_response_writer import encode_fetch_response
+from epochlog.replication.fetch_sessions import Context, SessionError
 from epochlog.replication.types import FetchRequest
 from epochlog.security.acl import Operation
 from epochlog.server import authz
 from epochlog.server.authz import session_of
+from epochlog.server.handlers.fetch_session_view import cut_to_session, open_context
 from epochlog.server.handlers.leader_hints import add_hint
 from epochlog.server.responses import Waiting
 from epochlog.storage.errors import KafkaStorageError
@@ -292,7 +294,13 @@ def _fetch_once(
 
 
 async def _fetch_with_wait(
-    broker: Broker, header: RequestHeader, req: Any, version: int, deadline: float, denied: Any = _NONE
+    broker: Broker,
+    header: RequestHeader,
+    req: Any,
+    version: int,
+    deadline: float,
+    denied: Any = _NONE,
+    ctx: Context | None = None,
 ) -> list[Any]:
     keys: list[tuple[str, int]] = []
     for t in req.topics:
@@ -309,7 +317,7 @@ async def _fetch_with_wait(
             remaining = deadline - time.monotonic()
             if total >= req.min_bytes or errors or remaining <= 0:
                 await _read_deferred(broker, deferred, spliced)
-                return _response(broker, header, topics_out, spliced)
+                return _response(broker, header, topics_out, spliced, ctx)
             for d in deferred:
                 d.planned.discard()  # not answering yet: the next look plans its reads again
             try:
@@ -321,15 +329,27 @@ async def _fetch_with_wait(
 
 
 def _response(
-    broker: Broker, header: RequestHeader, topics_out: list[dict[str, Any]], spliced: list[list[Any]]
+    broker: Broker,
+    header: RequestHeader,
+    topics_out: list[dict[str, Any]],
+    spliced: list[list[Any]],
+    ctx: Context | None = None,
 ) -> list[Any]:
+    # KIP-227: an incremental answer carries only what changed; a full one may open a session.
+    topics_out, error, session_id = cut_to_session(broker, ctx, topics_out, spliced)
     nodes: dict[int, dict[str, Any]] = {}
     if header.api_version >= 16:  # KIP-951: CurrentLeader and NodeEndpoints, as Kafka fills them from v16
         for topic in topics_out:
             for row in topic["partitions"]:
                 add_hint(broker, topic["topic"], row["partition_index"], row, nodes, session_of(header).listener)
     return encode_fetch_response(
-        header.api_version, header.correlation_id, topics_out, spliced, node_endpoints=list(nodes.values())
+        header.api_version,
+        header.correlation_id,
+        topics_out,
+        spliced,
+        error_code=error,
+        node_endpoints=list(nodes.values()),
+        session_id=session_id,
     )
 
 
@@ -339,14 +359,18 @@ async def _respond_after_reads(
     topics_out: list[dict[str, Any]],
     spliced: list[list[Any]],
     deferred: list[_Deferred],
+    ctx: Context | None,
 ) -> list[Any]:
     await _read_deferred(broker, deferred, spliced)
-    return _response(broker, header, topics_out, spliced)
+    return _response(broker, header, topics_out, spliced, ctx)
 
 
 def handle_fetch(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = decode_body(frame, header)
     version = header.api_version
+    ctx, req = open_context(broker, req, version, _replica_id(req, version))
+    if isinstance(ctx, SessionError):
+        return _response(broker, header, [], [], ctx)
     deferred: list[_Deferred] = []
     denied = _denied(broker, header, req, version)
     topics_out, total, errors, spliced = _fetch_once(broker, req, version, deferred, denied)
@@ -354,9 +378,9 @@ def handle_fetch(broker: Broker, header: RequestHeader, frame: memoryview) -> An
     nothing_to_wait_for = denied is _ALL or (denied and all(n in denied for n in _names(broker, req, version)))
     if total >= req.min_bytes or errors or max_wait_ms <= 0 or not req.topics or nothing_to_wait_for:
         if deferred:
-            return Waiting(_respond_after_reads(broker, header, topics_out, spliced, deferred))
-        return _response(broker, header, topics_out, spliced)
+            return Waiting(_respond_after_reads(broker, header, topics_out, spliced, deferred, ctx))
+        return _response(broker, header, topics_out, spliced, ctx)
     deadline = time.monotonic() + max_wait_ms / 1000
     # A Fetch changes nothing a later request could race with (a follower's position was taken above):
     # the requests behind a long poll need not wait for it.
-    return Waiting(_fetch_with_wait(broker, header, req, version, deadline, denied))
+    return Waiting(_fetch_with_wait(broker, header, req, version, deadline, denied, ctx))
