@@ -29,6 +29,7 @@ from typing import Any
 
 from epochlog.codes import Err
 from epochlog.offsets import last_stable_offset
+from epochlog.replication.lease import NO_LEASE, BrokerLease
 from epochlog.replication.log import ReplicaLog
 from epochlog.replication.types import (
     UNDEFINED_EPOCH,
@@ -108,6 +109,9 @@ class PartitionReplica:
         # Its state transitions, for the trace checker (trace/check.py); a no-op unless the driver asks.
         self.tracer = tracer
         self._traced_leo = -1
+        # The broker's lease (replication/lease.py), shared by its replicas: a leader whose lease expired
+        # answers clients as a follower would.
+        self.lease: BrokerLease = NO_LEASE
 
     def __repr__(self) -> str:
         return (
@@ -197,8 +201,12 @@ class PartitionReplica:
             self._truncate(self.high_watermark, "high-watermark rule")
 
     # -- produce (leader) -----------------------------------------------------------------
-    def check_produce(self, acks: int, producer_epoch: int = UNDEFINED_EPOCH) -> int:
-        if self.role is not Role.LEADER:
+    def serves_as_leader(self, now_ms: int) -> bool:
+        """Leader, and its broker's lease holds: only then does it take writes and answer them."""
+        return self.role is Role.LEADER and self.lease.holds(now_ms)
+
+    def check_produce(self, acks: int, now_ms: int, producer_epoch: int = UNDEFINED_EPOCH) -> int:
+        if not self.serves_as_leader(now_ms):
             return Err.NOT_LEADER_OR_FOLLOWER
         code = check_epoch(producer_epoch, self.leader_epoch)  # KIP-359
         if code:
@@ -214,7 +222,7 @@ class PartitionReplica:
         check_produce's rules, then the append stamped with this term's epoch, then the HW (it moves at once
         when the ISR is this replica alone). A refusal writes nothing; a storage refusal (sequence, size,
         I/O) raises from the log, also having written nothing."""
-        code = self.check_produce(acks, producer_epoch)
+        code = self.check_produce(acks, now_ms, producer_epoch)
         if code:
             return LeaderAppend(code)
         info = self.log.append_as_leader(records, self.leader_epoch, now_ms)
@@ -249,6 +257,9 @@ class PartitionReplica:
         if req.fetch_offset > leo or req.fetch_offset < self.log.log_start_offset:
             return FetchDecision(Err.OFFSET_OUT_OF_RANGE, self.high_watermark, self.log.log_start_offset), None
         if req.replica_id < 0:
+            if not self.lease.holds(now_ms):
+                # Fenced or about to be: the consumer refreshes its metadata and finds the new leader.
+                return FetchDecision(Err.NOT_LEADER_OR_FOLLOWER), None
             # A consumer reads only what the ISR holds. Between a new leader's lagging HW and its log end
             # the records exist but are not known committed yet: retry (OFFSET_NOT_AVAILABLE, seed 002).
             lso = self.last_stable_offset()
@@ -423,10 +434,12 @@ class PartitionReplica:
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         return FetchOutcome.TRUNCATED
 
-    def ack_result(self, last_offset: int) -> int | None:
+    def ack_result(self, last_offset: int, now_ms: int) -> int | None:
         """An acks=all produce whose last record is ``last_offset``: None while it must wait, else its
-        answer (NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell below min.insync.replicas meanwhile)."""
-        if self.role is not Role.LEADER:
+        answer (NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell below min.insync.replicas meanwhile).
+        Not leader, or its lease expired: NOT_LEADER_OR_FOLLOWER, as Kafka's DelayedProduce answers once
+        leadership moved, even for a write that was committed: the retry finds it a duplicate."""
+        if not self.serves_as_leader(now_ms):
             return Err.NOT_LEADER_OR_FOLLOWER
         if self.high_watermark <= last_offset:
             return None

@@ -26,6 +26,7 @@ from epochlog.clock import now_ms
 from epochlog.controller.image import TopicInfo
 from epochlog.protocol.api_versions import is_supported
 from epochlog.protocol.codec import RequestHeader
+from epochlog.replication.lease import BrokerLease
 from epochlog.replication.types import AlterIsr, TruncationMode
 from epochlog.security.authorizer import StandardAuthorizer
 from epochlog.security.scram_credentials import ScramCredential
@@ -113,6 +114,7 @@ class ClusterBroker:
             )
         trace_dir = Path(config.trace_dir or config.log_dir)
         self.tracer = tracing.node_tracer(config.trace_enable, trace_dir, config.node_id, BROKER_SRC)
+        self.lease = BrokerLease(config.broker_session_timeout_ms, enabled=config.broker_lease_enable)
         self.session = BrokerSession(self)
         self.publisher = MetadataPublisher(self)
         self.replicas = ReplicaManager(self)

@@ -120,6 +120,7 @@ class ReplicaManager:
             high_watermark=plog.high_watermark,  # the checkpoint's; the core owns it from here
             tracer=tracing.partition_tracer(b.tracer, info.uuid),
         )
+        replica.lease = b.lease
         part = Partition(topic, p, info.uuid, plog, replica)
         b.partitions[(topic, p)] = part
         return part

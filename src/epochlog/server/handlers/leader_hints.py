@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from epochlog.clock import now_ms
 from epochlog.protocol.errors import Err
 
 if TYPE_CHECKING:
@@ -25,6 +26,8 @@ def add_hint(
     st = image.states.get((topic, partition))
     if st is None or st.leader < 0:
         return
+    if st.leader == broker.config.node_id and not broker.lease.holds(now_ms()):
+        return  # it names this broker, which its lease says is no longer the leader
     row["current_leader"] = {"leader_id": st.leader, "leader_epoch": st.leader_epoch}
     ep = image.brokers.get(st.leader)
     if ep is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from epochlog.clock import now_ms
 from epochlog.protocol.api_versions import advertised
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
@@ -47,13 +48,16 @@ def _topic_row(broker: Broker, name: str) -> dict[str, Any]:
     image = broker.image
     info = image.topics[name]
     live = {b.broker_id for b in image.live_brokers()}
+    # Past its lease this broker's own leaderships are moving away: naming itself would bring clients back.
+    me = broker.config.node_id if not broker.lease.holds(now_ms()) else None
     parts = []
     for p, st in sorted(info.partitions.items()):
+        leader = -1 if st.leader == me else st.leader
         parts.append(
             {
-                "error_code": Err.NONE if st.leader >= 0 else Err.LEADER_NOT_AVAILABLE,
+                "error_code": Err.NONE if leader >= 0 else Err.LEADER_NOT_AVAILABLE,
                 "partition_index": p,
-                "leader_id": st.leader,
+                "leader_id": leader,
                 "leader_epoch": st.leader_epoch,
                 "replica_nodes": list(st.replicas),
                 "isr_nodes": sorted(st.isr),
