@@ -24,12 +24,14 @@ def names(w: World) -> set[str]:
 def test_lease_core() -> None:
     lease = BrokerLease(9000)
     assert not lease.holds(0), "a broker that only registered is fenced until a heartbeat says otherwise"
+    assert not lease.lapsed(0), "never held: nothing lapsed"
     lease.answered(1000, fenced=False)
     assert lease.holds(9999) and not lease.holds(10_000)
+    assert not lease.lapsed(9999) and lease.lapsed(10_000)
     lease.answered(500, fenced=False)  # a late answer to an older heartbeat never shortens it
     assert lease.holds(9999)
     lease.answered(2000, fenced=True)
-    assert not lease.holds(2001)
+    assert not lease.holds(2001) and not lease.lapsed(2001), "ended by the controller, not lapsed"
     lease.answered(3000, fenced=False)
     assert lease.holds(11_999)
     assert BrokerLease(9000, enabled=False).holds(10**12)
@@ -78,3 +80,18 @@ def test_break_a_lease_counted_from_the_answer_outlives_the_session() -> None:
 def test_break_writes_do_not_resume_when_nobody_fences_the_leader() -> None:
     w = _periodic(SilentController(brokers=3, min_isr=2), 4500, {800: _cut_leader})
     assert "writes-resume" in names(w), "\n".join(w.history[-40:])
+
+
+def test_quorum_down_leaders_keep_serving_while_their_followers_fetch() -> None:
+    """No controller answers anyone (the quorum is down, so none fences anyone either): every lease runs out,
+    yet each leader's ISR still fetches from it, so its writes commit and it keeps taking them, as Kafka's do."""
+
+    def cut_controller(w: World) -> None:
+        for b in w.brokers:
+            w.partition_network(b, CONTROLLER)
+
+    w = _periodic(SilentController(brokers=3, min_isr=2), 4500, {800: cut_controller})
+    assert not w.violations, "\n".join(w.history[-40:])
+    late = [t for t in w.checker.ack_time.values() if t > 800 + 1500 + 500]
+    assert len(late) > 50, "writes went on being acknowledged after every lease ran out"
+    assert not any("lease expired" in line for line in w.history)

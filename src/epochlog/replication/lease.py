@@ -11,8 +11,14 @@ a duplicate), and its Metadata answers stop naming it leader, so clients refresh
 Without the lease such writes waited for the client's timeout, and clients kept coming back to it.
 
 The lease says nothing about what is committed: the ISR and the HW decide that, lease or not. It only
-moves clients away sooner. A heartbeat answered "fenced" ends it at once; the next heartbeat answered
-unfenced starts it again, and the broker serves as whatever the metadata then says.
+moves clients away sooner. So a leader whose followers in the ISR all still fetch from it keeps serving past
+its lease (PartitionReplica.isr_following): its writes still commit, and with the whole controller quorum
+down (no controller to fence anyone; the next one gives every broker a fresh session) the cluster stays
+writable as Kafka's does. A leader cut off from the controller only stops once the controller has moved its
+partitions and the followers have gone to the new leader.
+
+A heartbeat answered "fenced" ends the lease at once; the next one answered unfenced starts it again, and
+the broker serves as whatever the metadata then says.
 """
 
 from __future__ import annotations
@@ -40,6 +46,11 @@ class BrokerLease:
 
     def holds(self, now_ms: int) -> bool:
         return not self.enabled or now_ms < self.expires_ms
+
+    def lapsed(self, now_ms: int) -> bool:
+        """Held once and run out for want of answers (not ended by a "fenced" answer, not yet begun): the
+        broker is cut off from the active controller, and its clients should ask another broker."""
+        return self.enabled and 0 < self.expires_ms <= now_ms
 
     def remaining_ms(self, now_ms: int) -> int:
         return max(0, self.expires_ms - now_ms) if self.enabled else 1 << 62

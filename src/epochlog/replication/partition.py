@@ -80,6 +80,7 @@ class PartitionReplica:
         truncation_mode: TruncationMode = TruncationMode.LEADER_EPOCH,
         high_watermark: int = 0,
         tracer: trace.Tracer = trace.NO_TRACE,
+        follower_silence_ms: int = 1000,
     ) -> None:
         """``high_watermark``: where the durable checkpoint left it (capped at the log end): from then on
         this object is its only owner; storage, the checkpoints and every reader read it here."""
@@ -112,6 +113,9 @@ class PartitionReplica:
         # The broker's lease (replication/lease.py), shared by its replicas: a leader whose lease expired
         # answers clients as a follower would.
         self.lease: BrokerLease = NO_LEASE
+        # A follower's fetches arrive at least this often while it follows (a long poll is held at most
+        # replica.fetch.wait.max.ms, 500 by default); longer silence means it stopped.
+        self.follower_silence_ms = follower_silence_ms
 
     def __repr__(self) -> str:
         return (
@@ -202,8 +206,16 @@ class PartitionReplica:
 
     # -- produce (leader) -----------------------------------------------------------------
     def serves_as_leader(self, now_ms: int) -> bool:
-        """Leader, and its broker's lease holds: only then does it take writes and answer them."""
-        return self.role is Role.LEADER and self.lease.holds(now_ms)
+        """Leader, and either its broker's lease holds or every other ISR member still fetches from it (its
+        writes still commit): only then does it take writes and answer them."""
+        return self.role is Role.LEADER and (self.lease.holds(now_ms) or self.isr_following(now_ms))
+
+    def isr_following(self, now_ms: int) -> bool:
+        """Every ISR member but this leader fetched within follower_silence_ms (there is at least one)."""
+        others = [self.followers.get(r) for r in self.isr if r != self.broker_id]
+        return bool(others) and all(
+            f is not None and now_ms - f.last_fetch_ms <= self.follower_silence_ms for f in others
+        )
 
     def check_produce(self, acks: int, now_ms: int, producer_epoch: int = UNDEFINED_EPOCH) -> int:
         if not self.serves_as_leader(now_ms):
@@ -257,7 +269,7 @@ class PartitionReplica:
         if req.fetch_offset > leo or req.fetch_offset < self.log.log_start_offset:
             return FetchDecision(Err.OFFSET_OUT_OF_RANGE, self.high_watermark, self.log.log_start_offset), None
         if req.replica_id < 0:
-            if not self.lease.holds(now_ms):
+            if not self.serves_as_leader(now_ms):
                 # Fenced or about to be: the consumer refreshes its metadata and finds the new leader.
                 return FetchDecision(Err.NOT_LEADER_OR_FOLLOWER), None
             # A consumer reads only what the ISR holds. Between a new leader's lagging HW and its log end

@@ -63,6 +63,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("epochlog.broker")
 
+METADATA_API_KEY = 3
+
 
 class ClusterBroker:
     def __init__(self, config: BrokerConfig) -> None:
@@ -299,7 +301,20 @@ class ClusterBroker:
         return is_supported(api_key, version)
 
     def dispatch_from(self, conn: KafkaConnection, header: RequestHeader, frame: memoryview) -> Any:
-        return dispatch(self, header, frame)
+        result = dispatch(self, header, frame)
+        if header.api_key == METADATA_API_KEY and self.lease.lapsed(now_ms()):
+            self._send_elsewhere(conn)
+        return result
+
+    def _send_elsewhere(self, conn: KafkaConnection) -> None:
+        """Cut off from the active controller, with leaderships it no longer serves: after answering a
+        client's Metadata (those partitions without a leader), close its connection. A client asks the
+        brokers it is connected to for metadata, and this one cannot learn who leads now; without a
+        connection here it asks another broker, which can."""
+        now = now_ms()
+        if any(p.is_leader and not p.replica.serves_as_leader(now) for p in self.partitions.values()):
+            log.info("closing %s after its Metadata: this broker's lease lapsed; it should ask another", conn.peer)
+            asyncio.get_running_loop().call_soon(conn.close)
 
     # -- what the handlers use (server/broker_api.py) -----------------------------------
     def partition(self, topic: str, index: int) -> Partition | None:

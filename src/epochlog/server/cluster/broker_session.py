@@ -196,7 +196,11 @@ class BrokerSession:
                 # controller fences a broker that asks, and a plain heartbeat answered "fenced" would
                 # register it again, bringing back leaderships the shutdown just moved away.
                 sent = now_ms()
-                resp = await b.controller.request("session", self.heartbeat(want_shut_down=self.leaving), timeout=5)
+                # A third of the session: a heartbeat lost to a cut-off controller is sent again (to the new
+                # one, once elected) while the lease from the last answered one still holds.
+                timeout = min(5.0, b.config.broker_session_timeout_ms / 3000)
+                req = self.heartbeat(want_shut_down=self.leaving)
+                resp = await b.controller.request("session", req, timeout=timeout)
                 if b.shutting_down:
                     return
                 if resp.error_code == Err.NOT_CONTROLLER:

@@ -119,6 +119,7 @@ class ReplicaManager:
             truncation_mode=self.mode,
             high_watermark=plog.high_watermark,  # the checkpoint's; the core owns it from here
             tracer=tracing.partition_tracer(b.tracer, info.uuid),
+            follower_silence_ms=2 * b.config.replica_fetch_wait_max_ms + 500,
         )
         replica.lease = b.lease
         part = Partition(topic, p, info.uuid, plog, replica)

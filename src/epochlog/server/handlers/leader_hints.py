@@ -15,6 +15,15 @@ if TYPE_CHECKING:
 HINTED_ERRORS = (Err.NOT_LEADER_OR_FOLLOWER, Err.FENCED_LEADER_EPOCH)
 
 
+def disowned(broker: BrokerApi, topic: str, partition: int, leader: int, now: int) -> bool:
+    """The metadata here names this broker leader, but it no longer serves as one (its lease ran out and its
+    followers left, replication/lease.py): naming it would only bring clients back."""
+    if leader != broker.config.node_id:
+        return False
+    part = broker.partition(topic, partition)
+    return part is not None and not part.replica.serves_as_leader(now)
+
+
 def add_hint(
     broker: BrokerApi, topic: str | None, partition: int, row: dict[str, Any], nodes: dict[int, Any], listener: str = ""
 ) -> None:
@@ -26,8 +35,8 @@ def add_hint(
     st = image.states.get((topic, partition))
     if st is None or st.leader < 0:
         return
-    if st.leader == broker.config.node_id and not broker.lease.holds(now_ms()):
-        return  # it names this broker, which its lease says is no longer the leader
+    if disowned(broker, topic, partition, st.leader, now_ms()):
+        return
     row["current_leader"] = {"leader_id": st.leader, "leader_epoch": st.leader_epoch}
     ep = image.brokers.get(st.leader)
     if ep is not None:

@@ -11,6 +11,7 @@ from epochlog.protocol.errors import Err
 from epochlog.security.acl import Operation
 from epochlog.server import authz
 from epochlog.server.authz import session_of
+from epochlog.server.handlers.leader_hints import disowned
 from epochlog.server.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 from epochlog.server.topics import validate_topic_name
 
@@ -48,11 +49,10 @@ def _topic_row(broker: Broker, name: str) -> dict[str, Any]:
     image = broker.image
     info = image.topics[name]
     live = {b.broker_id for b in image.live_brokers()}
-    # Past its lease this broker's own leaderships are moving away: naming itself would bring clients back.
-    me = broker.config.node_id if not broker.lease.holds(now_ms()) else None
+    now = now_ms()
     parts = []
     for p, st in sorted(info.partitions.items()):
-        leader = -1 if st.leader == me else st.leader
+        leader = -1 if disowned(broker, name, p, st.leader, now) else st.leader
         parts.append(
             {
                 "error_code": Err.NONE if leader >= 0 else Err.LEADER_NOT_AVAILABLE,
