@@ -107,7 +107,11 @@ def test_leader_isolation_resume_per_partition_it_led() -> None:
         Send("p", "d", 2, 10.1, 10.2, True, 0),
     ]
     h.workload_end_s = 20.0
-    h.faults = [Fault("partition", "broker-1", 10.0), Fault("partition", "broker-2", 17.0), Fault("kill", "broker-1", 1)]
+    h.faults = [
+        Fault("partition", "broker-1", 10.0),
+        Fault("partition", "broker-2", 17.0),
+        Fault("kill", "broker-1", 1.0),
+    ]
     v = check(h)
     assert h.faults[0].led_resume_s == {0: pytest.approx(3.5), 1: pytest.approx(6.0)}
     assert h.faults[1].led_resume_s == {0: None, 2: None}  # by then broker 2 leads 0 too; nothing sent after

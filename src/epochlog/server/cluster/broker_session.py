@@ -39,6 +39,7 @@ class BrokerSession:
         self.epoch = -1  # the broker epoch the controller gave at the last registration
         self.leaving = False  # a controlled shutdown has begun: heartbeats say so, and never re-register
         self._expiry: asyncio.TimerHandle | None = None  # fires when the lease ends unless renewed first
+        self._lapse_told = False  # the lease's lapse was logged
 
     async def register(self, clean: bool) -> None:
         b = self.broker
@@ -163,6 +164,7 @@ class BrokerSession:
         lease.answered(sent, fenced)
         if lease.holds(now_ms()) and not held:
             log.info("broker %d: the active controller vouches for it; serving its leaderships", b.config.node_id)
+            self._lapse_told = False
         if self._expiry is not None:
             self._expiry.cancel()
             self._expiry = None
@@ -171,21 +173,29 @@ class BrokerSession:
             self._expiry = asyncio.get_running_loop().call_later(delay, self._lease_ended)
 
     def _lease_ended(self) -> None:
+        """The lease ran out: leaders that no longer serve answer their waiting writes now. One whose ISR
+        followers still fetch keeps serving; it is looked at again until they stop or the lease is back."""
         b = self.broker
         self._expiry = None
-        if b.lease.holds(now_ms()):
+        now = now_ms()
+        if b.lease.holds(now):
             return
         led = [p for p in b.partitions.values() if p.is_leader]
-        if led:
+        stopped = [p for p in led if not p.replica.serves_as_leader(now)]
+        if stopped and not self._lapse_told:
+            self._lapse_told = True
             log.warning(
                 "broker %d: no heartbeat answered by the active controller within broker.session.timeout.ms; "
-                "answering clients of its %d leaderships NOT_LEADER_OR_FOLLOWER until one is",
+                "answering clients of %d of its %d leaderships NOT_LEADER_OR_FOLLOWER until one is",
                 b.config.node_id,
+                len(stopped),
                 len(led),
             )
-        for part in led:
+        for part in stopped:
             part.sync()  # the core answers the waiting acks=all writes now
             part.notify()
+        if len(stopped) < len(led):
+            self._expiry = asyncio.get_running_loop().call_later(0.25, self._lease_ended)
 
     async def heartbeats(self) -> None:
         b = self.broker
