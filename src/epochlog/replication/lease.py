@@ -15,7 +15,8 @@ moves clients away sooner. So a leader whose followers in the ISR all still fetc
 its lease (PartitionReplica.isr_following): its writes still commit, and with the whole controller quorum
 down (no controller to fence anyone; the next one gives every broker a fresh session) the cluster stays
 writable as Kafka's does. A leader cut off from the controller only stops once the controller has moved its
-partitions and the followers have gone to the new leader.
+partitions and the followers have gone to the new leader. The only ISR member keeps serving too: no clean
+election can move its partition, so stopping would only take it offline.
 
 A heartbeat answered "fenced" ends the lease at once; the next one answered unfenced starts it again, and
 the broker serves as whatever the metadata then says.

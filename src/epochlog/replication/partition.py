@@ -211,11 +211,11 @@ class PartitionReplica:
         return self.role is Role.LEADER and (self.lease.holds(now_ms) or self.isr_following(now_ms))
 
     def isr_following(self, now_ms: int) -> bool:
-        """Every ISR member but this leader fetched within follower_silence_ms (there is at least one)."""
+        """Every ISR member but this leader fetched within follower_silence_ms. With none, true as well: no
+        clean election can move the partition elsewhere, so stopping would only make it unavailable (Kafka
+        keeps such a leader serving, and so does this)."""
         others = [self.followers.get(r) for r in self.isr if r != self.broker_id]
-        return bool(others) and all(
-            f is not None and now_ms - f.last_fetch_ms <= self.follower_silence_ms for f in others
-        )
+        return all(f is not None and now_ms - f.last_fetch_ms <= self.follower_silence_ms for f in others)
 
     def check_produce(self, acks: int, now_ms: int, producer_epoch: int = UNDEFINED_EPOCH) -> int:
         if not self.serves_as_leader(now_ms):

@@ -49,10 +49,11 @@ def test_past_the_lease_it_serves_while_every_isr_follower_fetches() -> None:
     assert not r.serves_as_leader(SESSION + 1001), "the follower went silent"
 
 
-def test_a_lone_leader_past_its_lease_stops() -> None:
+def test_the_only_isr_member_serves_past_its_lease() -> None:
+    """No other ISR member, so no clean election can move the partition: stopping would only make it
+    unavailable. Its writes commit on it alone, as in Kafka."""
     r = PartitionReplica(1, "t", 0, SimLog())
     r.lease = BrokerLease(SESSION)
     r.lease.answered(0, fenced=False)
-    r.apply_state(PartitionState(1, 0, frozenset({1}), (1,), 0), 0)
-    assert r.serves_as_leader(SESSION - 1)
-    assert not r.serves_as_leader(SESSION), "no follower to vouch for it"
+    r.apply_state(PartitionState(1, 0, frozenset({1}), (1, 2), 0), 0)
+    assert r.serves_as_leader(SESSION + 60_000)
