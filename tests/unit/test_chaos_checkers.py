@@ -117,6 +117,9 @@ def test_leader_isolation_resume_per_partition_it_led() -> None:
     assert h.faults[1].led_resume_s == {0: None, 2: None}  # by then broker 2 leads 0 too; nothing sent after
     assert h.faults[2].led_resume_s == {}  # not an isolation
     assert v.leader_isolation_resume_s == [pytest.approx(6.0), None]
+    assert v.leader_isolation_before_heal == 0  # never healed here
+    h.faults[0].healed_s = 16.5
+    assert check(h).leader_isolation_before_heal == 1
 
 
 def _txn_history() -> History:

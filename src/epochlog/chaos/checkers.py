@@ -72,6 +72,9 @@ class Verdict:
     # Per isolation of a broker that led partitions: the slowest of its partitions to take writes again
     # (None: one never did before the run ended).
     leader_isolation_resume_s: list[float | None] = field(default_factory=list)
+    # Of those, the ones whose partitions all took writes again while the leader was still cut off (a
+    # shorter cut heals first, and the partitions come back with it).
+    leader_isolation_before_heal: int = 0
 
     @property
     def anomalies(self) -> int:
@@ -327,7 +330,10 @@ def _leader_isolations(h: History, v: Verdict) -> None:
             f.led_resume_s[p] = earliest[p][i] - f.at_s if i < len(sent.get(p, [])) else None
         if f.led_resume_s:
             times = list(f.led_resume_s.values())
-            v.leader_isolation_resume_s.append(None if None in times else max(t for t in times if t is not None))
+            slowest = None if None in times else max(t for t in times if t is not None)
+            v.leader_isolation_resume_s.append(slowest)
+            if slowest is not None and f.healed_s is not None and f.at_s + slowest < f.healed_s:
+                v.leader_isolation_before_heal += 1
 
 
 def check(h: History) -> Verdict:

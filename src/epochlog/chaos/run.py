@@ -124,6 +124,7 @@ class ChaosResult:
             # Each isolation of a leader: seconds until all its partitions took writes again (faults[].led_resume_s),
             # against issue 24's bound, broker.session.timeout.ms + 2 s.
             **_leader_isolations_json(v.leader_isolation_resume_s, self.opts.settings),
+            "leader_isolation_before_heal": v.leader_isolation_before_heal,
             "fault_interval_s": list(self.opts.fault_interval),
             "fault_duration_s": list(self.opts.fault_duration),
             "faults": [f.as_json() for f in self.history.faults],
