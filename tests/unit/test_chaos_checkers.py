@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from epochlog.chaos.checkers import Verdict, check, check_groups, check_txn
-from epochlog.chaos.history import Fault, History, Read, Send, Txn
+from epochlog.chaos.history import Fault, History, Observation, Read, Send, Txn
 
 pytestmark = pytest.mark.unit
 
@@ -91,6 +91,35 @@ def test_availability_share_window_and_recovery() -> None:
     assert v.longest_unavailable_s == pytest.approx(6.9)  # from the ack at 0.1 s to the next at 7.0 s
     assert v.longest_unavailable_from_s == pytest.approx(0.1)
     assert h.faults[0].first_ack_after_s == pytest.approx(5.5)
+
+
+def test_leader_isolation_resume_per_partition_it_led() -> None:
+    """Broker 1 leads partitions 0 and 1 when cut at 10 s: each is timed to the first acknowledgement of a write
+    sent after the cut; a write already in flight does not count, nor does partition 2 (led by broker 2)."""
+    h = History()
+    h.observations = [Observation(0.0, "leader", p, n, 0) for p, n in ((0, 1), (1, 1), (2, 2))]
+    h.observations.append(Observation(13.0, "leader", 0, 2, 1))
+    h.sends = [
+        Send("p", "in-flight", 0, 9.9, 10.05, True, 0),  # sent before the cut
+        Send("p", "a", 0, 10.5, 14.0, True, 1),
+        Send("p", "b", 0, 11.0, 13.5, True, 2),  # acknowledged first, though sent later
+        Send("p", "c", 1, 10.2, 16.0, True, 0),
+        Send("p", "d", 2, 10.1, 10.2, True, 0),
+    ]
+    h.workload_end_s = 20.0
+    h.faults = [
+        Fault("partition", "broker-1", 10.0),
+        Fault("partition", "broker-2", 17.0),
+        Fault("kill", "broker-1", 1.0),
+    ]
+    v = check(h)
+    assert h.faults[0].led_resume_s == {0: pytest.approx(3.5), 1: pytest.approx(6.0)}
+    assert h.faults[1].led_resume_s == {0: None, 2: None}  # by then broker 2 leads 0 too; nothing sent after
+    assert h.faults[2].led_resume_s == {}  # not an isolation
+    assert v.leader_isolation_resume_s == [pytest.approx(6.0), None]
+    assert v.leader_isolation_before_heal == 0  # never healed here
+    h.faults[0].healed_s = 16.5
+    assert check(h).leader_isolation_before_heal == 1
 
 
 def _txn_history() -> History:

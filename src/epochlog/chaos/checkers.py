@@ -69,6 +69,12 @@ class Verdict:
     failed_write_share: float = 0.0
     longest_unavailable_s: float = 0.0
     longest_unavailable_from_s: float = 0.0
+    # Per isolation of a broker that led partitions: the slowest of its partitions to take writes again
+    # (None: one never did before the run ended).
+    leader_isolation_resume_s: list[float | None] = field(default_factory=list)
+    # Of those, the ones whose partitions all took writes again while the leader was still cut off (a
+    # shorter cut heals first, and the partitions come back with it).
+    leader_isolation_before_heal: int = 0
 
     @property
     def anomalies(self) -> int:
@@ -288,6 +294,46 @@ def check_availability(h: History, v: Verdict) -> None:
     for f in h.faults:
         i = bisect.bisect_right(acks, f.at_s)
         f.first_ack_after_s = acks[i] - f.at_s if i < len(acks) else None
+    _leader_isolations(h, v)
+
+
+def _leader_isolations(h: History, v: Verdict) -> None:
+    """For each partition fault on a broker that led partitions of the queue topic when it was cut: how long
+    until a write to each of them, sent after the cut, was acknowledged (by whichever broker leads it then)."""
+    by_p: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for s in h.sends:
+        if s.ok and s.t_done is not None:
+            by_p[s.partition].append((s.t_sent, s.t_done))
+    # Per partition, sends in order of sending with the earliest acknowledgement among those sent at or after.
+    sent: dict[int, list[float]] = {}
+    earliest: dict[int, list[float]] = {}
+    for p, rows in by_p.items():
+        rows.sort()
+        sent[p] = [t for t, _ in rows]
+        suffix, low = [], float("inf")
+        for _, done in reversed(rows):
+            low = min(low, done)
+            suffix.append(low)
+        earliest[p] = suffix[::-1]
+    leaders: dict[int, int] = {}
+    obs = sorted((o for o in h.observations if o.what == "leader"), key=lambda o: o.t)
+    k = 0
+    for f in sorted(h.faults, key=lambda f: f.at_s):
+        while k < len(obs) and obs[k].t <= f.at_s:
+            leaders[obs[k].partition] = obs[k].node
+            k += 1
+        if f.kind != "partition" or not f.target.startswith("broker-"):
+            continue
+        node = int(f.target.removeprefix("broker-"))
+        for p in sorted(p for p, n in leaders.items() if n == node):
+            i = bisect.bisect_left(sent.get(p, []), f.at_s)
+            f.led_resume_s[p] = earliest[p][i] - f.at_s if i < len(sent.get(p, [])) else None
+        if f.led_resume_s:
+            times = list(f.led_resume_s.values())
+            slowest = None if None in times else max(t for t in times if t is not None)
+            v.leader_isolation_resume_s.append(slowest)
+            if slowest is not None and f.healed_s is not None and f.at_s + slowest < f.healed_s:
+                v.leader_isolation_before_heal += 1
 
 
 def check(h: History) -> Verdict:

@@ -55,6 +55,9 @@ class Fault:
     why: str = ""  # what aimed it there: "any", "active controller", "leader of 3 partitions", ...
     healed_s: float | None = None
     first_ack_after_s: float | None = None  # filled in by the availability checker
+    # A broker cut off while leading partitions (the watcher's view at the fault): partition -> seconds
+    # from the cut to the first acknowledgement of a write to it sent after the cut (None: none came).
+    led_resume_s: dict[int, float | None] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +67,7 @@ class Fault:
             "healed_s": None if self.healed_s is None else round(self.healed_s, 3),
             "why": self.why,
             "first_ack_after_s": None if self.first_ack_after_s is None else round(self.first_ack_after_s, 3),
+            "led_resume_s": {str(p): None if s is None else round(s, 3) for p, s in sorted(self.led_resume_s.items())},
         }
 
 

@@ -188,6 +188,10 @@ class NodeProxy:
 
     def close(self) -> None:
         self.closed.set()
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # close() alone leaves accept() blocked: 5 s per proxy
+        except OSError:
+            pass
         self.listener.close()
         with self._lock:
             conns, self._conns = list(self._conns), set()

@@ -66,6 +66,8 @@ class ChaosOptions:
     keep_data: bool = False
     settle_timeout: float = 60.0
     partition_backend: str = "auto"  # auto, netns or proxy (chaos/netns.py)
+    fault_interval: tuple[float, float] = (2.0, 5.0)  # seconds between one fault's heal and the next, at random
+    fault_duration: tuple[float, float] = (2.0, 7.0)  # seconds each fault lasts, at random
 
 
 @dataclass
@@ -129,6 +131,12 @@ class ChaosResult:
             "failed_write_share": round(v.failed_write_share, 6),
             "longest_unavailable_s": round(v.longest_unavailable_s, 3),
             "longest_unavailable_from_s": round(v.longest_unavailable_from_s, 3),
+            # Each isolation of a leader: seconds until all its partitions took writes again (faults[].led_resume_s),
+            # against issue 24's bound, broker.session.timeout.ms + 2 s.
+            **_leader_isolations_json(v.leader_isolation_resume_s, self.opts.settings),
+            "leader_isolation_before_heal": v.leader_isolation_before_heal,
+            "fault_interval_s": list(self.opts.fault_interval),
+            "fault_duration_s": list(self.opts.fault_duration),
             "faults": [f.as_json() for f in self.history.faults],
             "examples": [a.as_json() for a in v.examples],
             "trace": {"checks": self.trace_checks, "events": self.trace_events, "violations": self.trace_violations},
@@ -158,6 +166,21 @@ class ChaosResult:
             "commits": len(h.commits),
             "errors": self.group_errors,
         }
+
+
+def _leader_isolations_json(times: list[float | None], settings: dict[str, str]) -> dict[str, Any]:
+    try:
+        bound = int(settings.get("broker.session.timeout.ms", "9000")) / 1000 + 2
+    except ValueError:  # the brokers refused it at start; the run did not get this far
+        bound = 11.0
+    done = [t for t in times if t is not None]
+    return {
+        "leader_isolation_resume_s": [None if t is None else round(t, 3) for t in times],
+        "leader_isolation_resume_max_s": round(max(done), 3) if done else None,
+        "leader_isolation_unrecovered": len(times) - len(done),
+        "leader_isolation_bound_s": bound,
+        "leader_isolation_over_bound": sum(1 for t in done if t > bound) + len(times) - len(done),
+    }
 
 
 def skipped_parts(opts: ChaosOptions, backend: str = "proxy", backend_why: str = "") -> list[dict[str, str]]:
@@ -265,7 +288,11 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
     broker_settings = dict(opts.settings)
     if "high-watermark-truncation" in opts.unsafe:
         broker_settings.update(UNSAFE_TRUNCATION)
-    cluster = ChaosCluster(data_dir, opts.controllers, opts.brokers, broker_settings, partition_backend=backend)
+    # The controllers' session is the one the brokers' lease must not outlast: one setting for both.
+    session = {k: v for k, v in opts.settings.items() if k == "broker.session.timeout.ms"}
+    cluster = ChaosCluster(
+        data_dir, opts.controllers, opts.brokers, broker_settings, session, partition_backend=backend
+    )
     (data_dir / "logs").mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(data_dir / "logs" / "chaos.log")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -333,7 +360,17 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
             res.group_history = History(t0=history.t0)
             group = GroupMembers(boot, TOPICS["queue"], res.group_history, 3, 8.0, seed)
         watcher = Watcher(cluster, history, topics[:1])
-        nemesis = Nemesis(cluster, history, opts.nemeses, topics, seed, until_s=opts.duration, disks=disks)
+        nemesis = Nemesis(
+            cluster,
+            history,
+            opts.nemeses,
+            topics,
+            seed,
+            until_s=opts.duration,
+            interval_s=opts.fault_interval,
+            duration_s=opts.fault_duration,
+            disks=disks,
+        )
         for c in [*consumers, *txn_consumers]:
             c.start()
         for qp in producers:

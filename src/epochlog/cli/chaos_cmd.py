@@ -26,6 +26,18 @@ def _settings(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _span(text: str, option: str) -> tuple[float, float]:
+    """'3-8' -> (3.0, 8.0): seconds, low to high."""
+    low, sep, high = text.partition("-")
+    try:
+        span = (float(low), float(high if sep else low))
+    except ValueError:
+        raise typer.BadParameter(f"{option} expects seconds as LOW-HIGH (e.g. 3-8), got {text!r}") from None
+    if not 0 < span[0] <= span[1] <= 3600:
+        raise typer.BadParameter(f"{option} expects 0 < LOW <= HIGH <= 3600 seconds, got {text!r}")
+    return span
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def chaos(
@@ -46,6 +58,12 @@ def register(app: typer.Typer) -> None:
         brokers: Annotated[int, typer.Option("--brokers", min=3, max=9)] = 3,
         partitions: Annotated[int, typer.Option("--partitions", min=1, max=64)] = 4,
         rate: Annotated[float, typer.Option("--rate", min=1.0, max=5000.0, help="sends/s per producer")] = 50.0,
+        fault_interval: Annotated[
+            str, typer.Option("--fault-interval", help="seconds between faults, LOW-HIGH, chosen at random")
+        ] = "2-5",
+        fault_duration: Annotated[
+            str, typer.Option("--fault-duration", help="seconds each fault lasts, LOW-HIGH, chosen at random")
+        ] = "2-7",
         unsafe: Annotated[
             list[str],
             typer.Option("--unsafe", help="high-watermark-truncation: the pre-KIP-101 rule, to see the run fail"),
@@ -92,6 +110,8 @@ def register(app: typer.Typer) -> None:
             brokers=brokers,
             partitions=partitions,
             rate=rate,
+            fault_interval=_span(fault_interval, "--fault-interval"),
+            fault_duration=_span(fault_duration, "--fault-duration"),
             unsafe=_split(unsafe),
             data_dir=data_dir,
             keep_data=keep_data,

@@ -30,7 +30,9 @@ from typing import Any
 from epochlog.codes import Err
 from epochlog.offsets import last_stable_offset
 from epochlog.replication.durability import Durability
+from epochlog.replication.lease import NO_LEASE, BrokerLease
 from epochlog.replication.log import ReplicaLog
+from epochlog.replication.partition_trace import PartitionTracing
 from epochlog.replication.types import (
     UNDEFINED_EPOCH,
     AlterIsr,
@@ -67,7 +69,7 @@ def check_epoch(request_epoch: int, my_epoch: int) -> int:
     return Err.FENCED_LEADER_EPOCH if request_epoch < my_epoch else Err.UNKNOWN_LEADER_EPOCH
 
 
-class PartitionReplica:
+class PartitionReplica(PartitionTracing):
     def __init__(
         self,
         broker_id: int,
@@ -81,6 +83,7 @@ class PartitionReplica:
         high_watermark: int = 0,
         tracer: trace.Tracer = trace.NO_TRACE,
         hw_needs_min_isr: bool = False,
+        follower_silence_ms: int = 1000,
     ) -> None:
         """``high_watermark``: where the durable checkpoint left it (capped at the log end): from then on
         this object is its only owner; storage, the checkpoints and every reader read it here."""
@@ -117,6 +120,12 @@ class PartitionReplica:
         # What of its own log counts toward acknowledgements (replication/durability.py); the driver sets
         # sync_before_ack from the partition's flush policy and reports each sync (synced()).
         self.durability = Durability(durable_end_offset=log.log_start_offset)
+        # The broker's lease (replication/lease.py), shared by its replicas: a leader whose lease expired
+        # answers clients as a follower would.
+        self.lease: BrokerLease = NO_LEASE
+        # A follower's fetches arrive at least this often while it follows (a long poll is held at most
+        # replica.fetch.wait.max.ms, 500 by default); longer silence means it stopped.
+        self.follower_silence_ms = follower_silence_ms
 
     def __repr__(self) -> str:
         return (
@@ -207,8 +216,20 @@ class PartitionReplica:
             self._truncate(self.high_watermark, "high-watermark rule")
 
     # -- produce (leader) -----------------------------------------------------------------
-    def check_produce(self, acks: int, producer_epoch: int = UNDEFINED_EPOCH) -> int:
-        if self.role is not Role.LEADER:
+    def serves_as_leader(self, now_ms: int) -> bool:
+        """Leader, and either its broker's lease holds or every other ISR member still fetches from it (its
+        writes still commit): only then does it take writes and answer them."""
+        return self.role is Role.LEADER and (self.lease.holds(now_ms) or self.isr_following(now_ms))
+
+    def isr_following(self, now_ms: int) -> bool:
+        """Every ISR member but this leader fetched within follower_silence_ms. With none, true as well: no
+        clean election can move the partition elsewhere, so stopping would only make it unavailable (Kafka
+        keeps such a leader serving, and so does this)."""
+        others = [self.followers.get(r) for r in self.isr if r != self.broker_id]
+        return all(f is not None and now_ms - f.last_fetch_ms <= self.follower_silence_ms for f in others)
+
+    def check_produce(self, acks: int, now_ms: int, producer_epoch: int = UNDEFINED_EPOCH) -> int:
+        if not self.serves_as_leader(now_ms):
             return Err.NOT_LEADER_OR_FOLLOWER
         code = check_epoch(producer_epoch, self.leader_epoch)  # KIP-359
         if code:
@@ -224,7 +245,7 @@ class PartitionReplica:
         check_produce's rules, then the append stamped with this term's epoch, then the HW (it moves at once
         when the ISR is this replica alone). A refusal writes nothing; a storage refusal (sequence, size,
         I/O) raises from the log, also having written nothing."""
-        code = self.check_produce(acks, producer_epoch)
+        code = self.check_produce(acks, now_ms, producer_epoch)
         if code:
             return LeaderAppend(code)
         info = self.log.append_as_leader(records, self.leader_epoch, now_ms)
@@ -267,6 +288,9 @@ class PartitionReplica:
         if req.fetch_offset > leo or req.fetch_offset < self.log.log_start_offset:
             return FetchDecision(Err.OFFSET_OUT_OF_RANGE, self.high_watermark, self.log.log_start_offset), None
         if req.replica_id < 0:
+            if not self.serves_as_leader(now_ms):
+                # Fenced or about to be: the consumer refreshes its metadata and finds the new leader.
+                return FetchDecision(Err.NOT_LEADER_OR_FOLLOWER), None
             # A consumer reads only what the ISR holds. Between a new leader's lagging HW and its log end
             # the records exist but are not known committed yet: retry (OFFSET_NOT_AVAILABLE, seed 002).
             lso = self.last_stable_offset()
@@ -446,11 +470,13 @@ class PartitionReplica:
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         return FetchOutcome.TRUNCATED
 
-    def ack_result(self, last_offset: int, acks: int = -1) -> int | None:
-        """An acks=all produce whose last record is ``last_offset``: None while it must wait, else its
-        answer (NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell below min.insync.replicas meanwhile).
-        acks=1 waits only under a sync-before-ack policy, for this replica's own sync."""
-        if self.role is not Role.LEADER:
+    def ack_result(self, last_offset: int, now_ms: int, acks: int = -1) -> int | None:
+        """A produce whose last record is ``last_offset``: None while it must wait, else its answer
+        (NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell below min.insync.replicas meanwhile).
+        acks=1 waits only under a sync-before-ack policy, for this replica's own sync.
+        Not leader, or its lease expired: NOT_LEADER_OR_FOLLOWER, as Kafka's DelayedProduce answers once
+        leadership moved, even for a write that was committed: the retry finds it a duplicate."""
+        if not self.serves_as_leader(now_ms):
             return Err.NOT_LEADER_OR_FOLLOWER
         if acks != -1:
             return None if self.durability.countable_end(self.log.log_end_offset) <= last_offset else Err.NONE
@@ -535,58 +561,3 @@ class PartitionReplica:
             )
         self.log.truncate_to(target)
         self.durability.truncated(self.log.log_end_offset)
-
-    def _trace_role(self, epoch_start: int) -> None:
-        if self.tracer.enabled:
-            leo = self.log.log_end_offset
-            self._traced_leo = leo
-            self.tracer.emit(
-                trace.Role(
-                    self.topic,
-                    self.partition,
-                    self.role.value,
-                    self.leader_epoch,
-                    self.leader_id,
-                    epoch_start,
-                    leo,
-                    self.high_watermark,
-                )
-            )
-
-    def _trace_isr(self, proposed: bool) -> None:
-        if self.tracer.enabled:
-            isr = self.pending_isr.new_isr if proposed and self.pending_isr is not None else self.isr
-            self.tracer.emit(
-                trace.Isr(
-                    self.topic,
-                    self.partition,
-                    self.leader_epoch,
-                    self.partition_epoch,
-                    self.broker_id,
-                    tuple(sorted(isr)),
-                    proposed,
-                )
-            )
-
-    def _trace_leader_progress(self, new_hw: int) -> None:
-        """Before the HW moves to ``new_hw``: the log end a leader append reached, and the HW's move with the
-        epochs of the records it commits."""
-        leo = self.log.log_end_offset
-        if leo != self._traced_leo:
-            self._traced_leo = leo
-            self.tracer.emit(trace.Leo(self.topic, self.partition, self.role.value, self.leader_epoch, leo))
-        if new_hw > self.high_watermark:
-            runs = trace.epochs_between(self.log, self.high_watermark, new_hw)
-            self.tracer.emit(
-                trace.Hw(self.topic, self.partition, self.role.value, self.leader_epoch, new_hw, leo, runs)
-            )
-
-    def _trace_follower_progress(self, hw_before: int) -> None:
-        leo = self.log.log_end_offset
-        if leo != self._traced_leo:
-            self._traced_leo = leo
-            self.tracer.emit(trace.Leo(self.topic, self.partition, self.role.value, self.leader_epoch, leo))
-        if self.high_watermark != hw_before:
-            self.tracer.emit(
-                trace.Hw(self.topic, self.partition, self.role.value, self.leader_epoch, self.high_watermark, leo)
-            )

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from epochlog.controller.image import TopicInfo
     from epochlog.replication.fetch_sessions import FetchSessionCache
+    from epochlog.replication.lease import BrokerLease
     from epochlog.replication.types import AlterIsr
     from epochlog.security.authorizer import StandardAuthorizer
     from epochlog.security.scram_credentials import ScramCredential
@@ -46,6 +47,7 @@ class BrokerApi(Protocol):
     replication_throttles: ReplicationThrottles  # caps on replication bytes of throttled replicas
     fetch_sessions: FetchSessionCache  # KIP-227 incremental fetch sessions
     authorizer: StandardAuthorizer | None  # None unless authorizer.class.name is set (server/authz.py)
+    lease: BrokerLease  # whether the active controller still vouches for this broker (replication/lease.py)
 
     @property
     def producer_ids(self) -> ProducerIds: ...

@@ -120,6 +120,10 @@ class BrokerConfig:
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_backoff_ms: int = 1000
     broker_heartbeat_interval_ms: int = 2000
+    # The controller's session, which the broker's lease on its leaderships must not outlast
+    # (replication/lease.py); epochlog.broker.lease.enable=false turns the lease off (Kafka's behaviour).
+    broker_session_timeout_ms: int = 9000
+    broker_lease_enable: bool = True
     controlled_shutdown_enable: bool = True
     controlled_shutdown_timeout_ms: int = 5000
     request_timeout_ms: int = 30_000
@@ -234,6 +238,8 @@ class BrokerConfig:
         c.replica_fetch_wait_max_ms = _int(props, "replica.fetch.wait.max.ms", 500, minimum=0)
         c.replica_fetch_backoff_ms = _int(props, "replica.fetch.backoff.ms", 1000, minimum=0)
         c.broker_heartbeat_interval_ms = _int(props, "broker.heartbeat.interval.ms", 2000, minimum=10)
+        c.broker_session_timeout_ms = _int(props, "broker.session.timeout.ms", 9000, minimum=100)
+        c.broker_lease_enable = _bool(props, "epochlog.broker.lease.enable", True)
         c.controlled_shutdown_enable = _bool(props, "controlled.shutdown.enable", True)
         c.controlled_shutdown_timeout_ms = _int(props, "epochlog.controlled.shutdown.timeout.ms", 5000, minimum=0)
         c.request_timeout_ms = _int(props, "request.timeout.ms", 30_000, minimum=1)

@@ -14,6 +14,7 @@ import bisect
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from epochlog.clock import now_ms
 from epochlog.protocol.errors import Err
 from epochlog.replication.partition import PartitionReplica, check_epoch
 from epochlog.replication.types import LeaderAppend, Role
@@ -128,12 +129,13 @@ class Partition:
         if waiting:
             # Sorted by offset: the answerable ones are a prefix, and the scan stops at the first the core
             # keeps waiting (with 64 requests in flight a full pass per fetch showed in profiles).
+            now = now_ms()
             i = 0
             for last, fut in waiting:
                 if fut.done():
                     i += 1
                     continue
-                code = r.ack_result(last)
+                code = r.ack_result(last, now)
                 if code is None:
                     break
                 fut.set_result(Err(code))
@@ -151,7 +153,7 @@ class Partition:
         i = 0
         for last, fut in waiting:
             if not fut.done():
-                code = self.replica.ack_result(last, acks=1)
+                code = self.replica.ack_result(last, now_ms(), acks=1)
                 if code is None:
                     break
                 fut.set_result(Err(code))

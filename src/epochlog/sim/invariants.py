@@ -10,7 +10,13 @@
 5. isr-has-leader: the controller's ISR always contains the leader.
 6. converged (checked once, after the faults end and the network heals): every live replica holds
    exactly the leader's log.
-7-9. KIP-966's, when the cluster finalized it (sim/elr_invariants.py).
+7. expired-lease-serves: a broker whose lease (replication/lease.py) has expired, leading a partition whose
+   ISR followers stopped fetching from it, acknowledges no write and holds none waiting longer than a tick:
+   its clients hear NOT_LEADER_OR_FOLLOWER and move on.
+8. lease-outlives-session: no broker holds its lease past the controller's session deadline for it.
+9. writes-resume: after a leader is cut off (``cut_off_at``), a write is acknowledged again within the
+   session timeout plus the issue's 2 s, scaled as the session is (9 s in Kafka).
+10-12. KIP-966's, when the cluster finalized it (sim/elr_invariants.py).
 """
 
 from __future__ import annotations
@@ -24,6 +30,10 @@ from epochlog.sim.elr_invariants import ElrChecker
 
 if TYPE_CHECKING:
     from epochlog.sim.world import World
+
+
+# A broker ticks every 25 ms: a write may wait that long after the lease ends before it is answered.
+LEASE_SLACK_MS = 30
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,8 @@ class InvariantChecker:
         self.hard_crashes: dict[int, list[int]] = {}
         self._seen: set[tuple[str, str]] = set()
         self.elr = ElrChecker(self)
+        self.cut_off_at: int | None = None  # when a scenario cut the leader off (for writes-resume)
+        self.last_ack_at = -1
 
     def _fail(self, invariant: str, detail: str, permitted: bool = False) -> None:
         key = (invariant, detail)
@@ -61,6 +73,12 @@ class InvariantChecker:
         """``isr`` and ``committed_at``: the leader's (maximal) ISR and clock when it committed the record."""
         self.ack_time[offset] = committed_at
         self.ack_isr[offset] = isr
+        self.last_ack_at = self.w.now
+
+    def on_leader_ack(self, bid: int) -> None:
+        b = self.w.brokers[bid]
+        if not b.lease.holds(self.w.now) and not b.replica.isr_following(self.w.now):
+            self._fail("expired-lease-serves", f"broker {bid} acknowledges a write after its lease expired")
 
     def on_hard_crash(self, bid: int) -> None:
         self.hard_crashes.setdefault(bid, []).append(self.w.now)
@@ -142,6 +160,7 @@ class InvariantChecker:
         if st.leader >= 0 and st.leader not in st.isr:
             self._fail("isr-has-leader", f"leader {st.leader} is not in the ISR {sorted(st.isr)}")
         unclean = any(isinstance(r, UncleanElection) for r in w.controller.records)
+        self._check_leases()
         for bid, b in w.brokers.items():
             r = b.replica
             if not b.alive or r.role is not Role.LEADER:
@@ -174,6 +193,30 @@ class InvariantChecker:
         self._check_log_matching()
         if w.controller.image.elr_enabled:
             self.elr.check()
+
+    def _check_leases(self) -> None:
+        w = self.w
+        for bid, b in w.brokers.items():
+            if not b.alive or b.paused:
+                continue
+            stopped = not b.replica.isr_following(w.now - LEASE_SLACK_MS)
+            if b.pending_acks and w.now > b.lease.expires_ms + LEASE_SLACK_MS and stopped:
+                self._fail(
+                    "expired-lease-serves",
+                    f"broker {bid} keeps {len(b.pending_acks)} write(s) waiting though its lease ended at "
+                    f"{b.lease.expires_ms} ms",
+                )
+            info = w.controller.brokers.get(bid)
+            if info is not None and w.now > info.last_heartbeat_ms + w.session_ms and b.lease.holds(w.now):
+                self._fail(
+                    "lease-outlives-session",
+                    f"broker {bid} holds its lease past the controller's session deadline "
+                    f"({info.last_heartbeat_ms + w.session_ms} ms)",
+                )
+        if self.cut_off_at is not None and self.last_ack_at < self.cut_off_at:
+            bound = w.session_ms + w.session_ms * 2000 // 9000
+            if w.now > self.cut_off_at + bound:
+                self._fail("writes-resume", f"no write acknowledged within {bound} ms of the leader's cut-off")
 
     def _check_log_matching(self) -> None:
         # Only HWs learned in the replica's current term count: a replica that just came back still

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from functools import partial
 
 from epochlog.replication.types import TruncationMode
-from epochlog.sim.world import Faults, World
+from epochlog.sim.world import CONTROLLER, Faults, World
 
 
 def kip101_scenario1(mode: TruncationMode) -> World:
@@ -147,6 +147,25 @@ def zombie_follower(mode: TruncationMode) -> World:
     )
 
 
+def isolated_leader(mode: TruncationMode, enforce_lease: bool = True, faults: Faults | None = None) -> World:
+    """The leader is cut off from its followers and the controller while the producer still reaches it (the
+    chaos ``partition`` nemesis aimed at a leader). Its lease ends within the session timeout: it answers the
+    writes waiting on it NOT_LEADER and refuses new ones, acknowledges nothing more, the controller fences it
+    and elects another ISR member, and writes are acknowledged again within the session timeout plus 2 s
+    (scaled as the session is). ``enforce_lease=False`` is Kafka's broker: the writes wait until it heals."""
+    w = World(brokers=3, mode=mode, min_isr=2, enforce_lease=enforce_lease, faults=faults)
+
+    def cut(w: World) -> None:
+        leader = w.state().leader
+        for other in (CONTROLLER, *w.brokers):
+            if other != leader:
+                w.partition_network(leader, other)
+        w.log_event(f"broker {leader} (the leader) is cut off from the controller and the other brokers")
+        w.checker.cut_off_at = w.now
+
+    return _periodic(w, 4500, {800: cut})
+
+
 def fast_leader_changes(mode: TruncationMode) -> World:
     """Leaders change back to back, with writes in flight."""
     w = World(brokers=3, mode=mode)
@@ -235,6 +254,7 @@ SCENARIOS: dict[str, Callable[[TruncationMode], World]] = {
     "isr-rejoin": isr_rejoin,
     "hw-under-min-isr": hw_under_min_isr,
     "stale-restart": stale_restart,
+    "isolated-leader": isolated_leader,
     # defined below; the name is looked up when the scenario runs
     "reassign-under-faults": lambda mode: reassignment_schedule(1, mode),
     "durable-power-loss": lambda mode: durable_power_loss(1, mode),

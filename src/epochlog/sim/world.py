@@ -16,6 +16,7 @@ from typing import Any
 from epochlog.controller.controller import Controller
 from epochlog.controller.records import UncleanElection
 from epochlog.replication.fetch_backoff import FetchBackoff
+from epochlog.replication.lease import NO_LEASE, BrokerLease
 from epochlog.replication.partition import PartitionReplica
 from epochlog.replication.types import FetchOutcome, FetchRequest, FetchResponse, PartitionState, Role, TruncationMode
 from epochlog.sim import transactions as txn
@@ -46,6 +47,9 @@ class SimBroker:
     broker_id: int
     log: SimLog
     replica: PartitionReplica
+    # Its lease (replication/lease.py), kept even when the replica is told to ignore it, so the checker
+    # can judge a broker that serves past it.
+    lease: BrokerLease
     alive: bool = True
     paused: bool = False
     clean_shutdown: bool = True
@@ -75,6 +79,7 @@ class World:
         count_unsynced: bool = False,
         elr: bool = False,
         elr_hw_rule: bool = True,
+        enforce_lease: bool = True,
     ) -> None:
         """``durable``: the topic's flush policy is flush.messages=1: brokers sync their logs by group commit,
         a while after appending (sync_delay_ms), and only synced records count toward acknowledgements;
@@ -92,6 +97,8 @@ class World:
         self.min_isr = min_isr
         self.faults = faults or Faults()
         self.lag_ms = replica_lag_time_max_ms
+        self.session_ms = session_timeout_ms
+        self.enforce_lease = enforce_lease  # False: Kafka's broker, which serves until the metadata moves it
         # Scaled as the simulator's other times are: Kafka's defaults keep 1 s of backoff to 30 s of lag.
         self.fetch_backoff_ms = (
             replica_lag_time_max_ms // 30 if replica_fetch_backoff_ms is None else replica_fetch_backoff_ms
@@ -146,7 +153,10 @@ class World:
         replica.durability.sync_before_ack = self.durable
         replica.durability.count_unsynced = self.count_unsynced
         replica.durability.synced(log.flushed, log.log_end_offset)  # what a restart finds is on disk
-        return SimBroker(b, log, replica, persisted_hw=hw)
+        # (Re)registered now: the controller's session starts now, and so does the lease.
+        lease = BrokerLease(self.session_ms, expires_ms=self.now + self.session_ms)
+        replica.lease = lease if self.enforce_lease else NO_LEASE
+        return SimBroker(b, log, replica, lease, persisted_hw=hw)
 
     def log_event(self, text: str) -> None:
         self.history.append(f"t={self.now:>6}ms {text}")
@@ -240,9 +250,11 @@ class World:
         kind = msg[0]
         if dst == CONTROLLER:
             if kind == "heartbeat":
-                if not self.controller.heartbeat(src, self.now) and self.brokers[src].alive:
+                fenced = not self.controller.heartbeat(src, self.now)
+                if fenced and self.brokers[src].alive:
                     self.controller.register_broker(src, self.now)
                     self.log_event(f"broker {src} re-registers")
+                self.send(CONTROLLER, src, ("heartbeat_answer", msg[1], fenced))
                 # Brokers follow the metadata log: the answer carries the latest partition state,
                 # so a lost push is repaired on the next heartbeat.
                 self.send(CONTROLLER, src, ("state", self.state()))
@@ -273,6 +285,8 @@ class World:
                 )
                 b.pending_acks = [] if r.role is not Role.LEADER else b.pending_acks
                 self.checker.on_role_change(dst)
+        elif kind == "heartbeat_answer":
+            self.heartbeat_answered(b, msg[1], msg[2])
         elif kind == "alter_result":
             _, proposal, err, st = msg
             r.on_isr_change_answer(proposal, err, st, self.now)
@@ -359,14 +373,23 @@ class World:
             b.backoffs[leader] = FetchBackoff(self.fetch_backoff_ms)
         return b.backoffs[leader]
 
+    def heartbeat_answered(self, b: SimBroker, sent_ms: int, fenced: bool) -> None:
+        """The controller answered the heartbeat ``b`` sent at ``sent_ms``: the lease core decides."""
+        b.lease.answered(sent_ms, fenced)
+        self._release_acks(b)
+
     def _release_acks(self, b: SimBroker) -> None:
         r = b.replica
-        if r.role is not Role.LEADER:
+        if not r.serves_as_leader(self.now):
+            if b.pending_acks and r.role is Role.LEADER:
+                n = len(b.pending_acks)
+                self.log_event(f"broker {b.broker_id}: lease expired; {n} write(s) answered NOT_LEADER")
             b.pending_acks = []
             return
         keep = []
         for offset, value in b.pending_acks:
             if r.is_committed(offset):
+                self.checker.on_leader_ack(b.broker_id)
                 isr = r.isr | r.pending_isr.new_isr if r.pending_isr is not None else r.isr
                 self.send(b.broker_id, PRODUCER, ("ack", offset, value, isr, self.now))
             else:
@@ -379,7 +402,7 @@ class World:
         if not b.alive or b.paused:
             return
         r = b.replica
-        self.send(bid, CONTROLLER, ("heartbeat",))
+        self.send(bid, CONTROLLER, ("heartbeat", self.now))
         if r.role is Role.FOLLOWER and b.fetch_in_flight_until and self.now >= b.fetch_in_flight_until:
             b.fetch_in_flight_until = 0
             self._backoff(b, r.leader_id).after_failure(self.now)  # unanswered: the request failed

@@ -29,11 +29,11 @@ def test_sole_leader_hw_waits_for_the_sync() -> None:
     lead(r)
     res = r.append(["m0", "m1"], 0, acks=-1)
     assert res.wait_offset == 1
-    assert r.high_watermark == 0 and r.ack_result(1) is None  # written, not synced: nothing counts yet
+    assert r.high_watermark == 0 and r.ack_result(1, 0) is None  # written, not synced: nothing counts yet
     r.synced(1)  # a sync that began after m0 only
-    assert r.high_watermark == 1 and r.ack_result(1) is None
+    assert r.high_watermark == 1 and r.ack_result(1, 0) is None
     r.synced(2)
-    assert r.high_watermark == 2 and r.ack_result(1) == Err.NONE
+    assert r.high_watermark == 2 and r.ack_result(1, 0) == Err.NONE
 
 
 def test_acks_1_waits_for_the_leaders_sync_only_in_durable_mode() -> None:
@@ -41,9 +41,9 @@ def test_acks_1_waits_for_the_leaders_sync_only_in_durable_mode() -> None:
     lead(r, (1, 2))
     res = r.append(["m0"], 0, acks=1)
     assert res.wait_offset == 0
-    assert r.ack_result(0, acks=1) is None
+    assert r.ack_result(0, 0, acks=1) is None
     r.synced(1)
-    assert r.ack_result(0, acks=1) == Err.NONE
+    assert r.ack_result(0, 0, acks=1) == Err.NONE
     assert r.high_watermark == 0  # the follower has not fetched: acks=1 does not wait for it
 
     plain = replica(1, durable=False)

@@ -22,15 +22,15 @@ def test_become_leader_records_epoch_at_log_end() -> None:
 
 def test_produce_checks() -> None:
     r = leader(isr=frozenset({1}), min_isr=2)
-    assert r.check_produce(-1) == Err.NOT_ENOUGH_REPLICAS
-    assert r.check_produce(1) == Err.NONE
-    assert r.check_produce(1, producer_epoch=0) == Err.NONE
+    assert r.check_produce(-1, 0) == Err.NOT_ENOUGH_REPLICAS
+    assert r.check_produce(1, 0) == Err.NONE
+    assert r.check_produce(1, 0, producer_epoch=0) == Err.NONE
     r2 = leader(epoch=3)
-    assert r2.check_produce(1, producer_epoch=2) == Err.FENCED_LEADER_EPOCH  # KIP-359
-    assert r2.check_produce(1, producer_epoch=4) == Err.UNKNOWN_LEADER_EPOCH
+    assert r2.check_produce(1, 0, producer_epoch=2) == Err.FENCED_LEADER_EPOCH  # KIP-359
+    assert r2.check_produce(1, 0, producer_epoch=4) == Err.UNKNOWN_LEADER_EPOCH
     follower = PartitionReplica(2, "t", 0, SimLog())
     follower.apply_state(PartitionState(1, 0, frozenset({1, 2}), (1, 2), 0), 0)
-    assert follower.check_produce(1) == Err.NOT_LEADER_OR_FOLLOWER
+    assert follower.check_produce(1, 0) == Err.NOT_LEADER_OR_FOLLOWER
 
 
 def test_hw_waits_for_isr_and_new_leader_answers_offset_not_available() -> None:

@@ -27,6 +27,7 @@ from epochlog.controller.image import TopicInfo
 from epochlog.protocol.api_versions import is_supported
 from epochlog.protocol.codec import RequestHeader
 from epochlog.replication.fetch_sessions import FetchSessionCache
+from epochlog.replication.lease import BrokerLease
 from epochlog.replication.types import AlterIsr, TruncationMode
 from epochlog.security.authorizer import StandardAuthorizer
 from epochlog.security.scram_credentials import ScramCredential
@@ -63,6 +64,8 @@ if TYPE_CHECKING:
     from epochlog.server.connection import KafkaConnection
 
 log = logging.getLogger("epochlog.broker")
+
+METADATA_API_KEY = 3
 
 
 class ClusterBroker:
@@ -116,6 +119,7 @@ class ClusterBroker:
             )
         trace_dir = Path(config.trace_dir or config.log_dir)
         self.tracer = tracing.node_tracer(config.trace_enable, trace_dir, config.node_id, BROKER_SRC)
+        self.lease = BrokerLease(config.broker_session_timeout_ms, enabled=config.broker_lease_enable)
         self.session = BrokerSession(self)
         self.publisher = MetadataPublisher(self)
         self.replicas = ReplicaManager(self)
@@ -302,7 +306,20 @@ class ClusterBroker:
         return is_supported(api_key, version)
 
     def dispatch_from(self, conn: KafkaConnection, header: RequestHeader, frame: memoryview) -> Any:
-        return dispatch(self, header, frame)
+        result = dispatch(self, header, frame)
+        if header.api_key == METADATA_API_KEY and self.lease.lapsed(now_ms()):
+            self._send_elsewhere(conn)
+        return result
+
+    def _send_elsewhere(self, conn: KafkaConnection) -> None:
+        """Cut off from the active controller, with leaderships it no longer serves: after answering a
+        client's Metadata (those partitions without a leader), close its connection. A client asks the
+        brokers it is connected to for metadata, and this one cannot learn who leads now; without a
+        connection here it asks another broker, which can."""
+        now = now_ms()
+        if any(p.is_leader and not p.replica.serves_as_leader(now) for p in self.partitions.values()):
+            log.info("closing %s after its Metadata: this broker's lease lapsed; it should ask another", conn.peer)
+            asyncio.get_running_loop().call_soon(conn.close)
 
     # -- what the handlers use (server/broker_api.py) -----------------------------------
     def partition(self, topic: str, index: int) -> Partition | None:

@@ -21,6 +21,7 @@ from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest,
 from kio.schema.types import BrokerId
 from kio.static.primitive import i16, i32, i64, u16
 
+from epochlog.clock import now_ms
 from epochlog.protocol.errors import Err
 from epochlog.server.cluster.backoff import ExponentialBackoff
 from epochlog.server.cluster.peer import PeerError
@@ -37,6 +38,8 @@ class BrokerSession:
         self.broker = broker
         self.epoch = -1  # the broker epoch the controller gave at the last registration
         self.leaving = False  # a controlled shutdown has begun: heartbeats say so, and never re-register
+        self._expiry: asyncio.TimerHandle | None = None  # fires when the lease ends unless renewed first
+        self._lapse_told = False  # the lease's lapse was logged
 
     async def register(self, previous_epoch: int) -> None:
         """``previous_epoch``: the epoch this broker's last clean shutdown recorded (-1 after a crash or a
@@ -154,6 +157,48 @@ class BrokerSession:
                 return
             await asyncio.sleep(0.5)
 
+    def _answered(self, sent: int, fenced: bool) -> None:
+        """The active controller answered the heartbeat sent at ``sent``: the lease moves (the core decides
+        how), and its end is watched so the leaderships' waiting writes are answered the moment it comes."""
+        b = self.broker
+        lease = b.lease
+        held = lease.holds(now_ms())
+        lease.answered(sent, fenced)
+        if lease.holds(now_ms()) and not held:
+            log.info("broker %d: the active controller vouches for it; serving its leaderships", b.config.node_id)
+            self._lapse_told = False
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        if lease.enabled:
+            delay = lease.remaining_ms(now_ms()) / 1000
+            self._expiry = asyncio.get_running_loop().call_later(delay, self._lease_ended)
+
+    def _lease_ended(self) -> None:
+        """The lease ran out: leaders that no longer serve answer their waiting writes now. One whose ISR
+        followers still fetch keeps serving; it is looked at again until they stop or the lease is back."""
+        b = self.broker
+        self._expiry = None
+        now = now_ms()
+        if b.lease.holds(now):
+            return
+        led = [p for p in b.partitions.values() if p.is_leader]
+        stopped = [p for p in led if not p.replica.serves_as_leader(now)]
+        if stopped and not self._lapse_told:
+            self._lapse_told = True
+            log.warning(
+                "broker %d: no heartbeat answered by the active controller within broker.session.timeout.ms; "
+                "answering clients of %d of its %d leaderships NOT_LEADER_OR_FOLLOWER until one is",
+                b.config.node_id,
+                len(stopped),
+                len(led),
+            )
+        for part in stopped:
+            part.sync()  # the core answers the waiting acks=all writes now
+            part.notify()
+        if len(stopped) < len(led):
+            self._expiry = asyncio.get_running_loop().call_later(0.25, self._lease_ended)
+
     async def heartbeats(self) -> None:
         b = self.broker
         interval = b.config.broker_heartbeat_interval_ms / 1000
@@ -162,12 +207,18 @@ class BrokerSession:
                 # As Kafka's brokers do, heartbeats keep asking to shut down once that has begun: the
                 # controller fences a broker that asks, and a plain heartbeat answered "fenced" would
                 # register it again, bringing back leaderships the shutdown just moved away.
-                resp = await b.controller.request("session", self.heartbeat(want_shut_down=self.leaving), timeout=5)
+                sent = now_ms()
+                # A third of the session: a heartbeat lost to a cut-off controller is sent again (to the new
+                # one, once elected) while the lease from the last answered one still holds.
+                timeout = min(5.0, b.config.broker_session_timeout_ms / 3000)
+                req = self.heartbeat(want_shut_down=self.leaving)
+                resp = await b.controller.request("session", req, timeout=timeout)
                 if b.shutting_down:
                     return
                 if resp.error_code == Err.NOT_CONTROLLER:
                     await asyncio.sleep(0.1)  # a failover is under way: the next heartbeat finds the new one
                     continue
+                self._answered(sent, bool(resp.error_code or resp.is_fenced))
                 if (resp.error_code or resp.is_fenced) and not self.leaving:
                     log.warning("broker %d is fenced by the controller; registering again", b.config.node_id)
                     await self.register(self.epoch)  # the same process: nothing was lost

@@ -120,7 +120,9 @@ class ReplicaManager:
             high_watermark=plog.high_watermark,  # the checkpoint's; the core owns it from here
             tracer=tracing.partition_tracer(b.tracer, info.uuid),
             hw_needs_min_isr=b.image.cluster.elr_enabled,
+            follower_silence_ms=2 * b.config.replica_fetch_wait_max_ms + 500,
         )
+        replica.lease = b.lease
         part = Partition(topic, p, info.uuid, plog, replica, b.group_commit)
         b.partitions[(topic, p)] = part
         return part

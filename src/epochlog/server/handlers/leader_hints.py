@@ -6,12 +6,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from epochlog.clock import now_ms
 from epochlog.protocol.errors import Err
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi
 
 HINTED_ERRORS = (Err.NOT_LEADER_OR_FOLLOWER, Err.FENCED_LEADER_EPOCH)
+
+
+def disowned(broker: BrokerApi, topic: str, partition: int, leader: int, now: int) -> bool:
+    """The metadata here names this broker leader, but it no longer serves as one (its lease ran out and its
+    followers left, replication/lease.py): naming it would only bring clients back."""
+    if leader != broker.config.node_id:
+        return False
+    part = broker.partition(topic, partition)
+    return part is not None and not part.replica.serves_as_leader(now)
 
 
 def add_hint(
@@ -24,6 +34,8 @@ def add_hint(
         return
     st = image.states.get((topic, partition))
     if st is None or st.leader < 0:
+        return
+    if disowned(broker, topic, partition, st.leader, now_ms()):
         return
     row["current_leader"] = {"leader_id": st.leader, "leader_epoch": st.leader_epoch}
     ep = image.brokers.get(st.leader)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from epochlog.clock import now_ms
 from epochlog.protocol.api_versions import advertised
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.security.acl import Operation
 from epochlog.server import authz
 from epochlog.server.authz import session_of
+from epochlog.server.handlers.leader_hints import disowned
 from epochlog.server.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 from epochlog.server.topics import validate_topic_name
 
@@ -47,13 +49,15 @@ def _topic_row(broker: Broker, name: str) -> dict[str, Any]:
     image = broker.image
     info = image.topics[name]
     live = {b.broker_id for b in image.live_brokers()}
+    now = now_ms()
     parts = []
     for p, st in sorted(info.partitions.items()):
+        leader = -1 if disowned(broker, name, p, st.leader, now) else st.leader
         parts.append(
             {
-                "error_code": Err.NONE if st.leader >= 0 else Err.LEADER_NOT_AVAILABLE,
+                "error_code": Err.NONE if leader >= 0 else Err.LEADER_NOT_AVAILABLE,
                 "partition_index": p,
-                "leader_id": st.leader,
+                "leader_id": leader,
                 "leader_epoch": st.leader_epoch,
                 "replica_nodes": list(st.replicas),
                 "isr_nodes": sorted(st.isr),

@@ -54,7 +54,8 @@ def _append(
     # The core's rules (leadership, the KIP-359 epoch, min.insync.replicas for acks=all) asked before the
     # bytes are looked at, Kafka's order: a follower answers NOT_LEADER whatever it was sent. The core's
     # append below applies them again at the moment of writing.
-    code = Err(part.replica.check_produce(acks, epoch))
+    now = now_ms()
+    code = Err(part.replica.check_produce(acks, now, epoch))
     if code:
         out["error_code"] = code
         return out, -1
@@ -62,7 +63,6 @@ def _append(
         out["error_code"] = Err.INVALID_RECORD
         out["error_message"] = "no record batch in the partition data"
         return out, -1
-    now = now_ms()
     try:
         records = validate_produce_batch(records, _rules(plog.config), now)
     except ValidationError as e:
