@@ -8,11 +8,13 @@ broker restarts after an unclean shutdown may have lost unflushed records, so it
 caller passes it as ``unclean_shutdown``). The rules follow Kafka's PartitionChangeBuilder:
 
 - ISR at or above min ISR: ELR and last-known ELR are empty.
-- below: ELR = (old ELR | old ISR) - new ISR - unclean-shutdown replicas; the last-known ELR keeps every
-  such replica that is no longer in the ISR or the ELR (for operators, and for the last resort below).
+- below: ELR = (old ELR | old ISR) - new ISR - unclean-shutdown replicas.
+- the last-known ELR holds Kafka's "last known leader" (its default, balanced recovery): the leader a
+  partition had when its ISR first became empty, kept while it has no leader, cleared once it has one.
 - election: a live member of the ISR; when the ISR is empty, a live member of the ELR (which then becomes
-  the ISR on its own); when both are empty and exactly one replica is last known, that one (Kafka's
-  "last known leader": an unclean election, as no replica is known to hold every committed record);
+  the ISR on its own); when both are empty, the last known leader if it is live (an unclean election, as
+  no replica is known to hold every committed record; a partition whose every replica crashed comes back
+  rather than stay offline, as in Kafka);
   then, only if unclean election is allowed, any live replica. An unclean election clears ELR and
   last-known ELR: the lineage starts over.
 """
@@ -33,15 +35,26 @@ def target_elr(
     min_isr: int,
     unclean_shutdown: Collection[int] = (),
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The (ELR, last-known ELR) a partition gets when its ISR becomes ``target_isr``."""
+    """The (ELR, last-known ELR) a partition gets when its ISR becomes ``target_isr``; the last-known ELR is
+    the current one here: ``last_known_leader`` settles it once the new leader is known."""
     if current is None or len(target_isr) >= min_isr:
-        return (), ()
+        return (), current.last_known_elr if current is not None else ()
     isr = set(target_isr)
     candidates = set(current.elr) | set(current.isr)
     elr = sorted(r for r in candidates if r not in isr and r not in unclean_shutdown)
-    known = candidates | set(current.last_known_elr)
-    last_known = sorted(r for r in known if r not in isr and r not in elr)
-    return tuple(elr), tuple(last_known)
+    return tuple(elr), current.last_known_elr
+
+
+def last_known_leader(current: PartitionState | None, new_isr: Collection[int], new_leader: int) -> tuple[int, ...]:
+    """Kafka's last known leader: set to the partition's leader when its ISR first becomes empty, kept while it
+    has no leader, cleared once it has one."""
+    if current is None:
+        return ()
+    if not new_isr and current.leader != NO_LEADER and current.last_known_elr != (current.leader,):
+        return (current.leader,)
+    if new_leader != NO_LEADER:
+        return ()
+    return current.last_known_elr
 
 
 @dataclass(frozen=True)

@@ -71,9 +71,13 @@ class PartitionChanges:
         adding, removing = state.adding, state.removing
         if not reassignment:
             adding, removing = (current.adding, current.removing) if current is not None else ((), ())
-        eligible, last_known = state.elr, state.last_known_elr
+        eligible = state.elr
         if not elr_decided:
-            eligible, last_known = self._target_elr(t, current, state.isr, state.replicas, unclean_shutdown)
+            eligible, _ = self._target_elr(t, current, state.isr, state.replicas, unclean_shutdown)
+        last_known: tuple[int, ...] = ()
+        if t is not None and self.image.elr_enabled:
+            remembered = elr.last_known_leader(current, state.isr, state.leader)
+            last_known = tuple(r for r in remembered if r in state.replicas)
         self._record(
             rec.PartitionChange(
                 topic,

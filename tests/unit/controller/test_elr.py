@@ -39,9 +39,18 @@ def test_target_elr_rules() -> None:
     assert elr.target_elr(st, {1}, 2) == ((2,), ())  # below: the one leaving joins the ELR
     below = PartitionState(1, 0, frozenset({1}), (1, 2, 3), 0, elr=(2,))
     assert elr.target_elr(below, set(), 2) == ((1, 2), ())
-    assert elr.target_elr(below, set(), 2, unclean_shutdown={2}) == ((1,), (2,))  # unclean: last known only
+    assert elr.target_elr(below, set(), 2, unclean_shutdown={2}) == ((1,), ())  # unclean: not eligible
     assert elr.target_elr(below, {1, 2}, 2) == ((), ())  # back at min ISR: both lists clear
     assert elr.target_elr(None, set(), 2) == ((), ())
+
+
+def test_last_known_leader_rules() -> None:
+    led = PartitionState(1, 0, frozenset({1}), (1, 2, 3), 0, elr=(2,))
+    assert elr.last_known_leader(led, set(), elr.NO_LEADER) == (1,)  # the ISR empties: remember its leader
+    leaderless = PartitionState(-1, 1, frozenset(), (1, 2, 3), 1, elr=(1, 2), last_known_elr=(1,))
+    assert elr.last_known_leader(leaderless, set(), elr.NO_LEADER) == (1,)  # kept while nobody leads
+    assert elr.last_known_leader(leaderless, {2}, 2) == ()  # cleared once somebody does
+    assert elr.last_known_leader(None, set(), elr.NO_LEADER) == ()
 
 
 def test_new_cluster_finalizes_the_feature_once_and_an_old_one_keeps_its_log() -> None:
@@ -102,7 +111,7 @@ def test_a_stale_previous_epoch_is_an_unclean_shutdown() -> None:
     epoch = c.brokers[2].epoch
     c.register_broker(2, 10, previous_epoch=epoch - 1)  # a marker from an older life of the broker
     assert not c.brokers[2].clean_shutdown
-    assert 2 not in state(c).elr and state(c).last_known_elr == (2,)
+    assert 2 not in state(c).elr and state(c).last_known_elr == ()  # the partition still has its leader
 
 
 def test_unclean_restart_of_the_sole_replica_uses_the_last_known_leader() -> None:
@@ -114,6 +123,24 @@ def test_unclean_restart_of_the_sole_replica_uses_the_last_known_leader() -> Non
     c.register_broker(1, 10, previous_epoch=-1)
     st = state(c)
     assert st.leader == 1 and st.isr == frozenset({1}) and st.elr == () and st.last_known_elr == ()
+    assert any(isinstance(r, UncleanElection) for r in c.records)
+
+
+def test_every_replica_crashed_comes_back_through_the_last_known_leader() -> None:
+    # Kafka's balanced recovery: every replica was killed (no clean-shutdown marker anywhere), so none is
+    # eligible; the leader the partition had when its ISR emptied is elected, uncleanly, once it is back.
+    c = cluster()
+    c.fence(3)
+    c.fence(2)
+    c.fence(1)
+    assert state(c).last_known_elr == (1,) and state(c).elr == (1, 2)
+    c.register_broker(3, 10, previous_epoch=-1)
+    c.register_broker(2, 20, previous_epoch=-1)
+    st = state(c)
+    assert st.leader == NO_LEADER and st.elr == (1,) and st.last_known_elr == (1,)  # 1 may yet come back clean
+    c.register_broker(1, 30, previous_epoch=-1)
+    st = state(c)
+    assert st.leader == 1 and st.isr == frozenset({1}) and st.last_known_elr == ()
     assert any(isinstance(r, UncleanElection) for r in c.records)
 
 
