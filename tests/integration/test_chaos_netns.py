@@ -183,6 +183,7 @@ def test_a_crashed_runs_network_is_removed_by_the_next_and_nothing_else(tmp_path
         clean_stale(state)
 
 
+@pytest.mark.long
 @needs_netns
 @pytest.mark.timeout(180)
 def test_interrupted_run_removes_its_network(tmp_path: Path) -> None:
@@ -218,6 +219,7 @@ def test_interrupted_run_removes_its_network(tmp_path: Path) -> None:
     assert _left(prefix) == []
 
 
+@pytest.mark.long
 @needs_netns
 @pytest.mark.timeout(400)
 def test_short_chaos_run_with_namespace_partitions(tmp_path: Path) -> None:

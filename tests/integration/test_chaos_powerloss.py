@@ -103,6 +103,7 @@ def _lost_after_all_brokers_power_off(tmp: Path, settings: dict[str, str]) -> tu
         return len(acked), len(set(acked) - read), dropped
 
 
+@pytest.mark.long
 @pytest.mark.timeout(240)
 def test_all_brokers_losing_power_lose_acknowledged_writes_by_default(tmp_path: Path) -> None:
     """Kafka's defaults acknowledge before fsync: a power loss of every replica at once loses the writes."""
@@ -142,6 +143,7 @@ def _until(what: str, check: Any, timeout: float) -> Any:
         time.sleep(0.3)
 
 
+@pytest.mark.long
 @pytest.mark.timeout(300)
 def test_the_active_controller_losing_power_again_and_again_forgets_no_topic(cluster: Cluster) -> None:
     created: dict[str, int] = {}
@@ -162,6 +164,7 @@ def test_the_active_controller_losing_power_again_and_again_forgets_no_topic(clu
     assert all(n.alive for n in controllers), [(n.name, n.proc and n.proc.returncode) for n in controllers]
 
 
+@pytest.mark.long
 @pytest.mark.timeout(300)
 def test_a_controller_whose_metadata_disk_fails_stops_cleanly(cluster: Cluster) -> None:
     """EIO on the active controller's disk under a write: it stops (exit 1, saying why) rather than answer from

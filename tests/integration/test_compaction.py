@@ -263,7 +263,9 @@ def test_compaction_keeps_latest_values_and_removes_deleted_keys(broker_factory)
     assert 0 <= m["kafka_log_logcleanermanager_time_since_last_run_ms"] < 60_000
 
 
-@pytest.mark.parametrize("in_process", [False, True], ids=["thread", "process"])
+@pytest.mark.parametrize(
+    "in_process", [pytest.param(False, marks=pytest.mark.long), True], ids=["thread", "process"]
+)  # the thread variant's 55 s run in the long tier
 def test_kill_9_while_cleaning_then_restart_stays_consistent(broker_factory, in_process: bool) -> None:
     # A slow cleaner (io bound) so the kill lands in the middle of cleaning.
     b = broker_factory(
