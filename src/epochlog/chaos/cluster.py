@@ -61,19 +61,22 @@ class ChaosCluster:
     partition_backend: str = "proxy"  # or "netns"
     network: NetnsNetwork | None = None
 
+    def _local_cluster(self, base_port: int) -> LocalCluster:
+        return LocalCluster(
+            self.data_dir,
+            brokers=self.brokers,
+            base_port=base_port,
+            broker_settings={**BROKER_DEFAULTS, **self.broker_settings},
+            controller_settings={**CONTROLLER_DEFAULTS, **self.controller_settings},
+            controllers=self.controllers,
+        )
+
     def build(self) -> ChaosCluster:
         if self.partition_backend == "netns":
             return self._build_netns()
         # Ports for the brokers' client listeners and, right after them, their INTERNAL ones.
         base = free_base_port(2 * self.brokers, controllers=self.controllers)
-        self.local = lc = LocalCluster(
-            self.data_dir,
-            brokers=self.brokers,
-            base_port=base,
-            broker_settings={**BROKER_DEFAULTS, **self.broker_settings},
-            controller_settings={**CONTROLLER_DEFAULTS, **self.controller_settings},
-            controllers=self.controllers,
-        )
+        self.local = lc = self._local_cluster(base)
         for n in lc.controller_nodes():
             self.proxies[n.node_id] = NodeProxy(n.node_id, n.port, self.links)
         internal: dict[int, int] = {}
@@ -101,14 +104,7 @@ class ChaosCluster:
 
     def _build_netns(self) -> ChaosCluster:
         base = free_base_port(self.brokers, controllers=self.controllers)
-        self.local = lc = LocalCluster(
-            self.data_dir,
-            brokers=self.brokers,
-            base_port=base,
-            broker_settings={**BROKER_DEFAULTS, **self.broker_settings},
-            controller_settings={**CONTROLLER_DEFAULTS, **self.controller_settings},
-            controllers=self.controllers,
-        )
+        self.local = lc = self._local_cluster(base)
         self.network = NetnsNetwork.create(list(lc.nodes))
         try:
             self.links = NetnsLinks(self.network, {n.node_id: n.name for n in lc.nodes.values()})

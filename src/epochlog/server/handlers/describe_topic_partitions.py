@@ -16,6 +16,7 @@ from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.security.acl import Operation
 from epochlog.server import authz
+from epochlog.server.handlers.metadata import topic_entry
 from epochlog.server.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 from epochlog.server.topics import validate_topic_name
 
@@ -96,16 +97,7 @@ def handle_describe_topic_partitions(broker: Broker, header: RequestHeader, fram
                     ],
                 }
             )
-        out.append(
-            {
-                "error_code": Err.NONE,
-                "name": name,
-                "topic_id": info.uuid,
-                "is_internal": name in (OFFSETS_TOPIC, TXN_TOPIC),
-                "partitions": parts,
-                "topic_authorized_operations": -2147483648,
-            }
-        )
+        out.append(topic_entry(name, info, parts))
         if upper < count:
             next_cursor = {"topic_name": name, "partition_index": upper}
             break

@@ -67,10 +67,11 @@ def _topic_row(broker: Broker, name: str) -> dict[str, Any]:
                 ],
             }
         )
-    return _topic(name, info, parts)
+    return topic_entry(name, info, parts)
 
 
-def _topic(name: str, info: TopicInfo, parts: list[dict[str, Any]]) -> dict[str, Any]:
+def topic_entry(name: str, info: TopicInfo, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One topic of a Metadata answer; DescribeTopicPartitions answers the same fields."""
     return {
         "error_code": Err.NONE,
         "name": name,
