@@ -50,8 +50,13 @@ def last_known_leader(current: PartitionState | None, new_isr: Collection[int], 
     has no leader, cleared once it has one."""
     if current is None:
         return ()
-    if not new_isr and current.leader != NO_LEADER and current.last_known_elr != (current.leader,):
-        return (current.leader,)
+    # The leader, or the sole ISR member of a partition already leaderless (a replica on a failed log
+    # directory stays in the ISR without leading until its broker comes back).
+    last = current.leader
+    if last == NO_LEADER and len(current.isr) == 1:
+        (last,) = current.isr
+    if not new_isr and last != NO_LEADER and current.last_known_elr != (last,):
+        return (last,)
     if new_leader != NO_LEADER:
         return ()
     return current.last_known_elr

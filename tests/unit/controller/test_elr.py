@@ -51,6 +51,8 @@ def test_last_known_leader_rules() -> None:
     assert elr.last_known_leader(leaderless, set(), elr.NO_LEADER) == (1,)  # kept while nobody leads
     assert elr.last_known_leader(leaderless, {2}, 2) == ()  # cleared once somebody does
     assert elr.last_known_leader(None, set(), elr.NO_LEADER) == ()
+    offline = PartitionState(-1, 1, frozenset({1}), (1,), 1)  # its only replica's log dir failed
+    assert elr.last_known_leader(offline, set(), elr.NO_LEADER) == (1,)
 
 
 def test_new_cluster_finalizes_the_feature_once_and_an_old_one_keeps_its_log() -> None:
