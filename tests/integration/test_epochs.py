@@ -72,20 +72,23 @@ def test_epochs_bump_on_restart_and_are_served_from_the_cache(broker: BrokerProc
     produce(broker.bootstrap, topic, [b"d", b"e"], {"linger.ms": 0})
     c = WireClient(broker.port)
     try:
-        assert metadata_epoch(c, topic) == 1
-        assert offset_for_epoch(c, topic, 0, 1) == (NONE, 0, 3)  # epoch 0 ends where epoch 1 starts
-        assert offset_for_epoch(c, topic, 1, 1) == (NONE, 1, 5)  # the current epoch ends at the log end
+        # KIP-966, as Kafka 4.1: the unclean restart takes the replica out of the ISR (epoch 1, no leader),
+        # then it comes back as the partition's last known leader (epoch 2). Epoch 1 led nothing.
+        assert metadata_epoch(c, topic) == 2
+        assert offset_for_epoch(c, topic, 0, 2) == (NONE, 0, 3)  # epoch 0 ends where epoch 2 starts
+        assert offset_for_epoch(c, topic, 1, 2) == (NONE, 0, 3)  # no epoch 1: the largest below it answers
+        assert offset_for_epoch(c, topic, 2, 2) == (NONE, 2, 5)  # the current epoch ends at the log end
         assert offset_for_epoch(c, topic, 0, 0)[0] == FENCED
         assert offset_for_epoch(c, topic, 0, 9)[0] == UNKNOWN
         assert offset_for_epoch(c, topic, 0, -1) == (NONE, 0, 3)  # no current epoch: no fencing
         assert fetch_error(c, topic, current=0)[0] == FENCED
-        assert fetch_error(c, topic, current=2)[0] == UNKNOWN
-        code, div = fetch_error(c, topic, current=1, last_fetched=0, offset=4)  # claims epoch 0 ran to 4
+        assert fetch_error(c, topic, current=3)[0] == UNKNOWN
+        code, div = fetch_error(c, topic, current=2, last_fetched=0, offset=4)  # claims epoch 0 ran to 4
         assert code == NONE and div is not None and (div.epoch, div.end_offset) == (0, 3)
     finally:
         c.close()
     checkpoint = (broker.data_dir / f"{topic}-0" / "leader-epoch-checkpoint").read_text()
-    assert checkpoint == "0\n2\n0 0\n1 3\n"
+    assert checkpoint == "0\n2\n0 0\n2 3\n"
 
 
 def test_clean_shutdown_writes_the_marker(broker: BrokerProcess) -> None:
