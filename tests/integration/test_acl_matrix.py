@@ -318,6 +318,23 @@ CASES: list[Case] = [
         (need(T29, ("topic", Operation.DESCRIBE)),),
     ),
     Case(
+        "describe-topic-partitions-named",
+        75,
+        0,
+        lambda w: {"topics": [{"name": w.topic}], "response_partition_limit": 2000, "cursor": None},
+        nested("topics"),
+        (need(T29, ("topic", Operation.DESCRIBE)),),
+        no_offsets("topics", fields=("partitions", "topic_id")),
+    ),
+    Case(
+        "describe-topic-partitions-all",
+        75,
+        0,
+        lambda w: {"topics": [], "response_partition_limit": 2000, "cursor": None},
+        listed(_names("topics", "name"), lambda w: w.topic, T29),
+        (need(T29, ("topic", Operation.DESCRIBE)),),
+    ),
+    Case(
         "metadata-auto-create",
         3,
         12,
