@@ -53,7 +53,9 @@ def _produce_across_kill(broker: BrokerProcess, topic: str, total: int, kill_aft
     return acked
 
 
-@pytest.mark.parametrize("flush_every_message", [False, True])
+# The durable mode's run is in the long tier: test_durable_mode.py and test_chaos_powerloss.py cover that
+# mode in the default run (kill -9 and power loss of every broker).
+@pytest.mark.parametrize("flush_every_message", [False, pytest.param(True, marks=pytest.mark.long)])
 def test_acknowledged_writes_survive_kill9(broker_factory, flush_every_message: bool) -> None:
     settings = {"log.flush.interval.messages": "1"} if flush_every_message else {}
     b = broker_factory(settings)
