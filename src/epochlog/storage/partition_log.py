@@ -422,6 +422,12 @@ class PartitionLog:
         return FileRead(os.dup(seg.fd), seg.path, pos, min(want, seg.size - pos), limit, base)
 
     def read_headers(self, from_offset: int) -> Iterator[BatchHeader]:
+        for _seg, _pos, h in self.read_headers_at(from_offset):
+            yield h
+
+    def read_headers_at(self, from_offset: int) -> Iterator[tuple[Segment, int, BatchHeader]]:
+        """Each batch header from ``from_offset`` on, with its segment and byte position (a reader of the
+        batch's body then needs no index lookup)."""
         for seg in list(self.segments):
             if seg.next_offset <= from_offset:
                 continue
@@ -429,7 +435,7 @@ class PartitionLog:
             pos = found[0] if found else 0
             while pos < seg.size:
                 h = seg.header_at(pos)
-                yield h
+                yield seg, pos, h
                 pos += h.size
 
     # -- by timestamp (log_timestamps.py) -------------------------------------------------------

@@ -167,3 +167,35 @@ def test_retention_deletes_a_segment_with_its_index(tmp_path: Path) -> None:
     log.config.retention_bytes = 1
     log.apply_retention(10**13)
     assert not first_index.exists()
+
+
+def test_recovery_reads_each_marker_where_the_replay_found_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash with no producer snapshot replays the whole log: each marker is read at the position its
+    header was found at, not looked up again through the offset index (that cost tens of header reads per
+    marker: seconds per transactional partition before its broker could serve)."""
+    from epochlog.storage.segment import Segment
+
+    log = open_log(tmp_path)
+    pids = range(100, 300)
+    for i, pid in enumerate(pids):
+        append(log, txn_batch(pid, 0))
+        append(log, marker(pid, ControlType.ABORT if i % 3 == 0 else ControlType.COMMIT))
+    log.flush()
+    log.close()
+    for p in (tmp_path / "t-0").iterdir():
+        if p.suffix in (".snapshot", ".txnindex"):
+            p.unlink()
+    lookups = 0
+    real = Segment.find_position
+
+    def counting(self: Segment, offset: int) -> object:
+        nonlocal lookups
+        lookups += 1
+        return real(self, offset)
+
+    monkeypatch.setattr(Segment, "find_position", counting)
+    log = open_log(tmp_path, recover=True)
+    assert lookups < 10, f"{lookups} index lookups to replay {len(pids)} markers"
+    log.high_watermark = log.log_end_offset
+    aborted = log.aborted_transactions(0, log.log_end_offset)
+    assert [a.producer_id for a in aborted] == [pid for i, pid in enumerate(pids) if i % 3 == 0]
