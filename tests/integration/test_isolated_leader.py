@@ -121,6 +121,7 @@ def _resume_after_isolating_the_leader(c: ChaosCluster, topic: str = TOPIC) -> f
     return None if first is None else first - t0
 
 
+@pytest.mark.long  # a timing bound on real processes: it missed twice on a machine also running chaos runs
 def test_writes_resume_within_the_session_timeout_plus_2s(cluster_with: Any) -> None:
     # A second isolation (after a heal) when the first misses the bound: once, on a 2-core machine also
     # running two 10-minute chaos runs, writes had not resumed 6 s after the cut, while every other run

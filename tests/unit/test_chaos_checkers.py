@@ -186,3 +186,13 @@ def test_group_reprocessed_is_a_read_below_an_acknowledged_commit() -> None:
     v = Verdict()
     check_groups(h, v, [])
     assert v.anomalies == 0
+
+
+def test_an_acknowledgement_without_an_offset_places_nothing_but_is_still_judged() -> None:
+    # librdkafka can report a delivery without an offset; the checker must neither crash sorting it
+    # against real offsets nor count it at an offset, and the final read still decides whether it is lost.
+    h = _history()
+    h.sends.append(Send("p", "v3", 0, t_sent=7, t_done=7.1, ok=True, offset=None))  # type: ignore[arg-type]
+    h.sends.append(Send("p", "gone", 0, t_sent=8, t_done=8.1, ok=True, offset=None))  # type: ignore[arg-type]
+    v = check(h)
+    assert v.counts["duplicate"] == 0 and v.counts["lost"] == 1

@@ -104,6 +104,8 @@ class _Log:
     def around(self, partition: int, offset: int) -> list[dict[str, Any]]:
         rows = self.by_partition.get(partition, [])
         offs = self.offsets.get(partition, [])
+        if offset is None:  # acknowledged without an offset: show the partition's end
+            offset = offs[-1] + 1 if offs else 0
         i = bisect.bisect_left(offs, offset)
         if i < len(offs) and offs[i] == offset:
             return [_row(r, r.offset == offset) for r in rows[max(0, i - CONTEXT) : i + CONTEXT + 1]]
@@ -124,7 +126,9 @@ def check_queue(h: History, v: Verdict) -> None:
     at: dict[tuple[int, int], dict[str, str]] = defaultdict(dict)  # (p, offset) -> value -> who said so
     where: dict[str, set[tuple[int, int]]] = defaultdict(set)  # value -> (p, offset) it was seen at
     for s in h.sends:
-        if s.ok:
+        # An acknowledgement that came without an offset (the client reports none) places nothing; the value
+        # is still judged lost or not by the final read.
+        if s.ok and s.offset is not None and s.offset >= 0:
             at[(s.partition, s.offset)].setdefault(s.value, f"acknowledged to {s.producer}")
             where[s.value].add((s.partition, s.offset))
     for consumer, reads in [*h.reads.items(), ("final", h.final)]:
