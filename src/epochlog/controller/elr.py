@@ -7,10 +7,11 @@ has no live member, instead of waiting for the last ISR member or electing uncle
 broker restarts after an unclean shutdown may have lost unflushed records, so it leaves the ELR (the
 caller passes it as ``unclean_shutdown``). The rules follow Kafka's PartitionChangeBuilder:
 
-- ISR at or above min ISR: ELR and last-known ELR are empty.
+- ISR at or above min ISR: the ELR is empty.
 - below: ELR = (old ELR | old ISR) - new ISR - unclean-shutdown replicas.
 - the last-known ELR holds Kafka's "last known leader" (its default, balanced recovery): the leader a
-  partition had when its ISR first became empty, kept while it has no leader, cleared once it has one.
+  partition had when its ISR first became empty (or its sole ISR member, if it was already leaderless),
+  kept while it has no leader, cleared once it has one.
 - election: a live member of the ISR; when the ISR is empty, a live member of the ELR (which then becomes
   the ISR on its own); when both are empty, the last known leader if it is live (an unclean election, as
   no replica is known to hold every committed record; a partition whose every replica crashed comes back
