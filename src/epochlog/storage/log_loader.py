@@ -27,7 +27,6 @@ EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 
 
-
 def parse_dir_name(name: str) -> tuple[str, int] | None:
     topic, sep, part = name.rpartition("-")
     if not sep or not topic or not part.isdigit():
@@ -173,11 +172,11 @@ def _marker_of(plog: PartitionLog, h: BatchHeader) -> Marker | None:
 
 
 def load_producer_state(plog: PartitionLog) -> None:
-    # The replay asks for a control batch's marker right after reading its header: read it where that
-    # header was found. Looking each one up through the offset index again cost tens of header reads per
-    # marker, seconds per transactional partition at start-up after an unclean shutdown (and far more
-    # through a slow file system), which kept its partitions offline that long.
-    last: list[tuple[Segment, int, BatchHeader]] = []
+    # The replay asks for a control batch's marker right after reading its header: take it from the read
+    # that found the header, or read it where that header was found. Looking each one up through the
+    # offset index again cost tens of header reads per marker, seconds per transactional partition at
+    # start-up after an unclean shutdown (and far more through a slow file system).
+    last: list[tuple[Segment, int, BatchHeader, memoryview | None]] = []
 
     def headers(from_offset: int) -> Iterator[BatchHeader]:
         for found in plog.read_headers_at(from_offset):
@@ -186,8 +185,8 @@ def load_producer_state(plog: PartitionLog) -> None:
 
     def marker(h: BatchHeader) -> Marker | None:
         if last and last[0][2] is h:
-            seg, pos, _ = last[0]
-            return read_marker(seg.read(pos, h.size))
+            seg, pos, _, batch = last[0]
+            return read_marker(batch if batch is not None else seg.read(pos, h.size))
         return _marker_of(plog, h)
 
     plog.producer_state.load(plog.log_start_offset, plog.log_end_offset, headers, marker, plog._index_completed)

@@ -51,7 +51,6 @@ from epochlog.storage.transaction_index import AbortedTxn
 log = logging.getLogger("epochlog.storage")
 
 
-
 class HighWatermarkOwner(Protocol):
     """The replication core of a served partition: the one owner of its HW and LSO."""
 
@@ -422,21 +421,18 @@ class PartitionLog:
         return FileRead(os.dup(seg.fd), seg.path, pos, min(want, seg.size - pos), limit, base)
 
     def read_headers(self, from_offset: int) -> Iterator[BatchHeader]:
-        for _seg, _pos, h in self.read_headers_at(from_offset):
+        for _seg, _pos, h, _batch in self.read_headers_at(from_offset):
             yield h
 
-    def read_headers_at(self, from_offset: int) -> Iterator[tuple[Segment, int, BatchHeader]]:
-        """Each batch header from ``from_offset`` on, with its segment and byte position (a reader of the
-        batch's body then needs no index lookup)."""
+    def read_headers_at(self, from_offset: int) -> Iterator[tuple[Segment, int, BatchHeader, memoryview | None]]:
+        """Each batch header from ``from_offset`` on, with its segment and byte position, and the whole batch
+        when the read that found the header already holds it (a reader of the body then reads nothing)."""
         for seg in list(self.segments):
             if seg.next_offset <= from_offset:
                 continue
             found = seg.find_position(from_offset) if from_offset > seg.base_offset else None
-            pos = found[0] if found else 0
-            while pos < seg.size:
-                h = seg.header_at(pos)
-                yield seg, pos, h
-                pos += h.size
+            for pos, h, batch in seg.headers_from(found[0] if found else 0):
+                yield seg, pos, h, batch
 
     # -- by timestamp (log_timestamps.py) -------------------------------------------------------
     @io_guard

@@ -14,6 +14,7 @@ import mmap
 import os
 import struct
 from collections import OrderedDict, deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +53,11 @@ class ScanResult:
 # leader's end; with producers' ~1 MiB batches a 1 MiB tail missed them and every follower read went to
 # pread (9% of an RF=3 leader's samples), so a hot segment keeps 8 MiB.
 TAIL_CACHE_BYTES = 8 << 20
+# Headers are read from the file this much at a time by headers_from(): one read per batch cost tens of
+# microseconds each through a slow file system (a FUSE one: seconds per partition at start-up after a
+# crash, and at every follower truncation, which replays the producer state). Batches bigger than an
+# eighth of it are stepped over with one small read each instead, so big batches are not read whole.
+HEADER_CHUNK_BYTES = 1 << 20
 TAIL_BUDGET_BYTES = 64 << 20
 
 
@@ -323,6 +329,22 @@ class Segment:
                         return read_header(buf, pos - start)
                     break
         return read_header(fileops.ops().pread(self.fd, HEADER_SIZE, pos, self.path))
+
+    def headers_from(self, pos: int) -> Iterator[tuple[int, BatchHeader, memoryview | None]]:
+        """(position, header, whole batch when the chunk read holds it, else None) of each batch from byte
+        ``pos`` (a batch boundary) to the end of the segment."""
+        buf = memoryview(b"")
+        start = pos
+        while pos < self.size:
+            if pos - start + HEADER_SIZE > len(buf):
+                start = pos
+                buf = memoryview(fileops.ops().pread(self.fd, min(HEADER_CHUNK_BYTES, self.size - pos), pos, self.path))
+            at = pos - start
+            h = read_header(buf, at)
+            yield pos, h, buf[at : at + h.size] if at + h.size <= len(buf) else None
+            pos += h.size
+            if h.size > HEADER_CHUNK_BYTES // 8 and pos < self.size:
+                start, buf = pos, memoryview(fileops.ops().pread(self.fd, HEADER_SIZE, pos, self.path))
 
     def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the batch holding ``offset`` (or the first batch after it)."""
