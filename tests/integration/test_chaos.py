@@ -47,6 +47,7 @@ JSON_KEYS = {
     "group_reprocessed",
     "failed_write_share",
     "longest_unavailable_s",
+    "delivery_timeout_s",
     "faults",
     "skipped",
 }

@@ -204,8 +204,8 @@ class Nemesis:
         self.cluster.heal_links()
         cut.healed_s = self.history.now()
         self._stop.wait(self.rng.uniform(*self.duration_s))
-        self._end("kill", leader, first)
-        self._end("kill", taker, second)
+        lc.start_nodes([leader, taker], timeout=60)
+        first.healed_s = second.healed_s = self.history.now()
 
     def _run(self) -> None:
         self._stop.wait(self.rng.uniform(*self.interval_s))

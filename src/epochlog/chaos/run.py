@@ -68,6 +68,7 @@ class ChaosOptions:
     partition_backend: str = "auto"  # auto, netns or proxy (chaos/netns.py)
     fault_interval: tuple[float, float] = (2.0, 5.0)  # seconds between one fault's heal and the next, at random
     fault_duration: tuple[float, float] = (2.0, 7.0)  # seconds each fault lasts, at random
+    delivery_timeout: float = 120.0  # the queue producers' message.timeout.ms, in seconds (Kafka's default)
 
 
 @dataclass
@@ -137,6 +138,7 @@ class ChaosResult:
             "leader_isolation_before_heal": v.leader_isolation_before_heal,
             "fault_interval_s": list(self.opts.fault_interval),
             "fault_duration_s": list(self.opts.fault_duration),
+            "delivery_timeout_s": self.opts.delivery_timeout,
             "faults": [f.as_json() for f in self.history.faults],
             "examples": [a.as_json() for a in v.examples],
             "trace": {"checks": self.trace_checks, "events": self.trace_events, "violations": self.trace_violations},
@@ -344,7 +346,8 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
             q = TOPICS["queue"]
             consumers += [LiveConsumer(f"consumer-{i}", boot, q, parts, history) for i in range(1, opts.consumers + 1)]
             producers += [
-                QueueProducer(f"producer-{i}", boot, q, parts, opts.rate, history) for i in range(1, opts.producers + 1)
+                QueueProducer(f"producer-{i}", boot, q, parts, opts.rate, history, opts.delivery_timeout)
+                for i in range(1, opts.producers + 1)
             ]
         if "txn" in opts.workloads:
             t = TOPICS["txn"]
@@ -400,11 +403,12 @@ def run_chaos(opts: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
         settle_until = history.now() + 3.0  # writes after the heal: the cluster must take them again
         while history.now() < settle_until:
             time.sleep(0.25)
+        flush_s = opts.delivery_timeout + 10  # every send has an outcome by then, acknowledged or timed out
         for p in producers:
-            left = p.stop(60)
+            left = p.stop(flush_s)
             res.producers_replaced += p.replaced
             if left:
-                res.problems.append(f"{p.name}: {left} sends had no outcome after 60 s")
+                res.problems.append(f"{p.name}: {left} sends had no outcome after {flush_s:g} s")
         for tp in txn_producers:
             tp.stop()
             res.producers_replaced += tp.replaced

@@ -27,9 +27,18 @@ QUIET = {"logger": logging.getLogger("epochlog.chaos.librdkafka")}
 
 
 class QueueProducer:
-    def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, rate: float, history: History) -> None:
+    def __init__(
+        self,
+        name: str,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        rate: float,
+        history: History,
+        delivery_timeout_s: float = 120.0,
+    ) -> None:
         self.name, self.bootstrap, self.topic, self.partitions = name, bootstrap, topic, partitions
-        self.rate, self.history = rate, history
+        self.rate, self.history, self.delivery_timeout_s = rate, history, delivery_timeout_s
         self.seq = 0
         self.replaced = 0
         self._fatal = False
@@ -44,8 +53,12 @@ class QueueProducer:
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 5,
-                # A send not acknowledged within this is reported failed: availability is measured by it.
-                "message.timeout.ms": 20000,
+                # A send not acknowledged within this is reported failed (the failed-write share counts them).
+                # When one times out in flight, librdkafka bumps the producer epoch and sends what it still
+                # holds under new sequence numbers, which the broker cannot tell from new records: whatever
+                # of it was already written is written twice (librdkafka's INTRODUCTION.md, "Message timeout
+                # considerations", advises a large timeout). Kafka's default is 120 s.
+                "message.timeout.ms": int(self.delivery_timeout_s * 1000),
                 "request.timeout.ms": 5000,
                 "socket.timeout.ms": 5000,
                 **QUIET,

@@ -64,6 +64,17 @@ def register(app: typer.Typer) -> None:
         fault_duration: Annotated[
             str, typer.Option("--fault-duration", help="seconds each fault lasts, LOW-HIGH, chosen at random")
         ] = "2-7",
+        delivery_timeout: Annotated[
+            float,
+            typer.Option(
+                "--delivery-timeout",
+                min=5.0,
+                max=600.0,
+                help="seconds before a queue producer reports a send failed (message.timeout.ms; Kafka's "
+                "default 120). Shorter ones measure availability, but a send timed out in flight makes "
+                "librdkafka resend what it holds under a new producer epoch: duplicates the broker cannot see",
+            ),
+        ] = 120.0,
         unsafe: Annotated[
             list[str],
             typer.Option("--unsafe", help="high-watermark-truncation: the pre-KIP-101 rule, to see the run fail"),
@@ -112,6 +123,7 @@ def register(app: typer.Typer) -> None:
             rate=rate,
             fault_interval=_span(fault_interval, "--fault-interval"),
             fault_duration=_span(fault_duration, "--fault-duration"),
+            delivery_timeout=delivery_timeout,
             unsafe=_split(unsafe),
             data_dir=data_dir,
             keep_data=keep_data,
