@@ -130,6 +130,7 @@ class Controller(PartitionChanges):
         port: int = 0,
         listeners: tuple[tuple[str, str, int], ...] = (),
         previous_epoch: int | None = None,
+        rack: str | None = None,
     ) -> int:
         """A broker (re)joins. With ``previous_epoch`` (the broker epoch its clean-shutdown marker holds,
         -1 without one) the shutdown was clean only if it matches the epoch on record (KIP-966, Kafka's
@@ -148,6 +149,7 @@ class Controller(PartitionChanges):
                 port or (known.port if known else 0),
                 clean_shutdown,
                 listeners or (known.listeners if known else ()),
+                rack=rack,
             )
         )
         b = self.brokers[broker_id]

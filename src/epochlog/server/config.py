@@ -66,6 +66,7 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 @dataclass
 class BrokerConfig:
     node_id: int = 1
+    broker_rack: str | None = None  # broker.rack: placement spreads replicas over racks; KIP-392 reads nearby
     host: str = "127.0.0.1"
     port: int = 9092
     advertised_host: str = "127.0.0.1"
@@ -157,6 +158,7 @@ class BrokerConfig:
         c = cls(raw=dict(props))
         c.node_id = _int(props, "node.id", _int(props, "broker.id", 1), minimum=0)
         c._parse_listeners(props)
+        c.broker_rack = props.get("broker.rack", "").strip() or None
         dirs = props.get("log.dirs") or props.get("log.dir")
         if dirs:
             paths = [Path(d.strip()) for d in dirs.split(",") if d.strip()]
