@@ -288,7 +288,8 @@ class Controller(PartitionChanges):
         if replication_factor > len(live):
             raise ValueError(f"replication factor {replication_factor} exceeds {len(live)} live brokers")
         self._record(rec.Topic(name, partitions, unclean_leader_election, topic_id, dict(configs or {})))
-        for p, state in enumerate(partition_growth.place(0, partitions, replication_factor, live)):
+        racks = {b: self.brokers[b].rack for b in live}
+        for p, state in enumerate(partition_growth.place(0, partitions, replication_factor, live, racks)):
             self._set(name, p, state)
 
     def assignment_problem(self, assignments: Mapping[int, Sequence[int]]) -> tuple[int, str] | None:
@@ -336,11 +337,14 @@ class Controller(PartitionChanges):
     def add_partitions(
         self, name: str, count: int, assignments: Sequence[Sequence[int]] | None = None, validate_only: bool = False
     ) -> partition_growth.Refusal | None:
-        """Grow ``name`` to ``count`` partitions on the replicas asked for, or spread round-robin over live
-        brokers (partition_growth decides); the refusal, if any, with Kafka's error."""
+        """Grow ``name`` to ``count`` partitions on the replicas asked for, or spread over the live brokers
+        and their racks (partition_growth decides); the refusal, if any, with Kafka's error."""
         live = sorted(b for b in self.brokers if self.alive(b))
         t = self.topics[name]
-        plan = partition_growth.plan_growth(name, t.partitions, count, assignments, self.brokers, live, self.alive)
+        racks = {b: self.brokers[b].rack for b in live}
+        plan = partition_growth.plan_growth(
+            name, t.partitions, count, assignments, self.brokers, live, self.alive, racks
+        )
         if isinstance(plan, partition_growth.Refusal):
             return plan
         if not validate_only:
