@@ -58,7 +58,8 @@ def test_a_follower_serves_up_to_its_high_watermark_and_never_above() -> None:
 
 
 def test_the_follower_core_reads_for_consumers_only_with_client_metadata_and_below_its_hw() -> None:
-    leader = PartitionReplica(1, "t", 0, SimLog(), replica_lag_time_max_ms=100)
+    leader_log = SimLog()
+    leader = PartitionReplica(1, "t", 0, leader_log, replica_lag_time_max_ms=100)
     leader.apply_state(PartitionState(1, 0, frozenset({1, 2}), (1, 2), 0), 0)
     follower = PartitionReplica(2, "t", 0, SimLog())
     follower.apply_state(PartitionState(1, 0, frozenset({1, 2}), (1, 2), 0), 0)
@@ -69,7 +70,7 @@ def test_the_follower_core_reads_for_consumers_only_with_client_metadata_and_bel
         req = follower.next_fetch()
         assert req is not None
         decision, _ = leader.handle_fetch(req, 0)
-        batches = leader.log.read(decision.read_from, 100)
+        batches = leader_log.read(decision.read_from, 100)
         follower.handle_fetch_response(FetchResponse(decision.error, decision.high_watermark, None, batches, 0))
 
     replicate()
