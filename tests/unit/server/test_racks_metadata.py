@@ -99,3 +99,14 @@ def test_describe_configs_shows_broker_rack_set_or_not() -> None:
     rows = broker_config_entries(BrokerConfig.from_properties({}), DynamicBrokerConfigs())
     (rack,) = [e for e in rows if e.name == "broker.rack"]
     assert (rack.value, rack.source) == (None, ConfigSource.DEFAULT_CONFIG)
+
+
+def test_a_local_cluster_with_racks_deals_brokers_round_robin(tmp_path: Any) -> None:
+    from epochlog.properties import load_properties
+    from epochlog.server.cluster.local import LocalCluster
+
+    lc = LocalCluster(tmp_path / "c", 6, 20000, racks=3)
+    assert [load_properties(lc.broker(b).config).get("broker.rack") for b in lc.broker_ids()] == [
+        "rack-1", "rack-2", "rack-3", "rack-1", "rack-2", "rack-3"
+    ]
+    assert "broker.rack" not in load_properties(LocalCluster(tmp_path / "d", 2, 20100).broker(1).config)
