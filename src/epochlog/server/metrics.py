@@ -43,6 +43,10 @@ class BrokerMetrics:
         self.bytes_out = Counter(
             "kafka_server_brokertopicmetrics_bytesout", "Record bytes fetched", ["topic"], registry=r
         )
+        # Per consumer client id: which replica a consumer reads from shows here (KIP-392, client.rack).
+        self.client_bytes_out = Counter(
+            "kafka_server_fetch_client_bytes", "Record bytes fetched by consumers", ["client_id", "topic"], registry=r
+        )
         self.failed_produce = Counter(
             "kafka_server_brokertopicmetrics_failedproducerequests",
             "Produce partitions answered with an error",
