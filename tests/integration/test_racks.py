@@ -49,11 +49,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClu
         lc.stop()
 
 
-def client_bytes(port: int, topic: str) -> float:
-    """The bytes broker at ``port`` served the consumer CLIENT from ``topic`` (its Prometheus counter)."""
+def client_bytes(port: int, topic: str, client: str = CLIENT) -> float:
+    """The bytes broker at ``port`` served ``client`` from ``topic`` (its Prometheus counter)."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    pattern = rf'^kafka_server_fetch_client_bytes_total{{client_id="{CLIENT}",topic="{re.escape(topic)}"}} (\S+)$'
-    found = re.search(pattern, text, re.M)
+    labels = f'client_id="{re.escape(client)}",topic="{re.escape(topic)}"'
+    found = re.search(rf"^kafka_server_fetch_client_bytes_total{{{labels}}} (\S+)$", text, re.M)
     return float(found.group(1)) if found else 0.0
 
 
@@ -61,6 +61,7 @@ def test_metadata_carries_racks_and_every_partition_spans_three_racks(
     cluster: tuple[LocalCluster, dict[int, int]],
 ) -> None:
     lc, _ports = cluster
+
     def six() -> dict[int, str | None] | None:
         r = broker_racks(lc.bootstrap)
         return r if len(r) == 6 else None
@@ -80,6 +81,7 @@ def test_a_consumer_reads_from_its_racks_follower_and_falls_back_to_the_leader(
     lc, ports = cluster
     topic = topic_name("near")
     create_topic(lc.bootstrap, topic, 1, 3, {"min.insync.replicas": "2"})
+
     def full_isr() -> tuple[int, list[int], list[int]] | None:
         info = partition_info(lc.bootstrap, topic)
         return info if info[0] >= 0 and len(info[2]) == 3 else None
@@ -132,3 +134,86 @@ def test_a_consumer_reads_from_its_racks_follower_and_falls_back_to_the_leader(
     finally:
         consumer.close()
         lc.start_node(f"broker-{follower}")
+
+
+def _topic_on_three_racks(lc: LocalCluster, prefix: str, records: int) -> tuple[str, int, int, dict[bytes, int]]:
+    """A one-partition RF-3 topic holding ``records`` acknowledged records: (topic, leader, a follower, the
+    acknowledged values and offsets)."""
+    topic = topic_name(prefix)
+    create_topic(lc.bootstrap, topic, 1, 3, {"min.insync.replicas": "2"})
+
+    def full_isr() -> tuple[int, list[int], list[int]] | None:
+        info = partition_info(lc.bootstrap, topic)
+        return info if info[0] >= 0 and len(info[2]) == 3 else None
+
+    leader, replicas, _isr = wait_until(full_isr, 30, "ISR of 3")
+    producer = AckingProducer(lc.bootstrap, topic).start()
+    wait_until(lambda: len(producer.acked) >= records, 60, "records acknowledged")
+    producer.stop()
+    assert not producer.errors, producer.errors[:5]
+    return topic, leader, next(b for b in replicas if b != leader), {v: o for v, (_p, o) in producer.acked.items()}
+
+
+def _read_kafka_python(lc: LocalCluster, topic: str, client_id: str, rack: str, want: int) -> dict[bytes, int]:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=lc.bootstrap, client_id=client_id, client_rack=rack, enable_auto_commit=False
+    )
+    consumer.assign([KTP(topic, 0)])
+    consumer.seek(KTP(topic, 0), 0)
+    seen: dict[bytes, int] = {}
+    try:
+        end = time.monotonic() + 60
+        while len(seen) < want and time.monotonic() < end:
+            for records in consumer.poll(timeout_ms=500).values():
+                seen.update({r.value: r.offset for r in records})
+    finally:
+        consumer.close()
+    return seen
+
+
+def _read_aiokafka(lc: LocalCluster, topic: str, client_id: str, rack: str, want: int) -> dict[bytes, int]:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as ATP
+
+    async def run() -> dict[bytes, int]:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=lc.bootstrap, client_id=client_id, client_rack=rack, enable_auto_commit=False
+        )
+        await consumer.start()
+        seen: dict[bytes, int] = {}
+        try:
+            consumer.assign([ATP(topic, 0)])
+            consumer.seek(ATP(topic, 0), 0)
+            end = time.monotonic() + 60
+            while len(seen) < want and time.monotonic() < end:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    seen.update({r.value: r.offset for r in records if r.value is not None})
+        finally:
+            await consumer.stop()
+        return seen
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("library", ["kafka-python", "aiokafka"])
+def test_python_clients_read_from_their_racks_follower(
+    cluster: tuple[LocalCluster, dict[int, int]], library: str
+) -> None:
+    """client_rack in kafka-python and aiokafka: the records come from the follower on the client's rack,
+    and a client on the leader's rack (the same library, the same topic) is served by the leader: the
+    per-client counters tell the two apart."""
+    lc, ports = cluster
+    topic, leader, follower, acked = _topic_on_three_racks(lc, library, 300)
+    read = _read_kafka_python if library == "kafka-python" else _read_aiokafka
+    near = f"{library}-near"
+    seen = read(lc, topic, near, rack_of(follower, 3), len(acked))
+    assert seen == acked
+    assert client_bytes(ports[follower], topic, near) > 0 and client_bytes(ports[leader], topic, near) == 0
+    at_leader = f"{library}-at-leader"
+    assert read(lc, topic, at_leader, rack_of(leader, 3), len(acked)) == acked
+    assert client_bytes(ports[leader], topic, at_leader) > 0 and client_bytes(ports[follower], topic, at_leader) == 0
