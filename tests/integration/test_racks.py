@@ -7,7 +7,9 @@ acknowledged, at the same offset)."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -22,6 +24,7 @@ from epochlog.server.cluster.local import LocalCluster, rack_of
 from tests.broker_process import free_port
 from tests.integration.cluster_helpers import AckingProducer, create_topic, new_cluster, partition_info, wait_until
 from tests.integration.helpers import topic_name
+from tests.integration.test_kafkajs import JS, _kafkajs_or_skip
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -200,16 +203,28 @@ def _read_aiokafka(lc: LocalCluster, topic: str, client_id: str, rack: str, want
     return asyncio.run(run())
 
 
-@pytest.mark.parametrize("library", ["kafka-python", "aiokafka"])
+def _read_kafkajs(lc: LocalCluster, topic: str, client_id: str, rack: str, want: int) -> dict[bytes, int]:
+    _kafkajs_or_skip()
+    script = str(JS / "rack_reader.js")
+    args = ["node", script, lc.bootstrap, topic, str(want), client_id, rack]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=90)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return {s["value"].encode(): s["offset"] for s in json.loads(out.stdout.strip().splitlines()[-1])["seen"]}
+
+
+READERS = {"kafka-python": _read_kafka_python, "aiokafka": _read_aiokafka, "kafkajs": _read_kafkajs}
+
+
+@pytest.mark.parametrize("library", sorted(READERS))
 def test_python_clients_read_from_their_racks_follower(
     cluster: tuple[LocalCluster, dict[int, int]], library: str
 ) -> None:
-    """client_rack in kafka-python and aiokafka: the records come from the follower on the client's rack,
-    and a client on the leader's rack (the same library, the same topic) is served by the leader: the
-    per-client counters tell the two apart."""
+    """client_rack in kafka-python and aiokafka, rackId in KafkaJS: the records come from the follower on
+    the client's rack, and a client on the leader's rack (the same library, the same topic) is served by the
+    leader: the per-client counters tell the two apart."""
     lc, ports = cluster
     topic, leader, follower, acked = _topic_on_three_racks(lc, library, 300)
-    read = _read_kafka_python if library == "kafka-python" else _read_aiokafka
+    read = READERS[library]
     near = f"{library}-near"
     seen = read(lc, topic, near, rack_of(follower, 3), len(acked))
     assert seen == acked
