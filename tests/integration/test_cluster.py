@@ -110,13 +110,17 @@ def test_paused_follower_leaves_isr_and_rejoins(cluster: LocalCluster) -> None:
     assert prod.errors == []
 
 
-def _fetch(port: int, topic: str, current_epoch: int, last_fetched_epoch: int = -1, offset: int = 0) -> object:
-    mod = schema_module(1, 12)
+def _fetch(
+    port: int, topic: str, current_epoch: int, last_fetched_epoch: int = -1, offset: int = 0, version: int = 12
+) -> object:
+    mod = schema_module(1, version)
     c = WireClient(port)
+    # last_fetched_epoch is a v12 field
+    diverging = {"last_fetched_epoch": last_fetched_epoch} if version >= 12 else {}
     try:
         resp = c.request(
             1,
-            12,
+            version,
             replica_id=-1,
             max_wait=timedelta(milliseconds=0),
             min_bytes=0,
@@ -128,8 +132,8 @@ def _fetch(port: int, topic: str, current_epoch: int, last_fetched_epoch: int = 
                             partition=0,
                             current_leader_epoch=current_epoch,
                             fetch_offset=offset,
-                            last_fetched_epoch=last_fetched_epoch,
                             partition_max_bytes=1 << 20,
+                            **diverging,
                         ),
                     ),
                 ),
@@ -193,12 +197,16 @@ def test_stale_epoch_is_fenced_and_followers_are_refused(cluster: LocalCluster) 
     assert int(ahead.error_code) == 75  # UNKNOWN_LEADER_EPOCH
     ok = _fetch(port, topic, epoch1)
     assert int(ok.error_code) == 0 and ok.records
-    # A follower answers clients with NOT_LEADER_OR_FOLLOWER.
+    # A follower answers a consumer's Fetch before v11 with NOT_LEADER_OR_FOLLOWER; from v11 (KIP-392, as
+    # Kafka does whenever the request carries client metadata) it serves it, up to its own high watermark.
     follower = next(b for b in cluster.broker_ids() if b not in (leader0, leader1))
-    assert int(_fetch(cluster.broker(follower).port, topic, epoch1).error_code) == 6
-    # From v16 the refusal names the leader and its endpoint (KIP-951).
-    refused, nodes = _fetch_v16_hints(cluster.broker(follower).port, topic, epoch1)
-    assert int(refused.error_code) == 6
+    fport = cluster.broker(follower).port
+    assert int(_fetch(fport, topic, epoch1, version=10).error_code) == 6
+    served = _fetch(fport, topic, epoch1)
+    assert int(served.error_code) == 0 and int(served.high_watermark) <= int(ok.high_watermark)
+    # A stale epoch is fenced there too, and from v16 the refusal names the leader and its endpoint (KIP-951).
+    refused, nodes = _fetch_v16_hints(fport, topic, epoch0)
+    assert int(refused.error_code) == 74
     assert (int(refused.current_leader.leader_id), int(refused.current_leader.leader_epoch)) == (leader1, epoch1)
     assert [(int(n.node_id), int(n.port)) for n in nodes] == [(leader1, port)]
     # A fetcher whose last fetched epoch ends before its position is told where to truncate.
