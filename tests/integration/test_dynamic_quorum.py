@@ -95,6 +95,17 @@ def _voters_are(ctrls: dict[int, Proc], expected: set[int]) -> bool:
         return False
 
 
+def update_voter(ctrls: dict[int, Proc], c: Proc) -> int:
+    """UpdateRaftVoter for ``c`` with the endpoint it listens on, sent to the active controller; the error code."""
+    from epochlog.cli.quorum_voters_cmd import controller_of
+    from epochlog.server.quorum.voter_wire import update_request
+
+    ports = {i: x.port for i, x in ctrls.items() if x.proc is not None and x.proc.poll() is None}
+    with Connection("127.0.0.1", ports[leader_of(list(ports.values()))], client_id="test-dynamic-quorum") as conn:
+        epoch = int(conn.request(describe_quorum_request()).topics[0].partitions[0].leader_epoch)
+        return int(conn.request(update_request(CLUSTER, epoch, controller_of(c.config))).error_code)
+
+
 def test_grow_replace_and_remove_the_active_controller(tmp_path: Path) -> None:
     ctrls = {i: Proc(tmp_path, f"controller-{i}", "controller", i, dict(QUORUM)) for i in (1, 2, 3, 4)}
     bootstrap = ",".join(c.address for c in ctrls.values())
@@ -133,6 +144,7 @@ def test_grow_replace_and_remove_the_active_controller(tmp_path: Path) -> None:
         assert all(f'"directoryId": "{directory_id(ctrls[i])}"' in status for i in (1, 2, 3)), status
         replication = epochlog("metadata-quorum", "describe", "--bootstrap-controller", c1.address, "--replication")
         assert replication.splitlines()[0].split()[:2] == ["NodeId", "DirectoryId"]
+        assert update_voter(ctrls, ctrls[2]) == 0  # UpdateRaftVoter (82): its endpoints, re-recorded
         at = len(prod.acked)
         wait_until(lambda: len(prod.acked) > at + 200, 30, "writes acknowledged with three voters")
 

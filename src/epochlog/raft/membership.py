@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 from epochlog.codes import Err
 from epochlog.raft.log import RaftLog
-from epochlog.raft.messages import AddVoterRequest, RemoveVoterRequest, VotersRecord
+from epochlog.raft.messages import AddVoterRequest, RemoveVoterRequest, UpdateVoterRequest, VotersRecord
 from epochlog.raft.voters import VoterSet, VoterSetHistory
 
-VoterChange = AddVoterRequest | RemoveVoterRequest
+VoterChange = AddVoterRequest | RemoveVoterRequest | UpdateVoterRequest
 
 
 @dataclass
@@ -89,6 +89,14 @@ class Membership:
             if not caught_up:
                 return Err.REQUEST_TIMED_OUT, f"node {v.node_id} has not caught up with the leader's log", None
             return Err.NONE, "", current.with_voter(v)
+        if isinstance(req, UpdateVoterRequest):  # new endpoints, the same voter: no majority changes
+            v = req.voter
+            known = current.get(v.node_id)
+            if known is None or not known.same_key(v.node_id, v.directory_id):
+                return Err.VOTER_NOT_FOUND, f"no voter {v.node_id} with directory {v.directory_id!r}", None
+            if not v.endpoints:
+                return Err.INVALID_REQUEST, "a voter needs at least one listener endpoint", None
+            return Err.NONE, "", current.without(v.node_id).with_voter(v)
         voter = current.get(req.voter_id)
         if voter is None or not voter.same_key(req.voter_id, req.directory_id):
             return Err.VOTER_NOT_FOUND, f"no voter {req.voter_id} with directory {req.directory_id!r}", None
@@ -97,7 +105,8 @@ class Membership:
         return Err.NONE, "", current.without(req.voter_id)
 
     def started(self, req: VoterChange, offset: int, voters: VoterSet) -> VotersRecord:
-        self.pending = PendingChange(req, offset)
+        if not isinstance(req, UpdateVoterRequest):  # an update is answered at once (Kafka's UpdateVoterHandler)
+            self.pending = PendingChange(req, offset)
         self.history.add(offset, voters)
         return VotersRecord(voters)
 

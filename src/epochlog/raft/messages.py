@@ -196,6 +196,17 @@ class RemoveVoterRequest:
 
 
 @dataclass(frozen=True)
+class UpdateVoterRequest:
+    """UpdateRaftVoter (82), from a voter whose endpoints changed: answered as soon as its Voters record is appended."""
+
+    cluster_id: str
+    sender: int
+    request_id: int
+    epoch: int
+    voter: Voter
+
+
+@dataclass(frozen=True)
 class VoterChangeResponse:
     """The answer to AddRaftVoter or RemoveRaftVoter (both carry an error code and message only)."""
 
@@ -215,6 +226,7 @@ Request = (
     | FetchSnapshotRequest
     | AddVoterRequest
     | RemoveVoterRequest
+    | UpdateVoterRequest
 )
 Response = (
     VoteResponse

@@ -574,4 +574,5 @@ _HANDLERS: dict[type, str] = {
     FetchSnapshotResponse: "_on_fetch_snapshot_response",
     messages.AddVoterRequest: "_on_voter_change",
     messages.RemoveVoterRequest: "_on_voter_change",
+    messages.UpdateVoterRequest: "_on_voter_change",
 }

@@ -13,6 +13,7 @@ from epochlog.raft.messages import (
     AddVoterRequest,
     KRaftVersionRecord,
     RemoveVoterRequest,
+    UpdateVoterRequest,
     VoterChangeResponse,
     VotersRecord,
 )
@@ -76,7 +77,7 @@ class VoterChanges(SnapshotTransfer):
         """Whether a change may start now: a method, so that a test may break the one-at-a-time rule."""
         return self.membership.change_error(self.is_leader_ready(), self.high_watermark)
 
-    def _on_voter_change(self, req: AddVoterRequest | RemoveVoterRequest, now_ms: int) -> None:
+    def _on_voter_change(self, req: AddVoterRequest | RemoveVoterRequest | UpdateVoterRequest, now_ms: int) -> None:
         if self.role is not Role.LEADER or self.leader is None:
             self._respond(req, VoterChangeResponse, Err.NOT_LEADER_OR_FOLLOWER, "not the leader")
             return
@@ -94,3 +95,5 @@ class VoterChanges(SnapshotTransfer):
         self._ready.flush = True
         self._voters_changed(now_ms)
         self._answer_parked(now_ms, everyone=True)
+        if isinstance(req, UpdateVoterRequest):
+            self._respond(req, VoterChangeResponse, Err.NONE)

@@ -59,10 +59,10 @@ class VoterSet:
     def without(self, node_id: int) -> VoterSet:
         return VoterSet(tuple(v for v in self.voters if v.node_id != node_id))
 
-    def differs_by_one(self, other: VoterSet) -> bool:
-        """Whether ``other`` adds or removes exactly one voter (ids compared, with their directories)."""
+    def one_change_from(self, other: VoterSet) -> bool:
+        """Whether ``other`` adds or removes at most one voter (ids with their directories; endpoints may differ)."""
         a, b = {(v.node_id, v.directory_id) for v in self.voters}, {(v.node_id, v.directory_id) for v in other.voters}
-        return len(a ^ b) == 1
+        return len(a ^ b) <= 1
 
 
 class VoterSetHistory:

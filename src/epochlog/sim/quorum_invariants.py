@@ -176,7 +176,7 @@ class QuorumChecker:
             self._fail("one-voter-change", f"leader {leader.node_id} has uncommitted voter changes at {uncommitted}")
         history = core.membership.history.entries
         for (_, a), (o, b) in itertools.pairwise(history):
-            if not a.differs_by_one(b):
+            if not a.one_change_from(b):
                 self._fail("one-voter-change", f"the voter set at {o} is more than one voter from the one before")
         key = (leader.node_id, core.epoch)
         if core.is_voter or core.high_watermark <= core.membership.history.latest_offset():

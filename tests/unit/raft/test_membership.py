@@ -14,6 +14,7 @@ from epochlog.raft.messages import (
     QuorumStateData,
     Ready,
     RemoveVoterRequest,
+    UpdateVoterRequest,
     VoterChangeResponse,
     VoteRequest,
     VoteResponse,
@@ -182,3 +183,17 @@ def test_a_dynamic_voter_grants_a_vote_to_a_candidate_of_a_newer_voter_set() -> 
     static = RaftNode(2, (1, 2), SimQuorumLog(), None, 0, random.Random(0), "c1")
     resp = static.receive(VoteRequest("c1", 3, 1, 1, 1, 5), 0).messages[0].message
     assert isinstance(resp, VoteResponse) and resp.error == Err.INCONSISTENT_VOTER_SET
+
+
+def test_a_voter_updates_its_endpoints_answered_once_appended() -> None:
+    n = grown_to_two()
+    moved = Voter(2, "dir2", (Endpoint("CONTROLLER", "10.0.0.2", 9095),))
+    (resp,) = answers(n.receive(UpdateVoterRequest("c1", 2, 905, n.epoch, moved), 20))
+    assert resp.error == Err.NONE and n.membership.voters.get(2) == moved and n.voters == (1, 2)
+    # uncommitted: the next change waits, as for any Voters record
+    (resp,) = answers(n.receive(UpdateVoterRequest("c1", 2, 906, n.epoch, moved), 21))
+    assert resp.error == Err.REQUEST_TIMED_OUT
+    fetch(n, 2, n.log.log_end_offset, 22, observer=False)
+    stranger = Voter(2, "another-dir", moved.endpoints)
+    (resp,) = answers(n.receive(UpdateVoterRequest("c1", 2, 907, n.epoch, stranger), 23))
+    assert resp.error == Err.VOTER_NOT_FOUND

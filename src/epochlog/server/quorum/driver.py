@@ -275,7 +275,8 @@ class QuorumDriver:
         return wire.response_body(answer, records)
 
     async def change_voters(self, api_key: int, req: Any) -> dict[str, Any]:
-        """AddRaftVoter or RemoveRaftVoter: the core decides; the answer comes once its Voters record commits."""
+        """AddRaftVoter, RemoveRaftVoter or UpdateRaftVoter: the core decides; the answer to an add or a remove
+        comes once its Voters record commits, to an update once it is appended."""
         rid = next(self._ids)
         msg = voter_wire.request_from_kio(api_key, req, rid)
         fut: asyncio.Future[tuple[m.Response, bytes]] = asyncio.get_running_loop().create_future()
@@ -286,11 +287,14 @@ class QuorumDriver:
             self._step(lambda: self.node.receive(msg, now_ms()))
             answer, _ = await asyncio.wait_for(fut, max(wait, 1.0))
         except TimeoutError:
-            return voter_wire.timed_out()
+            return voter_wire.timed_out(api_key)
         finally:
             self.waiting.pop(rid, None)
         assert isinstance(answer, m.VoterChangeResponse)
-        return voter_wire.response_body(answer.error, answer.message)
+        host, port = self.voters.get(answer.leader_id, ("", 0))
+        return voter_wire.response_body(
+            answer.error, answer.message, api_key, (answer.leader_id, answer.epoch, host, port)
+        )
 
     # -- the controller's writes ---------------------------------------------------------------------
     def propose(self, records: list[Any]) -> int:
