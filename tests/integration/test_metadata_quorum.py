@@ -55,6 +55,7 @@ def test_status_and_replication_of_a_cluster(cluster) -> None:  # type: ignore[n
         lines = describe(ctrl, "--replication").splitlines()
         assert lines[0].split() == [
             "NodeId",
+            "DirectoryId",
             "LogEndOffset",
             "Lag",
             "LastFetchTimestamp",
@@ -62,22 +63,22 @@ def test_status_and_replication_of_a_cluster(cluster) -> None:  # type: ignore[n
             "Status",
         ]
         rows = {r.split()[0]: r.split() for r in lines[1:]}
-        if all(int(rows[b][1]) >= hw for b in ("1", "2", "3")):
+        if all(int(rows[b][2]) >= hw for b in ("1", "2", "3")):
             break
         assert time.monotonic() < deadline, f"observers did not reach the high watermark {hw}: {lines}"
         time.sleep(0.2)
-    assert rows["0"][5] == "Leader" and {rows[b][5] for b in ("1", "2", "3")} == {"Observer"}
+    assert rows["0"][6] == "Leader" and {rows[b][6] for b in ("1", "2", "3")} == {"Observer"}
     cluster.kill9("broker-2")
     dead_at = None
     deadline = time.monotonic() + 15
     while True:  # the live observers keep fetching; the dead one's last fetch stays where it was
         rows = {r.split()[0]: r.split() for r in describe(ctrl, "--replication").splitlines()[1:]}
-        dead_at = dead_at or int(rows["2"][3])
-        if int(rows["1"][3]) > dead_at and int(rows["3"][3]) > dead_at:
+        dead_at = dead_at or int(rows["2"][4])
+        if int(rows["1"][4]) > dead_at and int(rows["3"][4]) > dead_at:
             break
         assert time.monotonic() < deadline, f"live observers did not fetch past the dead one's last fetch: {rows}"
         time.sleep(0.3)
-    assert int(rows["2"][3]) == dead_at, "a dead observer's last fetch moved"
+    assert int(rows["2"][4]) == dead_at, "a dead observer's last fetch moved"
 
 
 def test_a_combined_node_describes_itself(tmp_path: Path) -> None:

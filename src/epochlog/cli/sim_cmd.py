@@ -149,11 +149,17 @@ def register_quorum(app: typer.Typer) -> None:
         controllers: Annotated[
             bool, typer.Option("--controllers", help="random seeds with the controller core deciding on the quorum")
         ] = False,
+        membership: Annotated[
+            bool, typer.Option("--membership", help="random seeds with voters added and removed (KIP-853)")
+        ] = False,
     ) -> None:
         """Run the controller quorum (raft/) in the simulator; exit 1 when an invariant breaks."""
         from epochlog.sim.controller_world import ControllerWorld
+        from epochlog.sim.quorum_membership import MEMBERSHIP_SCENARIOS, random_membership_run
         from epochlog.sim.quorum_scenarios import SCENARIOS, random_run
         from epochlog.sim.quorum_world import QuorumWorld
+
+        SCENARIOS = {**SCENARIOS, **MEMBERSHIP_SCENARIOS}  # KIP-853's, listed and run like the others
 
         world = ControllerWorld if controllers else QuorumWorld
 
@@ -176,7 +182,7 @@ def register_quorum(app: typer.Typer) -> None:
         failed = []
         t0 = time.perf_counter()
         for s in range(start_seed, start_seed + seeds):
-            run = random_run(s, world=world)
+            run = random_membership_run(s) if membership else random_run(s, world=world)
             if run.violations:
                 failed.append(s)
                 typer.echo(f"seed {s}: {run.violations[0].invariant}: {run.violations[0].detail}")

@@ -20,6 +20,7 @@ from epochlog.controller.records import (
     BrokerShuttingDown,
     ConfigRecord,
     FeatureLevel,
+    KRaftVersion,
     LeaderChange,
     MetadataRecord,
     PartitionChange,
@@ -30,6 +31,7 @@ from epochlog.controller.records import (
     Topic,
     TopicDeleted,
     UncleanElection,
+    Voters,
 )
 from epochlog.replication.types import PartitionState
 from epochlog.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
@@ -109,6 +111,7 @@ class ClusterImage:
         self.scram: dict[tuple[str, str], ScramCredential] = {}  # by (user, mechanism)
         self.bootstrapped = False  # the bootstrap file's records are in the log (BootstrapApplied)
         self.features: dict[str, int] = {}  # finalized feature levels (FeatureLevel records)
+        self.voters: Voters | None = None  # the quorum's last voter set (KIP-853), for snapshots
 
     def apply(self, record: MetadataRecord) -> Applied:
         out = Applied()
@@ -179,7 +182,9 @@ class ClusterImage:
             self.bootstrapped = True
         elif isinstance(record, FeatureLevel):
             self.features[record.name] = record.level
-        elif isinstance(record, UncleanElection | LeaderChange):
+        elif isinstance(record, Voters):
+            self.voters = record
+        elif isinstance(record, UncleanElection | LeaderChange | KRaftVersion):
             pass
         return out
 
@@ -230,6 +235,8 @@ class ClusterImage:
     def snapshot(self) -> list[MetadataRecord]:
         """Records that rebuild this image from nothing: what a metadata snapshot holds."""
         out: list[MetadataRecord] = []
+        if self.voters is not None:
+            out += [KRaftVersion(1), self.voters]
         for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
             out.append(BrokerRegistration(b.broker_id, b.epoch, b.host, b.port, listeners=b.listeners, rack=b.rack))
             if b.shutting_down:

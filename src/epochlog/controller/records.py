@@ -121,6 +121,22 @@ class LeaderChange:
 
 
 @dataclass(frozen=True)
+class KRaftVersion:
+    """Control record 5 (KRaftVersionRecord): the kraft.version in force; 1 means the voter set is in the log."""
+
+    kraft_version: int = 1
+
+
+@dataclass(frozen=True)
+class Voters:
+    """Control record 6 (VotersRecord): the voter set from here on, as (node id, directory id, endpoints), each
+    endpoint (listener, host, port). The quorum core reads it (raft/voters.py); the image keeps the last one
+    only to put it into snapshots."""
+
+    voter_set: tuple[tuple[int, str, tuple[tuple[str, str, int], ...]], ...] = ()
+
+
+@dataclass(frozen=True)
 class AclCreated:
     """One ACL (Kafka's AccessControlEntryRecord); enumerations are their wire codes (security/acl.py)."""
 
@@ -177,6 +193,8 @@ MetadataRecord = (
     | ReplicasOffline
     | UncleanElection
     | LeaderChange
+    | KRaftVersion
+    | Voters
     | ConfigRecord
     | AclCreated
     | AclRemoved
@@ -199,6 +217,8 @@ KINDS: dict[str, type[Any]] = {
         ReplicasOffline,
         UncleanElection,
         LeaderChange,
+        KRaftVersion,
+        Voters,
         ConfigRecord,
         AclCreated,
         AclRemoved,
@@ -252,6 +272,10 @@ def from_json(kind: str, data: dict[str, Any]) -> MetadataRecord:
         args["listeners"] = tuple((str(n), str(h), int(p)) for n, h, p in args.get("listeners", ()))
     if cls is ReplicasOffline:
         args["partitions"] = tuple((str(t), int(p)) for t, p in args.get("partitions", ()))
+    if cls is Voters:
+        args["voter_set"] = tuple(
+            (int(n), str(d), tuple((str(li), str(h), int(p)) for li, h, p in eps)) for n, d, eps in args["voter_set"]
+        )
     if cls is Topic:
         args["configs"] = dict(args.get("configs", {}))
     for name in _BYTES & set(args):

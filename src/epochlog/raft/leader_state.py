@@ -47,15 +47,38 @@ class LeaderState:
         if not observer:
             self.unacked_begin.discard(replica)  # fetching from us at our epoch is as good as the ack
 
+    def set_voters(self, voters: tuple[int, ...], now_ms: int) -> None:
+        """The voter set changed (KIP-853): a new voter keeps what we knew of it as an observer, and gets a full
+        check-quorum timeout; a removed one becomes an observer. The leader itself may be among neither."""
+        for v in voters:
+            if v != self.node_id and v not in self.voter_progress:
+                p = self.observer_progress.pop(v, None) or ReplicaProgress()
+                p.last_fetch_ms = max(p.last_fetch_ms, now_ms)
+                self.voter_progress[v] = p
+        for v in [v for v in self.voter_progress if v not in voters]:
+            self.observer_progress[v] = self.voter_progress.pop(v)
+            self.unacked_begin.discard(v)
+        self.voters = voters
+
+    def _counts_self(self) -> int:
+        return 1 if self.node_id in self.voters else 0
+
     def majority_offset(self, own_end_offset: int) -> int:
-        """The largest offset that a majority of voters (this leader included) hold."""
-        ends = [own_end_offset] + [p.end_offset for p in self.voter_progress.values()]
+        """The largest offset that a majority of the current voters hold (this leader only if it is one of them)."""
+        ends = [own_end_offset] * self._counts_self() + [p.end_offset for p in self.voter_progress.values()]
         ends.sort(reverse=True)
         return ends[len(self.voters) // 2]
 
     def heard_from_majority(self, now_ms: int, timeout_ms: int) -> bool:
-        live = 1 + sum(1 for p in self.voter_progress.values() if now_ms - p.last_fetch_ms < timeout_ms)
+        live = self._counts_self() + sum(
+            1 for p in self.voter_progress.values() if now_ms - p.last_fetch_ms < timeout_ms
+        )
         return live > len(self.voters) // 2
+
+    def caught_up(self, replica: int, high_watermark: int, now_ms: int, within_ms: int) -> bool:
+        """Whether an observer to be added has fetched lately and up to the high watermark (AddRaftVoter)."""
+        p = self.observer_progress.get(replica)
+        return p is not None and p.end_offset >= high_watermark and now_ms - p.last_fetch_ms < within_ms
 
     def park(self, req: FetchRequest, deadline_ms: int) -> None:
         """Hold a fetch that has nothing new until ``deadline_ms``; a replica's later fetch replaces it."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from epochlog.raft.messages import SnapshotId
+from epochlog.raft.voters import VoterSet
 
 
 class RaftLog(Protocol):
@@ -35,6 +36,11 @@ class RaftLog(Protocol):
         ...
 
     def truncate_to(self, offset: int) -> None: ...
+
+    def voter_sets(self, start: int) -> list[tuple[int, VoterSet]]:
+        """(offset, voter set) of every Voters control record at or after ``start``, in order; a snapshot the
+        log starts at that is at or after ``start`` counts as one at its last offset (end offset - 1)."""
+        ...
 
     def flush(self) -> None: ...
 

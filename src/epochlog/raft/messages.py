@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from epochlog.raft.voters import Voter, VoterSet
+
 NO_LEADER = -1
 NO_EPOCH = -1
 
@@ -34,6 +36,20 @@ class LeaderChange:
     leader_id: int
     voters: tuple[int, ...]
     granting_voters: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class KRaftVersionRecord:
+    """Control record 5: the kraft.version in force from here on (1: the voter set is in the log)."""
+
+    kraft_version: int = 1
+
+
+@dataclass(frozen=True)
+class VotersRecord:
+    """Control record 6: the voter set in force from this record's offset on (appended, not committed)."""
+
+    voters: VoterSet
 
 
 @dataclass(frozen=True)
@@ -156,8 +172,70 @@ class FetchSnapshotResponse:
     chunk: bytes = b""
 
 
-Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | FetchSnapshotRequest
-Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse | FetchSnapshotResponse
+@dataclass(frozen=True)
+class AddVoterRequest:
+    """AddRaftVoter (80), from an operator's tool: add ``voter``, answered once its Voters record commits."""
+
+    cluster_id: str
+    sender: int
+    request_id: int
+    epoch: int  # unused: an admin request is not of an epoch
+    voter: Voter
+
+
+@dataclass(frozen=True)
+class RemoveVoterRequest:
+    """RemoveRaftVoter (81): remove the voter (id, directory id), answered once its Voters record commits."""
+
+    cluster_id: str
+    sender: int
+    request_id: int
+    epoch: int
+    voter_id: int
+    directory_id: str
+
+
+@dataclass(frozen=True)
+class UpdateVoterRequest:
+    """UpdateRaftVoter (82), from a voter whose endpoints changed: answered as soon as its Voters record is appended."""
+
+    cluster_id: str
+    sender: int
+    request_id: int
+    epoch: int
+    voter: Voter
+
+
+@dataclass(frozen=True)
+class VoterChangeResponse:
+    """The answer to AddRaftVoter or RemoveRaftVoter (both carry an error code and message only)."""
+
+    sender: int
+    request_id: int
+    error: int
+    epoch: int
+    leader_id: int
+    message: str = ""
+
+
+Request = (
+    VoteRequest
+    | BeginQuorumEpochRequest
+    | EndQuorumEpochRequest
+    | FetchRequest
+    | FetchSnapshotRequest
+    | AddVoterRequest
+    | RemoveVoterRequest
+    | UpdateVoterRequest
+)
+Response = (
+    VoteResponse
+    | BeginQuorumEpochResponse
+    | EndQuorumEpochResponse
+    | FetchResponse
+    | FetchSnapshotResponse
+    | VoterChangeResponse
+)
 Message = Request | Response
 
 

@@ -27,6 +27,9 @@ class Messenger:
         self.retry_at = 0  # when a follower with nothing in flight fetches again
         self._next_request_id = 0
         self._ready = Ready()
+        # A dynamic quorum (KIP-853): a sender may be a voter of a newer voter set than the one our log has
+        # reached, so only the receiver's own place among the voters is checked.
+        self.voter_set_changes = False
 
     @property
     def is_voter(self) -> bool:
@@ -71,7 +74,7 @@ class Messenger:
         """A request from another cluster, from or to a non-voter where only voters speak, or of an old epoch."""
         if req.cluster_id and self.cluster_id and req.cluster_id != self.cluster_id:
             return Err.INCONSISTENT_CLUSTER_ID
-        if voters_only and (req.sender not in self.voters or not self.is_voter):
+        if voters_only and (not self.is_voter or (req.sender not in self.voters and not self.voter_set_changes)):
             return Err.INCONSISTENT_VOTER_SET
         if req.epoch < self.epoch:
             return Err.FENCED_LEADER_EPOCH

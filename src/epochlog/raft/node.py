@@ -15,7 +15,9 @@ voters) is only ever unattached or a follower and never takes part in an electio
 - the high watermark is the offset a majority of voters hold, and only once that covers the
   leader's own first record (its LeaderChange), so no entry of an older epoch is committed by count;
 - a leader that has not heard from a majority for 1.5 fetch timeouts resigns (check-quorum);
-- a node restarted from a state that says it led resigns that epoch rather than lead it twice.
+- a node restarted from a state that says it led resigns that epoch rather than lead it twice;
+- the voters are those of the newest Voters record in the log, committed or not (KIP-853: voter_changes.py
+  follows them, membership.py decides a change); a static quorum's never change.
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ import random
 from typing import Any
 
 from epochlog.codes import Err
-from epochlog.raft import tracing
+from epochlog.raft import messages, tracing
 from epochlog.raft.config import QuorumConfig
 from epochlog.raft.divergence import restart_point, truncation_offset
 from epochlog.raft.leader_state import LeaderState
 from epochlog.raft.log import RaftLog
+from epochlog.raft.membership import Membership
 from epochlog.raft.messages import (
     NO_LEADER,
     BeginQuorumEpochRequest,
@@ -48,16 +51,17 @@ from epochlog.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from epochlog.raft.messaging import Messenger
 from epochlog.raft.roles import Role
+from epochlog.raft.voter_changes import VoterChanges
+from epochlog.raft.voters import VoterSet
 from epochlog.trace import events as trace
 
 
-class RaftNode(Messenger):
+class RaftNode(VoterChanges):
     def __init__(
         self,
         node_id: int,
-        voters: tuple[int, ...],
+        voters: tuple[int, ...] | VoterSet,  # ids: a static quorum; a VoterSet: a dynamic one's bootstrap
         log: RaftLog,
         state: QuorumStateData | None,
         now_ms: int,
@@ -65,13 +69,17 @@ class RaftNode(Messenger):
         cluster_id: str = "",
         config: QuorumConfig | None = None,
         tracer: trace.Tracer = trace.NO_TRACE,
+        bootstrap: tuple[int, ...] = (),
     ) -> None:
         super().__init__()
         self.tracer = tracer  # its state transitions, for the trace checker (trace/check.py)
         self._traced_hw = -1
         self.node_id = node_id
-        self.voters = tuple(sorted(voters))
         self.log = log
+        self.membership = Membership(voters)
+        self.membership.load(log)
+        self.voters = self.membership.voters.ids
+        self.voter_set_changes = self.membership.dynamic
         self.rng = rng
         self.cluster_id = cluster_id
         self.config = config or QuorumConfig()
@@ -84,6 +92,7 @@ class RaftNode(Messenger):
         self.fetched_this_epoch = False
         self.snapshot_fetch: tuple[SnapshotId, int] | None = None  # (snapshot, next position)
         self.bootstrap_index = 0  # an observer that knows no leader asks the voters in turn
+        self.bootstrap = bootstrap  # or, knowing no voters, these (controller.quorum.bootstrap.servers)
 
         st = state or QuorumStateData()
         self.epoch, self.leader_id, self.voted_id = st.leader_epoch, st.leader_id, st.voted_id
@@ -138,6 +147,9 @@ class RaftNode(Messenger):
                 self._fetch_timed_out(now_ms)
             else:
                 self._tick_fetcher(now_ms)
+        elif self.role is Role.RESIGNED and not self.is_voter:
+            if now_ms >= self.election_deadline:  # it removed itself: from now on it follows as an observer
+                self._to_unattached(self.epoch, now_ms)
         elif not self.is_voter:
             self._tick_fetcher(now_ms)
         elif now_ms >= self.election_deadline:
@@ -202,6 +214,7 @@ class RaftNode(Messenger):
     def _leave_leadership(self) -> None:
         if self.leader is not None:
             self.leader = None
+            self._voter_change_ended(None)
         self.grants, self.rejects = set(), set()
         self.inflight.clear()
         self.snapshot_fetch = None
@@ -276,7 +289,10 @@ class RaftNode(Messenger):
         self._persist()
         start = self.log.log_end_offset
         self.leader = LeaderState(self.node_id, self.voters, start, now_ms)
-        self.log.append_as_leader([LeaderChange(self.node_id, self.voters, granting)], self.epoch, now_ms)
+        first = [LeaderChange(self.node_id, self.voters, granting), *self._start_of_epoch_voters()]
+        _, last = self.log.append_as_leader(first, self.epoch, now_ms)
+        if len(first) > 1:
+            self.membership.history.add(last, self.membership.voters)
         self._ready.flush = True
         for v in self.leader.unacked_begin:
             self._send(v, self._request(BeginQuorumEpochRequest, self.node_id))
@@ -331,7 +347,8 @@ class RaftNode(Messenger):
     def _fetch_target(self) -> int:
         if self.leader_id >= 0:
             return self.leader_id
-        return self.voters[self.bootstrap_index % len(self.voters)]
+        targets = self.voters or self.bootstrap
+        return targets[self.bootstrap_index % len(targets)] if targets else self.node_id
 
     def _send_fetch(self, now_ms: int) -> None:
         if self.inflight or (self.is_voter and self.role is not Role.FOLLOWER):
@@ -364,6 +381,8 @@ class RaftNode(Messenger):
     # -- leader ---------------------------------------------------------------------------------
     def _tick_leader(self, now_ms: int) -> None:
         assert self.leader is not None
+        if self._removed_leader_resigns(now_ms):
+            return
         if not self.leader.heard_from_majority(now_ms, self.config.check_quorum_timeout_ms):
             self._to_resigned(now_ms)  # check-quorum: we may be the minority side of a partition
             return
@@ -378,6 +397,7 @@ class RaftNode(Messenger):
         candidate = self.leader.majority_offset(self.log.log_end_offset)
         if candidate > self.leader.epoch_start_offset and self._raise_hw(candidate):
             self._answer_parked(now_ms, everyone=True)
+            self._voter_change_ended(self.high_watermark)
 
     def _raise_hw(self, hw: int) -> bool:
         """The high watermark only moves forward; returns whether it moved."""
@@ -478,16 +498,6 @@ class RaftNode(Messenger):
     def _on_end_response(self, resp: EndQuorumEpochResponse, now_ms: int) -> None:
         self._observe(resp.epoch, resp.leader_id, now_ms)
 
-    def _fetch_error(self, req: FetchRequest | FetchSnapshotRequest) -> int:
-        error = self._request_error(req, voters_only=False)
-        if error != Err.NONE:
-            return error
-        if req.epoch > self.epoch:
-            return Err.UNKNOWN_LEADER_EPOCH
-        if self.role is not Role.LEADER:
-            return Err.NOT_LEADER_OR_FOLLOWER
-        return Err.NONE
-
     def _on_fetch(self, req: FetchRequest, now_ms: int) -> None:
         error = self._fetch_error(req)
         if error == Err.NONE and (req.fetch_offset < 0 or req.last_fetched_epoch > self.epoch):
@@ -532,58 +542,23 @@ class RaftNode(Messenger):
             tracing.truncate(self.tracer, self.log, self.epoch, to)
             self.log.truncate_to(to)
             self._ready.flush = True  # the truncation is durable before anything fetched after it
+            if self.membership.truncated(to):
+                self._voters_changed(now_ms)
         elif resp.snapshot_id is not None:
             self.snapshot_fetch = (resp.snapshot_id, 0)
         else:
             if resp.records is not None:
+                start = self.log.log_end_offset
                 self.log.append_as_follower(resp.records)
                 self._ready.flush = True
+                if self.membership.appended(self.log, start):
+                    self._voters_changed(now_ms)
             self._raise_hw(min(resp.high_watermark, self.log.log_end_offset))
         self._send_fetch(now_ms)
 
     def _truncation_offset(self, diverging: DivergingEpoch) -> int:
         # A method, so that the simulator's tests can break it and see the checker catch the divergence.
         return truncation_offset(self.log, diverging)
-
-    def _on_fetch_snapshot(self, req: FetchSnapshotRequest, now_ms: int) -> None:
-        error = self._fetch_error(req)
-        size = self.log.snapshot_size(req.snapshot_id) if error == Err.NONE else -1
-        if error == Err.NONE and size < 0:
-            error = Err.SNAPSHOT_NOT_FOUND
-        if error == Err.NONE and not 0 <= req.position <= size:
-            error = Err.POSITION_OUT_OF_RANGE
-        if error != Err.NONE:
-            self._respond(req, FetchSnapshotResponse, error)
-            return
-        chunk = self.log.read_snapshot(req.snapshot_id, req.position, req.max_bytes)
-        self._answer_as_leader(req, FetchSnapshotResponse, req.snapshot_id, size, req.position, chunk)
-
-    def _on_fetch_snapshot_response(self, resp: FetchSnapshotResponse, now_ms: int) -> None:
-        if not self._answered(resp.sender, resp.request_id):
-            self._observe(resp.epoch, resp.leader_id, now_ms)
-            return
-        if not self._observe(resp.epoch, resp.leader_id, now_ms) or self.snapshot_fetch is None:
-            return
-        snap, position = self.snapshot_fetch
-        if resp.error != Err.NONE or resp.snapshot_id != snap or resp.position != position:
-            self.snapshot_fetch = None  # start over: the next fetch names the leader's current snapshot
-            self._back_off(now_ms)
-            return
-        self._heard_from_leader(now_ms)
-        self.log.write_snapshot_part(snap, position, resp.chunk)
-        position += len(resp.chunk)
-        if position >= resp.size:
-            self.snapshot_fetch = None
-            if not self.log.install_snapshot(snap):
-                # A snapshot that does not read back is refused whole; the next fetch starts over.
-                self._back_off(now_ms)
-                return
-            self._ready.flush = True
-            self._ready.load_snapshot = snap
-            self._raise_hw(snap.end_offset)
-        else:
-            self.snapshot_fetch = (snap, position)
-        self._send_fetch(now_ms)
 
 
 _HANDLERS: dict[type, str] = {
@@ -597,4 +572,7 @@ _HANDLERS: dict[type, str] = {
     FetchResponse: "_on_fetch_response",
     FetchSnapshotRequest: "_on_fetch_snapshot",
     FetchSnapshotResponse: "_on_fetch_snapshot_response",
+    messages.AddVoterRequest: "_on_voter_change",
+    messages.RemoveVoterRequest: "_on_voter_change",
+    messages.UpdateVoterRequest: "_on_voter_change",
 }

@@ -14,16 +14,19 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING
 
 from epochlog.raft.messages import Message, VoteResponse
 from epochlog.raft.roles import Role
 from epochlog.sim.invariants import Violation
+from epochlog.sim.quorum_log import VOTERS
 
 if TYPE_CHECKING:
     from epochlog.sim.quorum_world import QuorumWorld, SimNode
 
-MATCH_SCAN = 64  # how far log-matching looks below the shorter log's end for a shared epoch
+MATCH_SCAN = 64
+REMOVED_LEADER_GRACE_MS = 50  # a few ticks  # how far log-matching looks below the shorter log's end for a shared epoch
 
 
 class QuorumChecker:
@@ -39,6 +42,10 @@ class QuorumChecker:
         self.values: list[str] = []  # the longest sequence any state machine applied
         self.wiped_nodes: set[int] = set()
         self.leader_terms: list[tuple[int, int, int]] = []  # (epoch, node, time it became leader)
+        self.hw_voters: dict[
+            tuple[int, int], tuple[int, tuple[int, ...] | None]
+        ] = {}  # (leader, epoch) -> (hw, voters)
+        self.removed_since: dict[tuple[int, int], int] = {}  # (leader, epoch) -> when its removal committed
 
     def _fail(self, invariant: str, detail: str) -> None:
         v = Violation(invariant, self.w.now, detail)
@@ -95,6 +102,7 @@ class QuorumChecker:
                     self.leader_terms.append((core.epoch, n, self.w.now))
                     self._check_complete(node)
                 self._check_majority(node)
+                self._check_voter_changes(node)
             self._check_committed(node)
         self._check_matching()
 
@@ -139,13 +147,44 @@ class QuorumChecker:
         hw = leader.core.high_watermark
         if hw <= 0:
             return
+        # Over the voters it counted when the high watermark last moved: a later voter set need not hold it on
+        # a majority (a removed voter held it), which is safe, as any majority of the next set meets the old one.
+        # A high watermark the leader brought from before its epoch was committed by the leaders before it.
+        key = (leader.node_id, leader.core.epoch)
+        last_hw, voters = self.hw_voters.setdefault(key, (hw, None))
+        if hw != last_hw:
+            voters = leader.core.voters
+            self.hw_voters[key] = (hw, voters)
+        if voters is None:
+            return
         chain = leader.log.chain_at(hw - 1)
-        holders = sum(1 for v in self.w.voters if self._durably_holds(self.w.nodes[v], hw - 1, chain))
-        if holders < len(self.w.voters) // 2 + 1:
+        holders = sum(1 for v in voters if self._durably_holds(self.w.nodes[v], hw - 1, chain))
+        if holders < len(voters) // 2 + 1:
             self._fail(
                 "majority-hw",
                 f"leader {leader.node_id} has high watermark {hw} but only {holders} voters hold offset {hw - 1}",
             )
+
+    def _check_voter_changes(self, leader: SimNode) -> None:
+        """KIP-853: at most one uncommitted Voters record in a leader's log, each set one voter from the one before
+        it; a leader whose own removal committed stops leading within a few ticks."""
+        core, log = leader.core, leader.log
+        # Committed is what any node committed: a leader back from a restart learns its high watermark anew.
+        first = max(core.high_watermark, self.committed_top + 1, log.log_start_offset)
+        uncommitted = [o for o, e in log.read(first, log.log_end_offset - first) if e.value.startswith(VOTERS)]
+        if len(uncommitted) > 1:
+            self._fail("one-voter-change", f"leader {leader.node_id} has uncommitted voter changes at {uncommitted}")
+        history = core.membership.history.entries
+        for (_, a), (o, b) in itertools.pairwise(history):
+            if not a.one_change_from(b):
+                self._fail("one-voter-change", f"the voter set at {o} is more than one voter from the one before")
+        key = (leader.node_id, core.epoch)
+        if core.is_voter or core.high_watermark <= core.membership.history.latest_offset():
+            self.removed_since.pop(key, None)
+            return
+        since = self.removed_since.setdefault(key, self.w.now)
+        if self.w.now - since > REMOVED_LEADER_GRACE_MS:
+            self._fail("removed-leader-steps-down", f"node {leader.node_id} still leads {core.epoch}, removed")
 
     def _check_matching(self) -> None:
         nodes = list(self.w.nodes.values())
@@ -171,7 +210,7 @@ class QuorumChecker:
             self._fail("converged", "no leader after the network healed")
             return
         end = lead.log.log_end_offset
-        for v in self.w.voters:
+        for v in lead.core.voters:
             node = self.w.nodes[v]
             if node.log.log_end_offset != end or node.log.chain_at(end - 1) != lead.log.chain_at(end - 1):
                 self._fail("converged", f"node {v} ends at {node.log.log_end_offset}, the leader at {end}")

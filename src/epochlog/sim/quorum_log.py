@@ -11,8 +11,11 @@ import hashlib
 import json
 from typing import Any, NamedTuple
 
-from epochlog.raft.messages import LeaderChange, SnapshotId
+from epochlog.raft.messages import KRaftVersionRecord, LeaderChange, SnapshotId, VotersRecord
+from epochlog.raft.voters import Endpoint, Voter, VoterSet
 from epochlog.storage.epoch_cache import LeaderEpochCache
+
+VOTERS = "V:"  # a Voters control record's value: V: and the set as JSON
 
 
 class QEntry(NamedTuple):
@@ -24,7 +27,23 @@ class QEntry(NamedTuple):
 def value_of(record: Any) -> str:
     if isinstance(record, LeaderChange):
         return f"LC:{record.leader_id}"
+    if isinstance(record, KRaftVersionRecord):
+        return f"KV:{record.kraft_version}"
+    if isinstance(record, VotersRecord):
+        doc = [
+            [v.node_id, v.directory_id, [[e.listener, e.host, e.port] for e in v.endpoints]]
+            for v in record.voters.voters
+        ]
+        return VOTERS + json.dumps(doc)
     return str(record)
+
+
+def voters_of(value: str) -> VoterSet | None:
+    """The voter set a Voters record's value holds; None for any other value."""
+    if not value.startswith(VOTERS):
+        return None
+    doc = json.loads(value[len(VOTERS) :])
+    return VoterSet.of(*(Voter(n, d, tuple(Endpoint(*e) for e in eps)) for n, d, eps in doc))
 
 
 def chain(prev: bytes, epoch: int, value: str) -> bytes:
@@ -92,6 +111,17 @@ class SimQuorumLog:
 
     def flush(self) -> None:
         self.flushed = len(self.entries)
+
+    def voter_sets(self, start: int) -> list[tuple[int, VoterSet]]:
+        found: list[tuple[int, VoterSet]] = []
+        if self.base_snapshot is not None and start < self.start:
+            values = json.loads(self.snapshots[self.base_snapshot])["values"]
+            last = [(o, vs) for o, v in enumerate(values) if (vs := voters_of(v)) is not None][-1:]
+            found += [(o, vs) for o, vs in last if o >= start]
+        for o in range(max(start, self.start), self.log_end_offset):
+            if (vs := voters_of(self.entries[o - self.start].value)) is not None:
+                found.append((o, vs))
+        return found
 
     def latest_snapshot(self) -> SnapshotId | None:
         return max(self.snapshots) if self.snapshots else None

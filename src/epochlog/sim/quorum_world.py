@@ -16,9 +16,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from epochlog.raft.config import QuorumConfig
-from epochlog.raft.messages import FetchResponse, Message, QuorumStateData, Ready, VoteResponse
+from epochlog.raft.messages import (
+    AddVoterRequest,
+    FetchResponse,
+    Message,
+    QuorumStateData,
+    Ready,
+    RemoveVoterRequest,
+    VoterChangeResponse,
+    VoteResponse,
+)
 from epochlog.raft.node import RaftNode
 from epochlog.raft.roles import Role
+from epochlog.raft.voters import Endpoint, Voter, VoterSet
 from epochlog.sim.quorum_invariants import QuorumChecker
 from epochlog.sim.quorum_log import SimQuorumLog
 from epochlog.trace import events as trace
@@ -35,6 +45,12 @@ SIM_CONFIG = QuorumConfig(
     fetch_max_wait_ms=50,
 )
 TICK_MS = 10
+
+
+def sim_voter(n: int) -> Voter:
+    return Voter(n, f"dir-{n}", (Endpoint("CONTROLLER", "sim", 9000 + n),))
+
+
 FETCH_MAX_RECORDS = 20
 
 
@@ -72,12 +88,18 @@ class QuorumWorld:
         node_factory: NodeFactory = RaftNode,
         skip_vote_persist: bool = False,
         fetch_max_records: int = FETCH_MAX_RECORDS,
+        dynamic: bool = False,
     ) -> None:
         self.rng = random.Random(seed)
         self.seed = seed
         self.now = 0
         self.faults = faults or NetFaults()
-        self.voters = tuple(range(voters))
+        self.voters = tuple(range(voters))  # the initial voters (a dynamic quorum's change: current_voters())
+        # KIP-853: a dynamic quorum is formatted with its voters (--initial-controllers); the other nodes are
+        # controllers formatted with --no-initial-controllers, observers until added.
+        self.dynamic = dynamic
+        self.admin_answers: list[VoterChangeResponse] = []
+        self._admin_ids = 0
         self.snapshot_every = snapshot_every
         self.node_factory = node_factory
         self.skip_vote_persist = skip_vote_persist  # a deliberate bug, for the test that must catch it
@@ -106,7 +128,17 @@ class QuorumWorld:
         feed = CallbackTracer(self.trace.feed, n, trace.CONTROLLER, lambda: self.now)
         feed.emit(trace.Start())
         tracer = ReadyTracer(feed)
-        return self.node_factory(n, self.voters, log, state, self.now, rng, "sim", SIM_CONFIG, tracer=tracer)
+        if not self.dynamic:
+            return self.node_factory(n, self.voters, log, state, self.now, rng, "sim", SIM_CONFIG, tracer=tracer)
+        formatted = VoterSet.of(*map(sim_voter, self.voters)) if n in self.voters else VoterSet()
+        return self.node_factory(
+            n, formatted, log, state, self.now, rng, "sim", SIM_CONFIG, tracer=tracer, bootstrap=self.voters
+        )
+
+    def current_voters(self) -> tuple[int, ...]:
+        """The voters as the newest leader has them (its log's newest voter set), else the initial ones."""
+        lead = max(self.leaders(), key=lambda s: s.core.epoch, default=None)
+        return lead.core.voters if lead is not None else self.voters
 
     def _schedule(self, delay: int, kind: str, payload: Any) -> None:
         self._seq += 1
@@ -123,7 +155,7 @@ class QuorumWorld:
             first = max(log.log_start_offset, log.log_end_offset - max_cols)
             cells = " ".join(f"{e.value}/e{e.epoch}" for _, e in log.read(first, max_cols))
             state = f"{node.core.role.value} e{node.core.epoch}" if node.alive else "down"
-            kind = "voter" if n in self.voters else "observer"
+            kind = "voter" if n in self.current_voters() else "observer"
             more = f"… {first} earlier … " if first else ""
             lines.append(f"  {kind} {n} [{state:>15}] hw={node.core.high_watermark:<4} | {more}{cells}")
         text = "\n".join(lines)
@@ -194,6 +226,10 @@ class QuorumWorld:
         return True
 
     def _send(self, src: int, dst: int, msg: Message) -> None:
+        if isinstance(msg, VoterChangeResponse):
+            self.admin_answers.append(msg)  # to the operator's tool, which is not a node
+            self.note(f"node {src} answers voter change {msg.request_id}: error {msg.error} {msg.message}")
+            return
         if isinstance(msg, FetchResponse) and msg.read_from >= 0:
             records = self.nodes[src].log.read(msg.read_from, self.fetch_max_records)
             msg = FetchResponse(**{**msg.__dict__, "records": records})
@@ -288,6 +324,26 @@ class QuorumWorld:
             self.proposed += values
         self._carry_out(lead, ready)
         return last >= 0
+
+    def add_voter(self, n: int) -> int:
+        """AddRaftVoter for node ``n``, sent to the newest leader; returns the request id (-1: no leader)."""
+        return self._voter_change(lambda rid: AddVoterRequest("sim", -1, rid, -1, sim_voter(n)))
+
+    def remove_voter(self, n: int) -> int:
+        return self._voter_change(lambda rid: RemoveVoterRequest("sim", -1, rid, -1, n, sim_voter(n).directory_id))
+
+    def _voter_change(self, request: Callable[[int], Message]) -> int:
+        lead = max(self.leaders(), key=lambda s: s.core.epoch, default=None)
+        if lead is None:
+            return -1
+        self._admin_ids += 1
+        req = request(1_000_000 + self._admin_ids)
+        self.note(f"voter change {self._admin_ids} to leader {lead.node_id}: {req}")
+        self._carry_out(lead, lead.core.receive(req, self.now))
+        return 1_000_000 + self._admin_ids
+
+    def answer(self, request_id: int) -> VoterChangeResponse | None:
+        return next((a for a in self.admin_answers if a.request_id == request_id), None)
 
     # -- running -------------------------------------------------------------------------------
     def run_until(self, t: int, on_event: Callable[[], None] | None = None) -> None:

@@ -19,7 +19,8 @@ from epochlog.controller import records
 from epochlog.controller.records import MetadataRecord, from_json, to_json
 from epochlog.protocol.record_batch import read_header
 from epochlog.protocol.records import build_batch, iter_records
-from epochlog.raft.messages import LeaderChange, SnapshotId
+from epochlog.raft.messages import KRaftVersionRecord, LeaderChange, SnapshotId, VotersRecord
+from epochlog.raft.voters import Endpoint, Voter, VoterSet
 from epochlog.storage import fileops
 from epochlog.storage.config import LogConfig
 from epochlog.storage.partition_log import PartitionLog
@@ -32,11 +33,29 @@ MAX_BATCH_BYTES = 8 * 1024 * 1024
 SUFFIX = ".checkpoint"
 
 
-def encode_record(record: MetadataRecord | LeaderChange) -> bytes:
-    if isinstance(record, LeaderChange):  # the quorum core's own first record of an epoch
+def encode_record(record: MetadataRecord | LeaderChange | KRaftVersionRecord | VotersRecord) -> bytes:
+    # The quorum core's own control records: a leader's first record of its epoch, and KIP-853's voter set.
+    if isinstance(record, LeaderChange):
         record = records.LeaderChange(record.leader_id, record.voters, record.granting_voters)
+    elif isinstance(record, KRaftVersionRecord):
+        record = records.KRaftVersion(record.kraft_version)
+    elif isinstance(record, VotersRecord):
+        record = voters_record(record.voters)
     kind, data = to_json(record)
     return json.dumps({"kind": kind, "data": data}, sort_keys=True).encode()
+
+
+def voters_record(voters: VoterSet) -> records.Voters:
+    return records.Voters(
+        tuple(
+            (v.node_id, v.directory_id, tuple((e.listener, e.host, e.port) for e in v.endpoints))
+            for v in voters.voters
+        )
+    )
+
+
+def voter_set_of(record: records.Voters) -> VoterSet:
+    return VoterSet.of(*(Voter(n, d, tuple(Endpoint(*e) for e in eps)) for n, d, eps in record.voter_set))
 
 
 def decode_record(value: bytes) -> MetadataRecord:
@@ -134,6 +153,21 @@ class MetadataRaftLog:
 
     def flush(self) -> None:
         self.log.flush()
+
+    def voter_sets(self, start: int) -> list[tuple[int, VoterSet]]:
+        found: list[tuple[int, VoterSet]] = []
+        base = self.latest_snapshot()
+        if base is not None and start < base.end_offset <= self.log.log_start_offset:
+            snap = [r for r in self.read_snapshot_records(base) if isinstance(r, records.Voters)]
+            found += [(base.end_offset - 1, voter_set_of(r)) for r in snap[-1:]]
+        first = max(start, self.log.log_start_offset)
+        if first >= self.log.log_end_offset:
+            return found
+        data = b"".join(self.log.read(first, 1 << 62, max_offset=self.log.log_end_offset).chunks)
+        if b'"kind": "Voters"' not in data:
+            return found  # the usual case: a fetch of metadata records only, not worth decoding
+        found += [(o, voter_set_of(r)) for o, r in decode_records(data, first) if isinstance(r, records.Voters)]
+        return found
 
     def latest_snapshot(self) -> SnapshotId | None:
         return max(self.snapshots) if self.snapshots else None

@@ -40,6 +40,9 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {
     63: (0, 1),  # BrokerHeartbeat
     67: (0, 0),  # AllocateProducerIds
     55: (0, 2),  # DescribeQuorum
+    80: (0, 0),  # AddRaftVoter (KIP-853)
+    81: (0, 0),  # RemoveRaftVoter
+    82: (0, 0),  # UpdateRaftVoter
     60: (1, 2),  # DescribeCluster (endpoint type 2: the controllers)
     73: (0, 0),  # AssignReplicasToDirs
     17: (0, 1),  # SaslHandshake (answered by the connection on a SASL listener)
@@ -241,6 +244,9 @@ def dispatch(server: ControllerServer, conn: Any, header: RequestHeader, frame: 
         # Raft tolerates messages out of order, and a Vote must not wait behind a long-polling Fetch on the
         # same connection; the tasks still start in the order the frames came.
         return Waiting(server.quorum.handle(key, req, observer))
+    if key in (80, 81, 82):
+        assert server.quorum is not None
+        return Waiting(server.quorum.change_voters(key, req))
     if key == 55:
         return describe_quorum(server, req, version)
     if key == 60:

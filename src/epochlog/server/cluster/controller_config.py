@@ -32,6 +32,8 @@ class ControllerConfig:
     cluster_id: str = ""
     # controller.quorum.voters: id -> (host, port). Empty: a quorum of one, this controller alone.
     voters: dict[int, tuple[str, int]] = field(default_factory=dict)
+    # controller.quorum.bootstrap.servers: where a dynamic quorum's controller looks for the leader (KIP-853).
+    bootstrap_servers: tuple[tuple[str, int], ...] = ()
     quorum: QuorumConfig = field(default_factory=QuorumConfig)
     snapshot_bytes: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
     segment_bytes: int = 1024 * 1024 * 1024  # metadata.log.segment.bytes
@@ -69,6 +71,7 @@ class ControllerConfig:
         c.trace_enable = _bool(props, "epochlog.trace.enable", False)
         c.trace_dir = props.get("epochlog.trace.dir", "").strip()
         c.voters = parse_voters(props.get("controller.quorum.voters", ""))
+        c.bootstrap_servers = parse_bootstrap_servers(props.get("controller.quorum.bootstrap.servers", ""))
         if c.voters and c.node_id not in c.voters:
             raise ConfigError(f"node.id={c.node_id} is not among controller.quorum.voters")
         c.quorum = QuorumConfig(
@@ -92,6 +95,19 @@ def _controller_listener(props: dict[str, str]) -> Listener:
     name, host, port = split_listeners(props["listeners"])[0]
     protocol = security_protocol_map(props)[0].get(name, "PLAINTEXT")
     return Listener(name, host, port, protocol)
+
+
+def parse_bootstrap_servers(value: str) -> tuple[tuple[str, int], ...]:
+    """controller.quorum.bootstrap.servers: 'host:9093,host:9094' -> (('host', 9093), ('host', 9094))."""
+    out = []
+    for item in (i.strip() for i in value.split(",")):
+        if not item:
+            continue
+        host, colon, port = item.rpartition(":")
+        if not (colon and port.isdigit()):
+            raise ConfigError(f"controller.quorum.bootstrap.servers: {item!r} is not host:port")
+        out.append((host.strip("[]") or "127.0.0.1", int(port)))
+    return tuple(out)
 
 
 def parse_voters(value: str) -> dict[int, tuple[str, int]]:

@@ -38,6 +38,7 @@ from epochlog.server.limits import ConnectionLimits
 from epochlog.server.metrics import ControllerMetrics
 from epochlog.server.quorum.driver import NotLeader, QuorumDriver
 from epochlog.server.tracing import node_tracer
+from epochlog.storage import bootstrap_voters
 from epochlog.trace.events import CONTROLLER as CONTROLLER_SRC
 
 log = logging.getLogger("epochlog.controller")
@@ -117,7 +118,12 @@ class ControllerServer:
         raft_security = peer_security(
             self.config.raw, listener.name, listener.protocol, "sasl.mechanism.controller.protocol"
         )
-        voters = self.config.voters or {self.config.node_id: (self.config.host, self.bound_port())}
+        # A directory formatted for a dynamic quorum (KIP-853) starts from its formatted voters; else the static ones.
+        formatted = bootstrap_voters.read(self.config.log_dir)
+        if formatted is not None:
+            voters = dict(self.config.voters)
+        else:
+            voters = self.config.voters or {self.config.node_id: (self.config.host, self.bound_port())}
         self.quorum = QuorumDriver(
             self.config.node_id,
             voters,
@@ -136,6 +142,8 @@ class ControllerServer:
                 CONTROLLER_SRC,
             ),
             on_disk_failure=self._on_disk_failure,
+            formatted_voters=None if formatted is None else formatted[1],
+            bootstrap_servers=self.config.bootstrap_servers,
         )
         self._rebuild()
         self.quorum.start()

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 from epochlog.clock import now_ms as _now_ms
 from epochlog.protocol.errors import Err
 from epochlog.raft.roles import Role
+from epochlog.server.quorum.voter_wire import dir_uuid
 
 if TYPE_CHECKING:
     from epochlog.server.cluster.controller_server import ControllerServer
 
 METADATA_TOPIC = "__cluster_metadata"
-
 
 
 def describe_quorum(server: ControllerServer, req: Any, version: int) -> dict[str, Any]:
@@ -39,8 +39,12 @@ def describe_quorum(server: ControllerServer, req: Any, version: int) -> dict[st
                 partitions_out.append(row)
                 continue
             lead = node.leader
-            voters = [_replica(node.node_id, qlog.log_end_offset, now, now)] + [
-                _replica(v, pr.end_offset, pr.last_fetch_ms, pr.last_caught_up_ms)
+            # KIP-853: a voter's directory id, from the voter set in force (none in a static quorum). A leader that
+            # removed itself leads on until the removal commits, but is no longer among the voters.
+            dirs = {v.node_id: v.directory_id for v in node.membership.voters.voters}
+            own = [_replica(node.node_id, qlog.log_end_offset, now, now, dirs.get(node.node_id, ""))]
+            voters = (own if node.is_voter else []) + [
+                _replica(v, pr.end_offset, pr.last_fetch_ms, pr.last_caught_up_ms, dirs.get(v, ""))
                 for v, pr in sorted(lead.voter_progress.items())
             ]
             # A combined node's broker follows the log as an observer under the voter's own id; Kafka's
@@ -95,10 +99,10 @@ def describe_cluster(server: ControllerServer, version: int) -> dict[str, Any]:
     }
 
 
-def _replica(node: int, leo: int, last_fetch_ms: int, last_caught_up_ms: int) -> dict[str, Any]:
+def _replica(node: int, leo: int, last_fetch_ms: int, last_caught_up_ms: int, directory: str = "") -> dict[str, Any]:
     return {
         "replica_id": node,
-        "replica_directory_id": None,
+        "replica_directory_id": dir_uuid(directory),
         "log_end_offset": leo,
         "last_fetch_timestamp": last_fetch_ms,
         "last_caught_up_timestamp": last_caught_up_ms,

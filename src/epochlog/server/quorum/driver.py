@@ -23,9 +23,10 @@ from epochlog.raft import messages as m
 from epochlog.raft.config import QuorumConfig
 from epochlog.raft.node import RaftNode
 from epochlog.raft.roles import Role
+from epochlog.raft.voters import VoterSet
 from epochlog.server.cluster.peer import PeerConnection, PeerError
 from epochlog.server.peer_security import PeerSecurity
-from epochlog.server.quorum import wire
+from epochlog.server.quorum import voter_wire, wire
 from epochlog.storage.errors import KafkaStorageError
 from epochlog.storage.metadata_raft_log import MetadataRaftLog
 from epochlog.storage.quorum_state_file import QuorumStateFile
@@ -36,7 +37,9 @@ from epochlog.trace.sink import close as close_trace
 log = logging.getLogger("epochlog.quorum")
 TICK_S = 0.01
 MAX_FETCH_BYTES = 8 << 20
-
+# The node id a controller that knows no voters yet fetches from (KIP-853): the driver sends its requests
+# to controller.quorum.bootstrap.servers in turn, as it does for any id it has no endpoint for.
+BOOTSTRAP_ID = -2
 
 
 class NotLeader(Exception):
@@ -58,10 +61,14 @@ class QuorumDriver:
         security: PeerSecurity | None = None,
         tracer: Tracer = NO_TRACE,
         on_disk_failure: Callable[[str], None] | None = None,
+        formatted_voters: VoterSet | None = None,
+        bootstrap_servers: tuple[tuple[str, int], ...] = (),
     ) -> None:
         self.node_id = node_id
         self.security = security  # how to reach the other voters' controller listeners
-        self.voters = voters
+        self.static_voters = voters  # controller.quorum.voters, or (a dynamic quorum) none
+        self.bootstrap_servers = bootstrap_servers
+        self._bootstrap_turn = 0
         self.cluster_id = cluster_id
         self.config = config
         self.on_commit, self.on_role, self.on_snapshot = on_commit, on_role, on_snapshot
@@ -72,10 +79,20 @@ class QuorumDriver:
         state = self.state_file.read()  # QuorumStateCorrupt stops the controller here
         # The core's events count once the quorum state of their Ready is on disk (trace/sink.ReadyTracer).
         self.tracer = ReadyTracer(tracer)
+        core_voters: tuple[int, ...] | VoterSet = tuple(voters) if formatted_voters is None else formatted_voters
         self.node = RaftNode(
-            node_id, tuple(voters), self.log, state, now_ms(), random.Random(), cluster_id, config, self.tracer
+            node_id,
+            core_voters,
+            self.log,
+            state,
+            now_ms(),
+            random.Random(),
+            cluster_id,
+            config,
+            self.tracer,
+            bootstrap=(BOOTSTRAP_ID,) if bootstrap_servers else (),
         )
-        self.peers: dict[int, PeerConnection] = {}
+        self.peers: dict[tuple[str, int], PeerConnection] = {}
         # Requests we serve, by request id: the future for the answer, and whether a broker asked.
         self.waiting: dict[int, tuple[asyncio.Future[tuple[m.Response, bytes]], bool]] = {}
         self.commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -85,6 +102,25 @@ class QuorumDriver:
         self.stopped = False
         self.on_disk_failure = on_disk_failure
         self.disk_failure: str | None = None
+
+    @property
+    def voters(self) -> dict[int, tuple[str, int]]:
+        """The voters in force and where they listen: from the log's voter set (a dynamic quorum), else static."""
+        vs = self.node.membership.voters
+        if not self.node.membership.dynamic and not vs.voters:
+            return dict(self.static_voters)
+        out = {v: self.static_voters[v] for v in vs.ids if v in self.static_voters}
+        for v in vs.voters:
+            if v.endpoints:
+                out[v.node_id] = (v.endpoints[0].host, v.endpoints[0].port)
+        return out
+
+    def _address(self, to: int) -> tuple[str, int] | None:
+        known = self.voters.get(to) or self.static_voters.get(to)
+        if known is not None or not self.bootstrap_servers:
+            return known
+        self._bootstrap_turn += 1
+        return self.bootstrap_servers[self._bootstrap_turn % len(self.bootstrap_servers)]
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -200,12 +236,13 @@ class QuorumDriver:
         return self.log.read_bytes(msg.read_from, MAX_FETCH_BYTES, limit)
 
     async def _send(self, to: int, msg: m.Request) -> None:
-        peer = self.peers.get(to)
+        address = self._address(to)
+        if address is None:
+            self._step_in_task(lambda: self.node.request_failed(to, msg.request_id, now_ms()))
+            return
+        peer = self.peers.get(address)
         if peer is None:
-            host, port = self.voters[to]
-            peer = self.peers[to] = PeerConnection(
-                host, port, f"controller-{self.node_id}-raft", self.security
-            )
+            peer = self.peers[address] = PeerConnection(*address, f"controller-{self.node_id}-raft", self.security)
         timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
         try:
             resp = await peer.request(wire.to_kio(msg), timeout=timeout)
@@ -236,6 +273,28 @@ class QuorumDriver:
         finally:
             self.waiting.pop(rid, None)
         return wire.response_body(answer, records)
+
+    async def change_voters(self, api_key: int, req: Any) -> dict[str, Any]:
+        """AddRaftVoter, RemoveRaftVoter or UpdateRaftVoter: the core decides; the answer to an add or a remove
+        comes once its Voters record commits, to an update once it is appended."""
+        rid = next(self._ids)
+        msg = voter_wire.request_from_kio(api_key, req, rid)
+        fut: asyncio.Future[tuple[m.Response, bytes]] = asyncio.get_running_loop().create_future()
+        self.waiting[rid] = (fut, False)
+        timeout = getattr(req, "timeout", None)
+        wait = timeout.total_seconds() if timeout is not None else self.config.request_timeout_ms / 1000
+        try:
+            self._step(lambda: self.node.receive(msg, now_ms()))
+            answer, _ = await asyncio.wait_for(fut, max(wait, 1.0))
+        except TimeoutError:
+            return voter_wire.timed_out(api_key)
+        finally:
+            self.waiting.pop(rid, None)
+        assert isinstance(answer, m.VoterChangeResponse)
+        host, port = self.voters.get(answer.leader_id, ("", 0))
+        return voter_wire.response_body(
+            answer.error, answer.message, api_key, (answer.leader_id, answer.epoch, host, port)
+        )
 
     # -- the controller's writes ---------------------------------------------------------------------
     def propose(self, records: list[Any]) -> int:

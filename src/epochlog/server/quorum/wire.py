@@ -84,6 +84,8 @@ def to_kio(msg: m.Request) -> Any:
         return fetch_request(
             msg.cluster_id, msg.sender, msg.epoch, msg.fetch_offset, msg.last_fetched_epoch, msg.max_wait_ms
         )
+    if not isinstance(msg, m.FetchSnapshotRequest):
+        raise TypeError(f"{type(msg).__name__} is an operator's request, never sent between controllers")
     spart = snap_req.PartitionSnapshot(
         partition=i32(0),
         current_leader_epoch=i32(msg.epoch),
