@@ -158,6 +158,17 @@ class ScramCredentialRemoved:
 
 
 @dataclass(frozen=True)
+class ClientQuotaRecord:
+    """One quota of a client quota entity set (``value``) or removed (Kafka's ClientQuotaRecord). The
+    entity is its (type, name) pairs sorted by type, a name of ``None`` meaning that type's default."""
+
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
+@dataclass(frozen=True)
 class BootstrapApplied:
     """The records of the data directory's bootstrap file (``epochlog storage format``) were appended
     before this one: a later activation must not append them again."""
@@ -183,6 +194,7 @@ MetadataRecord = (
     | ScramCredentialRemoved
     | BootstrapApplied
     | FeatureLevel
+    | ClientQuotaRecord
 )
 
 KINDS: dict[str, type[Any]] = {
@@ -205,6 +217,7 @@ KINDS: dict[str, type[Any]] = {
         ScramCredentialRemoved,
         BootstrapApplied,
         FeatureLevel,
+        ClientQuotaRecord,
     )
 }
 _TUPLES = {
@@ -251,6 +264,9 @@ def from_json(kind: str, data: dict[str, Any]) -> MetadataRecord:
         args["listeners"] = tuple((str(n), str(h), int(p)) for n, h, p in args.get("listeners", ()))
     if cls is ReplicasOffline:
         args["partitions"] = tuple((str(t), int(p)) for t, p in args.get("partitions", ()))
+    if cls is ClientQuotaRecord:
+        args["entity"] = tuple((str(t), None if n is None else str(n)) for t, n in args.get("entity", ()))
+        args["value"] = float(args.get("value", 0.0))
     if cls is Topic:
         args["configs"] = dict(args.get("configs", {}))
     for name in _BYTES & set(args):
