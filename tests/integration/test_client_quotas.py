@@ -4,6 +4,8 @@ and quotas that survive a restart (they are metadata records)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -96,3 +98,53 @@ def test_bad_values_and_filters_are_refused_with_kafkas_errors(broker: BrokerPro
     assert described(broker.port, [("user", 0, "frank")]) == {}
     assert described(broker.port, [("user", 0, None)]) == Err.INVALID_REQUEST
     assert described(broker.port, [("group", 2, None)]) == Err.UNSUPPORTED_VERSION
+
+
+def _cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "epochlog.cli.main", "configs", "--bootstrap-server", bootstrap, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_epochlog_configs_alters_and_describes_quotas_as_kafka_configs_does(broker: BrokerProcess) -> None:
+    b = broker.bootstrap
+    r = _cli(
+        b, "--entity-type", "clients", "--entity-name", "app", "--alter", "--add-config", "producer_byte_rate=1048576"
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "Completed updating config for client app.", r.stderr
+    r = _cli(b, "--entity-type", "users", "--entity-default", "--alter", "--add-config", "consumer_byte_rate=2048")
+    assert r.stdout.strip() == "Completed updating default config for users in the cluster.", r.stderr
+    r = _cli(
+        b,
+        "--entity-type",
+        "users",
+        "--entity-default",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "app",
+        "--alter",
+        "--add-config",
+        "request_percentage=12.5,controller_mutation_rate=3",
+    )
+    assert r.returncode == 0, r.stderr
+    assert described(broker.port, [("user", 1, None), ("client-id", 0, "app")], strict=True) == {
+        (("client-id", "app"), ("user", None)): {"request_percentage": 12.5, "controller_mutation_rate": 3.0}
+    }
+    r = _cli(b, "--entity-type", "clients", "--entity-name", "app", "--describe")
+    assert r.stdout.strip() == "Quota configs for client-id 'app' are producer_byte_rate=1048576.0"
+    r = _cli(b, "--entity-type", "users", "--entity-type", "clients", "--describe")
+    assert "Quota configs for the default user-principal, client-id 'app' are" in r.stdout
+    # Refusals: the broker's (Kafka's message), and the command's own before anything is sent.
+    r = _cli(b, "--entity-type", "clients", "--entity-name", "x", "--alter", "--add-config", "producer_byte_rate=-1")
+    assert r.returncode == 1 and "INVALID_REQUEST: Quota producer_byte_rate must be greater than 0" in r.stderr
+    r = _cli(b, "--entity-type", "clients", "--entity-name", "x", "--alter", "--add-config", "retention.ms=1")
+    assert r.returncode == 1 and "Unexpected config names: retention.ms" in r.stderr
+    r = _cli(b, "--entity-type", "clients", "--entity-name", "app", "--alter", "--delete-config", "consumer_byte_rate")
+    assert r.returncode == 1 and "Invalid config(s): consumer_byte_rate" in r.stderr
+    r = _cli(b, "--entity-type", "clients", "--entity-name", "app", "--alter", "--delete-config", "producer_byte_rate")
+    assert r.returncode == 0, r.stderr
+    assert _cli(b, "--entity-type", "clients", "--entity-name", "app", "--describe").stdout == ""
