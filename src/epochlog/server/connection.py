@@ -75,6 +75,7 @@ class KafkaConnection(FramedProtocol):
         self.limits: ConnectionLimits | None = broker.limits
         self._ip: str | None = None  # counted against max.connections.per.ip while set
         self._pool_paused = False
+        self._muted = False  # over a client quota: not read until the throttle time has passed (KIP-219)
         self.last_active = time.monotonic()
 
     # -- asyncio.Protocol ---------------------------------------------------------------
@@ -152,7 +153,7 @@ class KafkaConnection(FramedProtocol):
 
     def frame_received(self, frame: bytes | memoryview) -> None:
         self.last_active = time.monotonic()
-        if self._ordering or self._held:
+        if self._ordering or self._held or self._muted:
             # An earlier request has not taken effect yet: this one waits its turn, and its bytes count
             # against queued.max.request.bytes meanwhile (the frame owns its buffer: framing.py copies
             # frames out of the shared scratch buffer).
@@ -231,6 +232,8 @@ class KafkaConnection(FramedProtocol):
             log.exception("closing %s: handler for api %d v%d failed", self.peer, header.api_key, header.api_version)
             self.close()
             return
+        if header.throttle_ms:
+            self._mute(header.throttle_ms)
         if result is NO_RESPONSE:
             return
         slot = _Slot(len(mv), header.api_key)
@@ -252,7 +255,7 @@ class KafkaConnection(FramedProtocol):
         """The request that held the others has taken effect: handle the frames that arrived meanwhile, in
         order, until one of them holds the rest again."""
         held = self._held
-        while held and not self._ordering and not self.closed:
+        while held and not self._ordering and not self._muted and not self.closed:
             frame = held.popleft()
             self._release(len(frame))  # _handle_frame counts the request again while it is answered
             self._handle_frame(frame)
@@ -357,7 +360,22 @@ class KafkaConnection(FramedProtocol):
             self._ordering = False
             self._next_held()
 
+    def _mute(self, ms: int) -> None:
+        """Stop reading for ``ms`` (a client over its quota, KIP-219); frames already read wait their turn."""
+        if self._muted or self.closed:
+            return
+        self._muted = True
+        self._update_reading()
+        asyncio.get_running_loop().call_later(ms / 1000, self._unmute)
+
+    def _unmute(self) -> None:
+        self._muted = False
+        if not self.closed:
+            self._next_held()
+
     def _fill(self, slot: _Slot, header: codec.RequestHeader, body: Any) -> None:
+        if header.throttle_ms:
+            self._mute(header.throttle_ms)
         self.broker.observe_request(SERVED.get(header.api_key, str(header.api_key)), slot.started)
         if isinstance(body, (bytes, bytearray)):
             slot.data = bytes(body)
@@ -417,7 +435,11 @@ class KafkaConnection(FramedProtocol):
         # Held frames pause reading outright (Kafka mutes such a connection), so they count against
         # MAX_IN_FLIGHT too: at most one read's worth of frames is ever held.
         should_pause = (
-            self._writing_paused or self._pool_paused or bool(self._held) or len(self.pending) >= MAX_IN_FLIGHT
+            self._writing_paused
+            or self._pool_paused
+            or self._muted
+            or bool(self._held)
+            or len(self.pending) >= MAX_IN_FLIGHT
         )
         if should_pause and not self._reading_paused:
             self.transport.pause_reading()
