@@ -118,10 +118,10 @@ class AckingProducer:
 
 
 def new_cluster(
-    tmp_path: Path, brokers: int = 3, controller: dict[str, str] | None = None, **settings: str
+    tmp_path: Path, brokers: int = 3, controller: dict[str, str] | None = None, racks: int = 0, **settings: str
 ) -> LocalCluster:
     base = free_base_port(brokers)
     props = {"group.initial.rebalance.delay.ms": "0", **{k.replace("_", "."): v for k, v in settings.items()}}
     return LocalCluster(
-        tmp_path / "cluster", brokers, base, broker_settings=props, controller_settings=controller or {}
+        tmp_path / "cluster", brokers, base, broker_settings=props, controller_settings=controller or {}, racks=racks
     )

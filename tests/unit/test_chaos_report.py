@@ -88,3 +88,30 @@ def test_the_command_refuses_before_it_starts_anything(args: list[str], message:
     out = CliRunner().invoke(app, ["chaos", "--duration", "5", *args])
     assert out.exit_code == 2, out.output
     assert message in " ".join(out.output.split())
+
+
+def _label_boxes(html: str) -> list[tuple[float, float, int]]:
+    """(x, end x, row y) of every fault label in the timeline."""
+    import re
+
+    from epochlog.chaos.report import LABEL_CHAR_PX
+
+    out = []
+    for x, y, text in re.findall(r'<text x="([\d.]+)" y="([\d.]+)" fill="#\w+" font-size="10">([^<]+)</text>', html):
+        out.append((float(x), float(x) + len(text) * LABEL_CHAR_PX, int(float(y))))
+    return out
+
+
+def test_fault_labels_never_overlap_and_sparse_ones_are_all_shown() -> None:
+    res = _result()
+    boxes = _label_boxes(render_html(res))
+    assert len(boxes) == len(res.history.faults)  # two faults far apart: both named
+    res.history.faults = [
+        Fault("partition", f"broker-{i % 3 + 1}", i * 0.3, "any node", i * 0.3 + 2) for i in range(40)
+    ]
+    boxes = _label_boxes(render_html(res))
+    assert 3 <= len(boxes) < 40  # crowded: some named, the rest left to the tooltips and the table
+    for a in boxes:
+        for b in boxes:
+            if a is not b and a[2] == b[2]:
+                assert a[1] <= b[0] or b[1] <= a[0], (a, b)

@@ -51,9 +51,17 @@ class _Axis:
         return out
 
 
+LABEL_ROWS = 3
+LABEL_CHAR_PX = 5.6  # a 10 px sans-serif character, wide enough that estimated labels never touch
+
+
 def _fault_bands(res: ChaosResult, ax: _Axis, top: float, h: float, labels: bool) -> list[str]:
     out = []
-    for i, f in enumerate(res.history.faults):
+    # Each label goes in the first row where it clears the one before it; with none free it is left out (the
+    # band's tooltip and the Faults table still name the fault): a 10-minute run has ~80 faults, and labels
+    # laid over each other named none of them.
+    row_ends = [float("-inf")] * LABEL_ROWS
+    for f in res.history.faults:
         end = f.healed_s if f.healed_s is not None else ax.t_max
         color = FAULT_COLORS.get(f.kind, "#6e7781")
         out.append(
@@ -62,9 +70,13 @@ def _fault_bands(res: ChaosResult, ax: _Axis, top: float, h: float, labels: bool
             f"({_esc(f.why)}) {f.at_s:.1f}-{end:.1f} s</title></rect>"
         )
         if labels:
+            x, text = ax.x(f.at_s) + 2, f"{f.kind} {f.target}"
+            row = next((r for r, e in enumerate(row_ends) if e < x), None)
+            if row is None:
+                continue
+            row_ends[row] = x + len(text) * LABEL_CHAR_PX + 4
             out.append(
-                f'<text x="{ax.x(f.at_s) + 2:.1f}" y="{top + 11 + 11 * (i % 3):.1f}" fill="{color}" '
-                f'font-size="10">{_esc(f.kind)} {_esc(f.target)}</text>'
+                f'<text x="{x:.1f}" y="{top + 11 + 11 * row:.1f}" fill="{color}" font-size="10">{_esc(text)}</text>'
             )
     return out
 

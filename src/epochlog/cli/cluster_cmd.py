@@ -90,13 +90,23 @@ def register(app: typer.Typer) -> None:
             int, typer.Option("--base-port", help="broker 1's port; the controllers' start at +100")
         ] = 9092,
         set_: Annotated[list[str], typer.Option("--set", help="broker property: key=value")] = [],  # noqa: B006
+        racks: Annotated[
+            int,
+            typer.Option(
+                "--racks", min=0, max=9, help="deal brokers round-robin to rack-1..rack-N (broker.rack), and let "
+                "consumers with client.rack read from their rack (replica.selector.class)"
+            ),
+        ] = 0,
     ) -> None:
         """Run a controller quorum and N brokers on 127.0.0.1 in the foreground; Ctrl-C/SIGTERM stops them all."""
+        from epochlog.replication.read_replica import RACK_AWARE_SELECTOR
         from epochlog.server.cluster.local import LocalCluster
 
         settings = dict(item.split("=", 1) for item in set_ if "=" in item)
+        if racks:
+            settings.setdefault("replica.selector.class", RACK_AWARE_SELECTOR)
         quorum = controllers or (3 if brokers >= 3 else 1)
-        lc = LocalCluster(data_dir, brokers, base_port, broker_settings=settings, controllers=quorum)
+        lc = LocalCluster(data_dir, brokers, base_port, broker_settings=settings, controllers=quorum, racks=racks)
         stop = False
 
         def on_signal(signum: int, frame: object) -> None:

@@ -3,6 +3,7 @@ options, JSON files and messages (--generate, --execute, --verify, --cancel; --t
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Annotated
 
@@ -47,6 +48,9 @@ def reassign_partitions(
         Path | None, typer.Option("--topics-to-move-json-file", help='{"topics": [{"topic": "foo"}], "version": 1}')
     ] = None,
     broker_list: Annotated[str, typer.Option("--broker-list", help="with --generate: broker ids, e.g. 1,2,3")] = "",
+    disable_rack_aware: Annotated[
+        bool, typer.Option("--disable-rack-aware", help="with --generate: place replicas ignoring broker racks")
+    ] = False,
     reassignment_json_file: Annotated[
         Path | None, typer.Option("--reassignment-json-file", help="the reassignment, in the tool's JSON format")
     ] = None,
@@ -68,7 +72,8 @@ def reassign_partitions(
         _fail("exactly one of --generate, --execute, --verify or --cancel")
     try:
         if generate:
-            _generate(bootstrap, _read(topics_to_move_json_file, "--topics-to-move-json-file"), broker_list, timeout)
+            topics_json = _read(topics_to_move_json_file, "--topics-to-move-json-file")
+            _generate(bootstrap, topics_json, broker_list, not disable_rack_aware, timeout)
         else:
             wanted = ra.parse_reassignment(_read(reassignment_json_file, "--reassignment-json-file"))
             if execute:
@@ -83,8 +88,9 @@ def reassign_partitions(
         _fail(f"cannot reach {bootstrap}: {e}")
 
 
-def _generate(bootstrap: str, topics_json: str, broker_list: str, timeout: float) -> None:
+def _generate(bootstrap: str, topics_json: str, broker_list: str, rack_aware: bool, timeout: float) -> None:
     from epochlog.client import reassignments as ra
+    from epochlog.controller import placement
 
     topics = ra.parse_topics_to_move(topics_json)
     try:
@@ -98,7 +104,24 @@ def _generate(bootstrap: str, topics_json: str, broker_list: str, timeout: float
     unknown = sorted(set(brokers) - set(live))
     if unknown:
         raise ra.ReassignError(f"--broker-list names brokers the cluster does not have: {unknown}")
-    proposed = ra.generate(current, topics, brokers)
+    known = ra.broker_racks(bootstrap, timeout) if rack_aware else {}
+    racks = {b: known.get(b) for b in brokers}
+    if rack_aware and None in racks.values() and any(r is not None for r in racks.values()):
+        raise ra.ReassignError(
+            "Not all brokers have rack information. Add --disable-rack-aware in command line to make replica "
+            "assignment without rack information."
+        )
+    n = len(brokers)
+
+    def placer(partitions: int, rf: int) -> list[list[int]]:
+        # Kafka starts each topic's round-robin and follower shift at random, so topics spread differently.
+        start, shift = random.randrange(n), random.randrange(n)
+        try:
+            return [list(r) for r in placement.assign(partitions, rf, racks, start, shift)]
+        except placement.PlacementError as e:
+            raise ra.ReassignError(str(e)) from None
+
+    proposed = ra.generate(current, topics, brokers, placer)
     moved = {k: v for k, v in current.items() if k[0] in topics}
     typer.echo("Current partition replica assignment")
     typer.echo(ra.format_assignment(moved))

@@ -1,5 +1,6 @@
 """Partition reassignment from the client side, for `epochlog reassign-partitions`: kafka-reassign-partitions.sh's
-JSON files, its rack-unaware replica placement for --generate, and the three requests it sends
+JSON files, its replica placement for --generate (rack-unaware here; the command hands in the rack-aware
+one, controller/placement.py, when the brokers have racks), and the three requests it sends
 (Metadata for the current assignment, AlterPartitionReassignments, ListPartitionReassignments).
 
 The JSON format (the tool's, version 1):
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,8 +118,13 @@ def place_replicas(
     return out
 
 
-def generate(current: Assignment, topics: list[str], brokers: list[int]) -> Assignment:
-    """A proposed assignment of ``topics`` over ``brokers``, keeping each topic's replication factor."""
+# (partitions, replication factor) -> each partition's replica list, over the brokers the caller chose.
+Placer = Callable[[int, int], list[list[int]]]
+
+
+def generate(current: Assignment, topics: list[str], brokers: list[int], placer: Placer | None = None) -> Assignment:
+    """A proposed assignment of ``topics`` over ``brokers``, keeping each topic's replication factor;
+    ``placer`` places (default: rack-unaware over ``brokers``)."""
     if len(set(brokers)) != len(brokers):
         raise ReassignError(f"--broker-list names a broker more than once: {brokers}")
     proposed: Assignment = {}
@@ -126,7 +133,8 @@ def generate(current: Assignment, topics: list[str], brokers: list[int]) -> Assi
         if not parts:
             raise ReassignError(f"topic {topic} does not exist")
         rf = len(current[(topic, parts[0])])
-        for p, replicas in zip(parts, place_replicas(len(parts), rf, brokers), strict=True):
+        placed = placer(len(parts), rf) if placer else place_replicas(len(parts), rf, brokers)
+        for p, replicas in zip(parts, placed, strict=True):
             proposed[(topic, p)] = replicas
     return proposed
 
@@ -147,6 +155,13 @@ def current_assignment(bootstrap: str, topics: list[str] | None, timeout: float 
             for p in t.partitions:
                 out[(str(t.name), int(p.partition_index))] = [int(b) for b in p.replica_nodes]
     return out, sorted(int(b.node_id) for b in resp.brokers)
+
+
+def broker_racks(bootstrap: str, timeout: float = 15.0) -> dict[int, str | None]:
+    """Each live broker's rack (None without one), from Metadata."""
+    with _connect(bootstrap, timeout) as conn:
+        resp = conn.request(metadata_request([], version=12))
+    return {int(b.node_id): (str(b.rack) if b.rack else None) for b in resp.brokers}
 
 
 def alter(bootstrap: str, targets: dict[tuple[str, int], list[int] | None], timeout: float = 30.0) -> dict[str, str]:

@@ -130,6 +130,7 @@ class Controller(PartitionChanges):
         port: int = 0,
         listeners: tuple[tuple[str, str, int], ...] = (),
         previous_epoch: int | None = None,
+        rack: str | None = None,
     ) -> int:
         """A broker (re)joins. With ``previous_epoch`` (the broker epoch its clean-shutdown marker holds,
         -1 without one) the shutdown was clean only if it matches the epoch on record (KIP-966, Kafka's
@@ -148,6 +149,7 @@ class Controller(PartitionChanges):
                 port or (known.port if known else 0),
                 clean_shutdown,
                 listeners or (known.listeners if known else ()),
+                rack=rack,
             )
         )
         b = self.brokers[broker_id]
@@ -286,7 +288,8 @@ class Controller(PartitionChanges):
         if replication_factor > len(live):
             raise ValueError(f"replication factor {replication_factor} exceeds {len(live)} live brokers")
         self._record(rec.Topic(name, partitions, unclean_leader_election, topic_id, dict(configs or {})))
-        for p, state in enumerate(partition_growth.place(0, partitions, replication_factor, live)):
+        racks = {b: self.brokers[b].rack for b in live}
+        for p, state in enumerate(partition_growth.place(0, partitions, replication_factor, live, racks)):
             self._set(name, p, state)
 
     def assignment_problem(self, assignments: Mapping[int, Sequence[int]]) -> tuple[int, str] | None:
@@ -334,11 +337,14 @@ class Controller(PartitionChanges):
     def add_partitions(
         self, name: str, count: int, assignments: Sequence[Sequence[int]] | None = None, validate_only: bool = False
     ) -> partition_growth.Refusal | None:
-        """Grow ``name`` to ``count`` partitions on the replicas asked for, or spread round-robin over live
-        brokers (partition_growth decides); the refusal, if any, with Kafka's error."""
+        """Grow ``name`` to ``count`` partitions on the replicas asked for, or spread over the live brokers
+        and their racks (partition_growth decides); the refusal, if any, with Kafka's error."""
         live = sorted(b for b in self.brokers if self.alive(b))
         t = self.topics[name]
-        plan = partition_growth.plan_growth(name, t.partitions, count, assignments, self.brokers, live, self.alive)
+        racks = {b: self.brokers[b].rack for b in live}
+        plan = partition_growth.plan_growth(
+            name, t.partitions, count, assignments, self.brokers, live, self.alive, racks
+        )
         if isinstance(plan, partition_growth.Refusal):
             return plan
         if not validate_only:

@@ -48,6 +48,7 @@ class BrokerInfo:
     host: str = ""
     port: int = 0
     listeners: tuple[tuple[str, str, int], ...] = ()
+    rack: str | None = None
 
     def address_for(self, listener: str) -> tuple[str, int]:
         """(host, port) of the named listener; the inter-broker one's when it has no such listener, so a
@@ -122,6 +123,7 @@ class ClusterImage:
             b.clean_shutdown = record.clean_shutdown
             b.host, b.port = record.host or b.host, record.port or b.port
             b.listeners = record.listeners or b.listeners
+            b.rack = record.rack  # a broker restarted without broker.rack has none, as in Kafka
             b.fenced = b.shutting_down = False
             out.brokers.append(record.broker)
         elif isinstance(record, BrokerFenced | BrokerShuttingDown):
@@ -247,7 +249,7 @@ class ClusterImage:
         """Records that rebuild this image from nothing: what a metadata snapshot holds."""
         out: list[MetadataRecord] = []
         for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
-            out.append(BrokerRegistration(b.broker_id, b.epoch, b.host, b.port, listeners=b.listeners))
+            out.append(BrokerRegistration(b.broker_id, b.epoch, b.host, b.port, listeners=b.listeners, rack=b.rack))
             if b.shutting_down:
                 out.append(BrokerShuttingDown(b.broker_id))
             elif b.fenced:

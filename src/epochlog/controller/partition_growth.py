@@ -4,17 +4,17 @@ Kafka's controller (ReplicationControlManager.createPartitions) is the model, it
 its error codes and words: the count must be an increase; explicit assignments must number exactly the
 partitions added, each a valid replica list (reassignment.replica_list_problem) as long as the topic's
 replication factor, with at least one live replica to lead; without assignments the new partitions are
-placed round-robin over live brokers. Pure: the topic, the brokers and their liveness in, a plan or a
-refusal out.
+placed over the live brokers, rack-aware when they have racks (controller/placement.py). Pure: the topic,
+the brokers, their racks and their liveness in, a plan or a refusal out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 
 from epochlog.codes import Err
-from epochlog.controller import reassignment
+from epochlog.controller import placement, reassignment
 from epochlog.replication.types import PartitionState
 
 
@@ -24,9 +24,12 @@ class Refusal:
     message: str
 
 
-def place(first: int, end: int, rf: int, live: Sequence[int]) -> list[PartitionState]:
-    """Partitions first..end-1 spread round-robin over the live brokers, the first replica leading."""
-    placed = [tuple(live[(p + i) % len(live)] for i in range(rf)) for p in range(first, end)]
+def place(
+    first: int, end: int, rf: int, live: Sequence[int], racks: Mapping[int, str | None] | None = None
+) -> list[PartitionState]:
+    """Partitions first..end-1 spread over the live brokers (rack-aware when ``racks``, broker -> rack,
+    names some), the first replica leading."""
+    placed = placement.controller_place(first, end, rf, {b: (racks or {}).get(b) for b in live})
     return [PartitionState(r[0], 0, frozenset(r), r, 0) for r in placed]
 
 
@@ -38,6 +41,7 @@ def plan_growth(
     registered: Container[int],
     live: Sequence[int],
     alive: Callable[[int], bool],
+    racks: Mapping[int, str | None] | None = None,
 ) -> list[PartitionState] | Refusal:
     """The states of the partitions to add (numbered from ``len(partitions)``), or why not."""
     have = len(partitions)
@@ -64,7 +68,7 @@ def plan_growth(
                 f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
                 f"cannot be reached because only {len(live)} broker(s) are registered.",
             )
-        return place(have, count, rf, live)
+        return place(have, count, rf, live, racks)
     out = []
     for i, wanted in enumerate(assignments):
         replicas = tuple(int(b) for b in wanted)

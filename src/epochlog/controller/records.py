@@ -24,6 +24,7 @@ class BrokerRegistration:
     clean_shutdown: bool = True  # as the controller judged it (KIP-966: the previous broker epoch matched)
     # Every advertised listener (name, host, port); host and port above are the inter-broker one's.
     listeners: tuple[tuple[str, str, int], ...] = ()
+    rack: str | None = None  # broker.rack; None when the broker has none (then not stored)
 
 
 @dataclass(frozen=True)
@@ -225,7 +226,7 @@ _TUPLES = {
 }
 
 
-_OMITTED_WHEN_EMPTY = {"adding_replicas", "removing_replicas", "listeners", "elr", "last_known_elr"}
+_OMITTED_WHEN_EMPTY = {"adding_replicas", "removing_replicas", "listeners", "elr", "last_known_elr", "rack"}
 _BYTES = {"salt", "stored_key", "server_key"}
 
 

@@ -29,10 +29,12 @@ from typing import Any
 
 from epochlog.codes import Err
 from epochlog.offsets import last_stable_offset
+from epochlog.replication import read_replica
 from epochlog.replication.durability import Durability
 from epochlog.replication.lease import NO_LEASE, BrokerLease
 from epochlog.replication.log import ReplicaLog
 from epochlog.replication.partition_trace import PartitionTracing
+from epochlog.replication.read_replica import ReplicaView
 from epochlog.replication.types import (
     UNDEFINED_EPOCH,
     AlterIsr,
@@ -274,6 +276,13 @@ class PartitionReplica(PartitionTracing):
     # -- fetch (leader side) ----------------------------------------------------------------
     def handle_fetch(self, req: FetchRequest, now_ms: int) -> tuple[FetchDecision, AlterIsr | None]:
         if self.role is not Role.LEADER:
+            if self.role is Role.FOLLOWER and req.replica_id < 0 and req.from_any_replica:
+                code = check_epoch(req.current_leader_epoch, self.leader_epoch)
+                leo, lso = self.log.log_end_offset, self.last_stable_offset()
+                decision = read_replica.follower_read(
+                    req.fetch_offset, code, self.high_watermark, self.log.log_start_offset, leo, lso, req.read_committed
+                )
+                return decision, None
             return FetchDecision(Err.NOT_LEADER_OR_FOLLOWER), None
         code = check_epoch(req.current_leader_epoch, self.leader_epoch)
         if code:
@@ -312,6 +321,13 @@ class PartitionReplica(PartitionTracing):
         return FetchDecision(
             Err.NONE, self.high_watermark, self.log.log_start_offset, None, req.fetch_offset, None, lso
         ), proposal
+
+    def read_replicas(self, fetch_offset: int, now_ms: int) -> tuple[ReplicaView, list[ReplicaView]]:
+        """KIP-392's candidates for a consumer at ``fetch_offset``: this leader, and the ISR followers whose
+        log holds the offset (read_replica.select picks among them)."""
+        states = {b: (f.log_start_offset, f.log_end_offset, f.last_caught_up_ms) for b, f in self.followers.items()}
+        me = ReplicaView(self.broker_id, self.log.log_end_offset, 0)
+        return me, read_replica.eligible(states, self.isr, fetch_offset, now_ms)
 
     def last_stable_offset(self) -> int:
         return last_stable_offset(self.log.first_unstable_offset(self.high_watermark), self.high_watermark)

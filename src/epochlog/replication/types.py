@@ -40,6 +40,8 @@ class FetchRequest:
     # A follower's own log start offset (Fetch's LogStartOffset): how far its DeleteRecords have gone.
     log_start_offset: int = -1
     read_committed: bool = False  # a consumer's isolation_level=1: read up to the last stable offset
+    # A consumer's Fetch v11+ (client metadata, KIP-392): a follower may serve it, up to its own HW.
+    from_any_replica: bool = False
 
 
 @dataclass(frozen=True)

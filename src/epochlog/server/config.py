@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from epochlog.config_error import ConfigError
+from epochlog.replication.read_replica import RACK_AWARE_SELECTOR, SELECTOR_NAMES
 from epochlog.security.listeners import Listener, split_listeners
 
 
@@ -50,6 +51,16 @@ def authorizer_settings(props: dict[str, str]) -> tuple[str, list[str], bool]:
     return name, supers, _bool(props, "allow.everyone.if.no.acl.found", False)
 
 
+def _replica_selector(props: dict[str, str]) -> str:
+    name = props.get("replica.selector.class", "").strip()
+    if name and name not in SELECTOR_NAMES:
+        raise ConfigError(
+            f"replica.selector.class={name!r}: the replica selector is Kafka's {RACK_AWARE_SELECTOR} (or unset: "
+            "consumers read from leaders only)"
+        )
+    return name
+
+
 def parse_listener(value: str, key: str = "listeners") -> tuple[str, int]:
     """'PLAINTEXT://127.0.0.1:9092' or 'host:port' -> (host, port) of the first listener, whatever its
     name (the listener's security protocol is epochlog.security.listeners' business)."""
@@ -66,6 +77,9 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 @dataclass
 class BrokerConfig:
     node_id: int = 1
+    broker_rack: str | None = None  # broker.rack: placement spreads replicas over racks; KIP-392 reads nearby
+    # replica.selector.class (KIP-392): unset, consumers read from leaders only (Kafka's default).
+    replica_selector_class: str = ""
     host: str = "127.0.0.1"
     port: int = 9092
     advertised_host: str = "127.0.0.1"
@@ -157,6 +171,8 @@ class BrokerConfig:
         c = cls(raw=dict(props))
         c.node_id = _int(props, "node.id", _int(props, "broker.id", 1), minimum=0)
         c._parse_listeners(props)
+        c.broker_rack = props.get("broker.rack", "").strip() or None
+        c.replica_selector_class = _replica_selector(props)
         dirs = props.get("log.dirs") or props.get("log.dir")
         if dirs:
             paths = [Path(d.strip()) for d in dirs.split(",") if d.strip()]

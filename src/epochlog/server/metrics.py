@@ -30,9 +30,16 @@ LATENCY_BUCKETS_MS = (0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000,
 FLUSH_BUCKETS_MS = (0.1, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 1000, 5000)
 
 
+# Clients choose their own ids: a hostile or churning one must not grow a per-client metric without end. Past
+# this many ids, new ones are counted together under OTHER_CLIENTS.
+MAX_CLIENT_IDS = 1000
+OTHER_CLIENTS = "(other)"
+
+
 class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self._client_ids: set[str] = set()
         r = self.registry
         self.messages_in = Counter(
             "kafka_server_brokertopicmetrics_messagesin", "Records appended", ["topic"], registry=r
@@ -42,6 +49,10 @@ class BrokerMetrics:
         )
         self.bytes_out = Counter(
             "kafka_server_brokertopicmetrics_bytesout", "Record bytes fetched", ["topic"], registry=r
+        )
+        # Per consumer client id: which replica a consumer reads from shows here (KIP-392, client.rack).
+        self.client_bytes_out = Counter(
+            "kafka_server_fetch_client_bytes", "Record bytes fetched by consumers", ["client_id", "topic"], registry=r
         )
         self.failed_produce = Counter(
             "kafka_server_brokertopicmetrics_failedproducerequests",
@@ -100,6 +111,14 @@ class BrokerMetrics:
         ):
             self._gauges[name] = Gauge(name, doc, registry=r)
 
+    def client_fetched(self, client_id: str, topic: str | None, size: int) -> None:
+        if client_id not in self._client_ids:
+            if len(self._client_ids) >= MAX_CLIENT_IDS:
+                client_id = OTHER_CLIENTS
+            else:
+                self._client_ids.add(client_id)
+        self.client_bytes_out.labels(client_id, topic).inc(size)
+
     def observe_request(self, request: str, started: float) -> None:
         self.request_time.labels(request).observe((time.monotonic() - started) * 1000)
 
@@ -153,9 +172,7 @@ class BrokerMetrics:
             lambda: 100 * last("bytes_written") / max(last("bytes_read"), 1.0)
         )
         g["kafka_log_logcleanermanager_uncleanable_partitions_count"].set_function(lambda: cleaner.uncleanable_count)
-        g["kafka_log_logcleanermanager_time_since_last_run_ms"].set_function(
-            lambda: now_ms() - cleaner.last_run_ms
-        )
+        g["kafka_log_logcleanermanager_time_since_last_run_ms"].set_function(lambda: now_ms() - cleaner.last_run_ms)
 
     def isr_changed(self, before: frozenset[int], after: frozenset[int], leading: bool) -> None:
         """A led partition's ISR moved (AlterPartition answered, or the metadata said so)."""

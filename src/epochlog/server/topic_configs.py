@@ -143,6 +143,10 @@ def broker_config_entries(broker_config: BrokerConfig, dynamic: DynamicBrokerCon
                     sensitive=sensitive,
                 )
             )
+    if "broker.rack" not in broker_config.raw:
+        # Kafka lists its read-only broker configs at their default too: a broker with no rack says so.
+        src = int(ConfigSource.DEFAULT_CONFIG)
+        rows.append(ConfigEntry("broker.rack", None, src, read_only=True, synonyms=(("broker.rack", None, src),)))
     return rows
 
 

@@ -58,7 +58,7 @@ async def _register_against_refuser(seconds: float) -> list[float]:
     port = server.sockets[0].getsockname()[1]
     channel = ControllerChannel(1, [(100, "127.0.0.1", port)])
     broker = SimpleNamespace(
-        config=SimpleNamespace(node_id=1, registered_listeners=lambda: []),
+        config=SimpleNamespace(node_id=1, registered_listeners=lambda: [], broker_rack=None),
         cluster_id="c1",
         controller=channel,
     )

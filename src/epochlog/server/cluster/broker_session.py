@@ -56,7 +56,7 @@ class BrokerSession:
                 for a in c.registered_listeners()
             ),
             features=(),
-            rack=None,
+            rack=c.broker_rack,
             # KIP-966's signal: a broker that did not shut down cleanly may have lost unflushed records.
             previous_broker_epoch=i64(previous_epoch),
         )

@@ -89,7 +89,13 @@ def broker_registration(server: ControllerServer, conn: Any, req: Any) -> dict[s
     previous = int(getattr(req, "previous_broker_epoch", -1))
     listeners = tuple((str(x.name), str(x.host), int(x.port)) for x in req.listeners or ())
     epoch = server.core.register_broker(
-        int(req.broker_id), now_ms(), host=host, port=port, listeners=listeners, previous_epoch=previous
+        int(req.broker_id),
+        now_ms(),
+        host=host,
+        port=port,
+        listeners=listeners,
+        previous_epoch=previous,
+        rack=str(req.rack) if req.rack else None,
     )
     clean = server.core.brokers[int(req.broker_id)].clean_shutdown
     server.qc.session_opened(conn, int(req.broker_id))

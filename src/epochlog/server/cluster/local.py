@@ -86,6 +86,11 @@ def write_properties(path: Path, props: dict[str, str]) -> None:
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
 
+def rack_of(broker: int, racks: int) -> str:
+    """The rack ``epochlog cluster up --racks N`` gives broker ``broker`` (1-based): rack-1..rack-N in turn."""
+    return f"rack-{(broker - 1) % racks + 1}"
+
+
 @dataclass
 class Node:
     name: str
@@ -116,6 +121,8 @@ class LocalCluster:
     controllers: int = 1
     # Called with each node just spawned (e.g. to check that the recorded pid is the node's own).
     after_spawn: Callable[[Node], None] | None = None
+    # Racks (broker.rack): brokers dealt round-robin to rack-1..rack-N (broker 1 on rack-1, ...); 0: none.
+    racks: int = 0
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).resolve()
@@ -179,6 +186,7 @@ class LocalCluster:
                     "transaction.state.log.num.partitions": "5",
                     "transaction.state.log.replication.factor": str(min(3, self.brokers)),
                     "transaction.state.log.min.isr": str(min(2, self.brokers)),
+                    **({"broker.rack": rack_of(i, self.racks)} if self.racks > 0 else {}),
                     **self.broker_settings,
                 },
             )

@@ -11,6 +11,7 @@ from epochlog.clock import now_ms
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.protocol.fetch_response_writer import encode_fetch_response
+from epochlog.replication import read_replica
 from epochlog.replication.fetch_sessions import Context, SessionError
 from epochlog.replication.types import FetchRequest
 from epochlog.security.acl import Operation
@@ -59,6 +60,7 @@ class _Deferred:
     limit: int
     read_to: int | None
     first: bool
+    client: str
 
 
 async def _read_deferred(broker: Broker, deferred: list[_Deferred], spliced: list[list[Any]]) -> None:
@@ -78,6 +80,7 @@ async def _read_deferred(broker: Broker, deferred: list[_Deferred], spliced: lis
         if size:
             spliced[d.row["records"]] = chunks
             broker.metrics.bytes_out.labels(d.topic).inc(size)
+            broker.metrics.client_fetched(d.client, d.topic, size)
         else:
             d.row["records"] = b""
 
@@ -92,6 +95,7 @@ def _read_partition(
     replica_id: int = -1,
     deferred: list[_Deferred] | None = None,
     read_committed: bool = False,
+    client: _Client | None = None,
 ) -> tuple[dict[str, Any], int]:
     """One partition of a Fetch. The core decides for followers and consumers alike (leadership, KIP-320
     fencing, divergence, range, how far to read); this reads the bytes it allows."""
@@ -111,6 +115,7 @@ def _read_partition(
         getattr(p, "current_leader_epoch", -1),
         getattr(p, "log_start_offset", -1) if replica_id >= 0 else -1,
         read_committed and replica_id < 0,
+        from_any_replica=client is not None and client.rack is not None,
     )
     decision, proposal = part.replica.handle_fetch(req, now_ms())
     if replica_id >= 0:
@@ -126,6 +131,11 @@ def _read_partition(
     if decision.diverging is not None:
         out["diverging_epoch"] = {"epoch": decision.diverging.epoch, "end_offset": decision.diverging.end_offset}
         return out, 0
+    if client is not None and client.rack and part.is_leader and broker.config.replica_selector_class:
+        preferred = _preferred_replica(broker, part, p.fetch_offset, client.rack)
+        if preferred != read_replica.NO_PREFERRED:
+            out["preferred_read_replica"] = preferred  # and no records: the consumer goes there (KIP-392)
+            return out, 0
     limit = min(p.partition_max_bytes, budget)
     end = part.log.log_end_offset if decision.read_to is None else min(decision.read_to, part.log.log_end_offset)
     read_committed = req.read_committed and decision.read_to is not None
@@ -152,11 +162,14 @@ def _read_partition(
         if isinstance(planned, FileRead):
             out["records"] = len(spliced)
             spliced.append([])
-            deferred.append(_Deferred(out, part, name, planned, decision.read_from, limit, decision.read_to, first))
+            cid = client.client_id if client is not None else ""
+            deferred.append(
+                _Deferred(out, part, name, planned, decision.read_from, limit, decision.read_to, first, cid)
+            )
             return out, limit
         size = _attach(out, planned.chunks, spliced)
         if size:
-            broker.metrics.bytes_out.labels(name).inc(size)
+            _count_out(broker, name, client, size)
         return out, size
     throttle = None
     if replica_id >= 0 and replica_id not in part.replica.isr:
@@ -175,10 +188,39 @@ def _read_partition(
         return out, 0
     size = _attach(out, result.chunks, spliced)
     if size and replica_id < 0:
-        broker.metrics.bytes_out.labels(name).inc(size)
+        _count_out(broker, name, client, size)
     if size and throttle is not None:
         throttle.record(size, now_ms())
     return out, size
+
+
+@dataclass(frozen=True)
+class _Client:
+    """A consumer's Fetch: its client id (per-client metrics) and, from v11, its rack (KIP-392; "" for none,
+    None before v11, when only a leader answers it)."""
+
+    client_id: str
+    rack: str | None
+
+
+def _client(header: RequestHeader, req: Any, replica_id: int) -> _Client | None:
+    if replica_id >= 0:
+        return None
+    rack = getattr(req, "rack_id", None) if header.api_version >= 11 else None
+    return _Client(header.client_id or "", None if rack is None else str(rack))
+
+
+def _count_out(broker: Broker, topic: str | None, client: _Client | None, size: int) -> None:
+    broker.metrics.bytes_out.labels(topic).inc(size)
+    broker.metrics.client_fetched(client.client_id if client else "", topic, size)
+
+
+def _preferred_replica(broker: Broker, part: Partition, fetch_offset: int, rack: str) -> int:
+    """KIP-392: the replica the leader sends a consumer on ``rack`` to (NO_PREFERRED: itself); only live
+    brokers' replicas are candidates."""
+    racks = {b.broker_id: b.rack for b in broker.image.live_brokers()}
+    me, followers = part.replica.read_replicas(fetch_offset, now_ms())
+    return read_replica.select(rack, me, followers, racks)
 
 
 def _register(broker: Broker, keys: list[tuple[str, int]]) -> tuple[asyncio.Future[None], list[Any]]:
@@ -245,6 +287,7 @@ def _fetch_once(
     version: int,
     deferred: list[_Deferred] | None = None,
     denied: Any = _NONE,
+    client: _Client | None = None,
     header: RequestHeader | None = None,
 ) -> tuple[list[dict[str, Any]], int, bool, list[list[Any]]]:
     replica_id = _replica_id(req, version)
@@ -294,8 +337,10 @@ def _fetch_once(
                 replica_id=replica_id,
                 deferred=deferred,
                 read_committed=getattr(req, "isolation_level", 0) == 1,
+                client=client,
             )
-            if row["error_code"] or "diverging_epoch" in row:
+            # A preferred read replica is answered at once, as Kafka does: the consumer has somewhere to go.
+            if row["error_code"] or "diverging_epoch" in row or row["preferred_read_replica"] >= 0:
                 errors = True
             total += n
             parts_out.append(row)
@@ -323,7 +368,8 @@ async def _fetch_with_wait(
         fut, parts = _register(broker, keys)
         try:
             deferred: list[_Deferred] = []
-            topics_out, total, errors, spliced = _fetch_once(broker, req, version, deferred, denied, header)
+            client = _client(header, req, _replica_id(req, version))
+            topics_out, total, errors, spliced = _fetch_once(broker, req, version, deferred, denied, client, header)
             remaining = deadline - time.monotonic()
             if total >= req.min_bytes or errors or remaining <= 0:
                 await _read_deferred(broker, deferred, spliced)
@@ -395,7 +441,8 @@ def handle_fetch(broker: Broker, header: RequestHeader, frame: memoryview) -> An
         return _response(broker, header, [], [], ctx)
     deferred: list[_Deferred] = []
     denied = _denied(broker, header, req, version)
-    topics_out, total, errors, spliced = _fetch_once(broker, req, version, deferred, denied, header)
+    client = _client(header, req, _replica_id(req, version))
+    topics_out, total, errors, spliced = _fetch_once(broker, req, version, deferred, denied, client, header)
     max_wait_ms = req.max_wait.total_seconds() * 1000
     nothing_to_wait_for = denied is _ALL or (denied and all(n in denied for n in _names(broker, req, version)))
     if total >= req.min_bytes or errors or max_wait_ms <= 0 or not req.topics or nothing_to_wait_for:

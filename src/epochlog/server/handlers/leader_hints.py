@@ -41,4 +41,4 @@ def add_hint(
     ep = image.brokers.get(st.leader)
     if ep is not None:
         host, port = ep.address_for(listener)
-        nodes[ep.broker_id] = {"node_id": ep.broker_id, "host": host, "port": port, "rack": None}
+        nodes[ep.broker_id] = {"node_id": ep.broker_id, "host": host, "port": port, "rack": ep.rack}

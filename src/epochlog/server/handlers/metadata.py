@@ -30,14 +30,14 @@ def handle_api_versions(broker: Broker, header: RequestHeader, frame: memoryview
     }
 
 
-def _broker_row(node: int, host: str, port: int) -> dict[str, Any]:
-    return {"node_id": node, "broker_id": node, "host": host, "port": port, "rack": None, "is_fenced": False}
+def _broker_row(node: int, host: str, port: int, rack: str | None) -> dict[str, Any]:
+    return {"node_id": node, "broker_id": node, "host": host, "port": port, "rack": rack, "is_fenced": False}
 
 
 def _broker_rows(broker: Broker, header: RequestHeader) -> list[dict[str, Any]]:
     # Each broker as reached through the listener this request came in on (Kafka's per-listener Metadata).
     listener = session_of(header).listener
-    return [_broker_row(b.broker_id, *b.address_for(listener)) for b in broker.image.live_brokers()]
+    return [_broker_row(b.broker_id, *b.address_for(listener), b.rack) for b in broker.image.live_brokers()]
 
 
 def _controller_id(broker: Broker) -> int:
