@@ -11,6 +11,7 @@ from typing import Any
 
 from epochlog.clock import now_ms
 from epochlog.quotas.core import DEFAULT_WINDOW_NUM, QuotaManager
+from epochlog.quotas.mutations import Decision, MutationQuotas, strict
 
 PRODUCE, FETCH = "producer_byte_rate", "consumer_byte_rate"
 
@@ -27,6 +28,10 @@ class ClientQuotas:
         window_num = int(raw.get("quota.window.num", DEFAULT_WINDOW_NUM))
         window_ms = int(float(raw.get("quota.window.size.seconds", "1")) * 1000)
         self.managers = {key: QuotaManager(key, window_num, window_ms) for key in (PRODUCE, FETCH)}
+        self.mutations = MutationQuotas(
+            int(raw.get("controller.quota.window.num", DEFAULT_WINDOW_NUM)),
+            int(float(raw.get("controller.quota.window.size.seconds", "1")) * 1000),
+        )
         self._version = -1
 
     def refresh(self, image: Any) -> None:
@@ -36,6 +41,7 @@ class ClientQuotas:
             quotas = {entity: dict(values) for entity, values in image.client_quotas.items()}
             for m in self.managers.values():
                 m.update(quotas)
+            self.mutations.update(quotas)
 
     def record(self, key: str, header: Any, value: float) -> int:
         """Record a request's bytes; the throttle time it earns (also set on the header, for the
@@ -59,3 +65,17 @@ class ClientQuotas:
             return None
         cap = m.max_in_window(_user(header.session), header.client_id or "")
         return None if cap is None else max(1, int(cap))
+
+    def admit_mutations(self, header: Any, partitions: list[int]) -> Decision | None:
+        """controller_mutation_rate: which items of a CreateTopics / CreatePartitions / DeleteTopics (each the
+        partitions it creates or deletes) may go to the controller; None without any such quota. The broker
+        decides, as it does for authorization: the controller here does not know who asked."""
+        self.refresh(self._image())
+        if not self.mutations.enabled:
+            return None
+        user, client = _user(header.session), header.client_id or ""
+        return self.mutations.admit(user, client, partitions, strict(header.api_key, header.api_version), now_ms())
+
+    def refund_mutations(self, header: Any, partitions: int) -> None:
+        if partitions > 0:
+            self.mutations.refund(_user(header.session), header.client_id or "", partitions, now_ms())
