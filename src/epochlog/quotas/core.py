@@ -175,6 +175,15 @@ class QuotaManager:
         window = rate.window_ms(now_ms)
         return throttle_ms(rate.measure(now_ms), bound, window)
 
+    def throttle_of(self, user: str, client_id: str, now_ms: int) -> int:
+        """The throttle time the client's recorded costs earn as of now, recording nothing (a request's
+        quota checked before it is handled, its cost recorded after)."""
+        q = self.quota_of(user, client_id)
+        rate = self.rates.get(q[0]) if q is not None else None
+        if q is None or rate is None:
+            return 0
+        return throttle_ms(rate.measure(now_ms), q[1], rate.window_ms(now_ms))
+
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take back a recorded cost (a throttled fetch is answered empty, so its bytes were never sent)."""
         q = self.quota_of(user, client_id)

@@ -14,6 +14,9 @@ that is still asking the transaction coordinator, and so cannot break its produc
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime as dt
+import functools
 import logging
 import socket
 import time
@@ -221,9 +224,15 @@ class KafkaConnection(FramedProtocol):
             )
             self.close()
             return
+        quotas = getattr(self.broker, "client_quotas", None)  # a controller's listener has none
         try:
             codec.finish_header(mv, header)
+            if quotas is not None:
+                quotas.request_throttle(header)
+            started = time.perf_counter()
             result = self.broker.dispatch_from(self, header, mv)
+            if quotas is not None:
+                quotas.record_request_time(header, time.perf_counter() - started)
         except (KafkaError, UnsupportedVersion) as e:
             log.warning("closing %s: bad api %d v%d request: %s", self.peer, header.api_key, header.api_version, e)
             self.close()
@@ -377,6 +386,8 @@ class KafkaConnection(FramedProtocol):
         if header.throttle_ms:
             self._mute(header.throttle_ms)
         self.broker.observe_request(SERVED.get(header.api_key, str(header.api_key)), slot.started)
+        if header.throttle_ms and isinstance(body, dict):
+            _carry_throttle(header, body)
         if isinstance(body, (bytes, bytearray)):
             slot.data = bytes(body)
         elif isinstance(body, list):
@@ -454,3 +465,18 @@ class KafkaConnection(FramedProtocol):
             self.closed = True
             if self.transport is not None:
                 self.transport.close()
+
+
+def _carry_throttle(header: codec.RequestHeader, body: dict[str, Any]) -> None:
+    """A quota's throttle time into an answer the handler built as a dict (Produce and Fetch write theirs)."""
+    if "throttle_time" not in _response_fields(header.api_key, header.api_version):
+        return
+    given = body.get("throttle_time") or 0
+    if isinstance(given, dt.timedelta):
+        given = int(given.total_seconds() * 1000)
+    body["throttle_time"] = max(int(given), header.throttle_ms)
+
+
+@functools.cache
+def _response_fields(api_key: int, version: int) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(codec.response_class(api_key, version)))

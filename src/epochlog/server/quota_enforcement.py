@@ -13,7 +13,10 @@ from epochlog.clock import now_ms
 from epochlog.quotas.core import DEFAULT_WINDOW_NUM, QuotaManager
 from epochlog.quotas.mutations import Decision, MutationQuotas, strict
 
-PRODUCE, FETCH = "producer_byte_rate", "consumer_byte_rate"
+PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
+# Never held by request_percentage: a connection must be able to set itself up (Kafka throttles neither SASL
+# exchange either).
+REQUEST_EXEMPT_APIS = frozenset({17, 18, 36})
 
 
 def _user(session: Any) -> str:
@@ -27,7 +30,8 @@ class ClientQuotas:
         self._image = image
         window_num = int(raw.get("quota.window.num", DEFAULT_WINDOW_NUM))
         window_ms = int(float(raw.get("quota.window.size.seconds", "1")) * 1000)
-        self.managers = {key: QuotaManager(key, window_num, window_ms) for key in (PRODUCE, FETCH)}
+        self.window_ms = window_ms
+        self.managers = {key: QuotaManager(key, window_num, window_ms) for key in (PRODUCE, FETCH, REQUEST)}
         self.mutations = MutationQuotas(
             int(raw.get("controller.quota.window.num", DEFAULT_WINDOW_NUM)),
             int(float(raw.get("controller.quota.window.size.seconds", "1")) * 1000),
@@ -79,3 +83,27 @@ class ClientQuotas:
     def refund_mutations(self, header: Any, partitions: int) -> None:
         if partitions > 0:
             self.mutations.refund(_user(header.session), header.client_id or "", partitions, now_ms())
+
+    def request_throttle(self, header: Any) -> int:
+        """request_percentage, checked before a request is handled: the throttle time the client's handling
+        time so far earns, at most one window (Kafka bounds it so: a burst of slow requests must not lock a
+        client out for long). Set on the header for the answer and the connection's mute."""
+        if header.api_key in REQUEST_EXEMPT_APIS:
+            return 0
+        self.refresh(self._image())
+        m = self.managers[REQUEST]
+        if not m.enabled:
+            return 0
+        user, client = _user(header.session), header.client_id or ""
+        ms = min(m.throttle_of(user, client, now_ms()), self.window_ms)
+        if ms > 0:
+            m.throttled(user, client, ms)
+            header.throttle_ms = max(header.throttle_ms, ms)
+        return ms
+
+    def record_request_time(self, header: Any, seconds: float) -> None:
+        """The time a request's handler took, in percent of one thread's second (Kafka's request-time)."""
+        m = self.managers[REQUEST]
+        if not m.enabled or header.quota_exempt or header.api_key in REQUEST_EXEMPT_APIS:
+            return
+        m.record(_user(header.session), header.client_id or "", seconds * 100.0, now_ms())
