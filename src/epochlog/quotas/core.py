@@ -111,6 +111,16 @@ class SampledRate:
             elapsed += (self.window_num - 1 - full) * self.window_size_ms
         return max(elapsed, 1)
 
+    def peek(self, now_ms: int) -> float:
+        """``measure`` without touching the samples (for a reader on another thread, a metrics scrape)."""
+        expire = self.window_num * self.window_size_ms
+        live = [s for s in list(self._samples) if now_ms - s.last_ms < expire]
+        if not live:
+            return 0.0
+        elapsed = now_ms - min(s.start_ms for s in live)
+        elapsed = max(elapsed, (self.window_num - 1) * self.window_size_ms, 1)
+        return sum(s.value for s in live) * 1000.0 / elapsed
+
     def measure(self, now_ms: int) -> float:
         """Per second."""
         window = self.window_ms(now_ms)
