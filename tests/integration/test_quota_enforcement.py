@@ -102,6 +102,8 @@ class _Load(threading.Thread):
             self.producer.poll(0)
         self.producer.purge()
         self.producer.flush(10)
+        # Dropped here, not at garbage collection: it would go on reconnecting to the stopped broker.
+        del self.producer
 
     def finish(self) -> None:
         self.stop.set()
