@@ -785,6 +785,31 @@ CASES: list[Case] = [
         (need(C31, ("cluster", Operation.ALTER)),),
     ),
     Case(
+        "describe-client-quotas",
+        48,
+        1,
+        lambda w: {"components": [], "strict": False},
+        top,
+        (need(C31, ("cluster", Operation.DESCRIBE_CONFIGS)),),
+        lambda r, w: None if int(r.error_code) == 0 or not r.entries else pytest.fail("quotas shown"),
+    ),
+    Case(
+        "alter-client-quotas",
+        49,
+        1,
+        lambda w: {
+            "entries": [
+                {
+                    "entity": [{"entity_type": "client-id", "entity_name": w.group}],
+                    "ops": [{"key": "producer_byte_rate", "value": 1048576.0, "remove": False}],
+                }
+            ],
+            "validate_only": True,
+        },
+        nested("entries"),
+        (need(C31, ("cluster", Operation.ALTER_CONFIGS)),),
+    ),
+    Case(
         "describe-user-scram-credentials",
         50,
         0,

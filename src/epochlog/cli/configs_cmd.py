@@ -1,5 +1,5 @@
 """`epochlog configs`: describe and alter dynamic configs of topics, brokers and the cluster-wide broker
-default, with kafka-configs.sh's options."""
+default, and client quotas of users and client ids (cli/quotas_cmd.py), with kafka-configs.sh's options."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from epochlog.cli.quotas_cmd import QUOTA_TYPES
 from epochlog.codes import Err
 from epochlog.config_defs import DYNAMIC_BROKER_CONFIGS, RESOURCE_BROKER, RESOURCE_TOPIC, TOPIC_CONFIGS, validate_value
 
@@ -71,11 +72,15 @@ def _fail(msg: str) -> None:
 
 
 def configs(
-    entity_type: Annotated[str, typer.Option("--entity-type", help="topics or brokers")],
-    entity_name: Annotated[str | None, typer.Option("--entity-name", help="topic name or broker id")] = None,
-    entity_default: Annotated[
-        bool, typer.Option("--entity-default", help="the cluster-wide broker default")
-    ] = False,
+    entity_types: Annotated[
+        list[str], typer.Option("--entity-type", help="topics, brokers, users or clients (users and clients together)")
+    ],
+    entity_names: Annotated[
+        list[str], typer.Option("--entity-name", help="topic name, broker id, user or client id")
+    ] = [],  # noqa: B006
+    entity_defaults: Annotated[
+        int, typer.Option("--entity-default", count=True, help="the default broker, user or client")
+    ] = 0,
     alter: Annotated[bool, typer.Option("--alter", help="change configs")] = False,
     describe: Annotated[bool, typer.Option("--describe", help="show dynamic configs and their synonyms")] = False,
     all_: Annotated[bool, typer.Option("--all", help="with --describe: every config, not only dynamic ones")] = False,
@@ -92,11 +97,19 @@ def configs(
     from epochlog.client.configs import alter as alter_configs
     from epochlog.client.configs import describe as describe_configs
 
-    rtype = ENTITY_TYPES.get(entity_type)
-    if rtype is None:
-        _fail(f"--entity-type must be one of {', '.join(ENTITY_TYPES)}")
     if alter == describe:
         _fail("exactly one of --alter or --describe")
+    if set(entity_types) <= set(QUOTA_TYPES) and entity_types:
+        _quotas(bootstrap, entity_types, entity_names, entity_defaults, alter, add_config, delete_config)
+        return
+    if len(entity_types) != 1 or len(entity_names) > 1 or entity_defaults > 1:
+        _fail("one --entity-type and one --entity-name or --entity-default (only users and clients combine)")
+    entity_type = entity_types[0]
+    entity_name = entity_names[0] if entity_names else None
+    entity_default = entity_defaults > 0
+    rtype = ENTITY_TYPES.get(entity_type)
+    if rtype is None:
+        _fail(f"--entity-type must be one of {', '.join([*ENTITY_TYPES, *QUOTA_TYPES])}")
     if entity_default and (entity_name is not None or entity_type != "brokers"):
         _fail("--entity-default names the cluster-wide broker default: use it with --entity-type brokers only")
     if not entity_default and entity_name is None:
@@ -134,6 +147,29 @@ def configs(
         for r in others:
             flag = " (read-only)" if r.read_only else ""
             typer.echo(f"  {r.name}={r.value} ({r.source}){flag}")
+
+
+def _quotas(
+    bootstrap: str, types: list[str], names: list[str], defaults: int, alter: bool, add: str, delete: list[str]
+) -> None:
+    from epochlog.cli.quotas_cmd import Usage, alter_quotas, describe_lines, pair
+    from epochlog.client.configs import ConfigsError, WireError
+
+    try:
+        paired = pair(types, names, defaults)
+        if alter:
+            to_set = split_configs(add)
+            to_delete = [k.strip() for item in delete for k in item.split(",") if k.strip()]
+            if not to_set and not to_delete:
+                _fail("--alter needs --add-config or --delete-config")
+            typer.echo(alter_quotas(bootstrap, types, paired, to_set, to_delete))
+        else:
+            for line in describe_lines(bootstrap, paired):
+                typer.echo(line)
+    except (Usage, ValueError, ConfigsError) as e:
+        _fail(str(e))
+    except WireError as e:
+        _fail(f"cannot reach {bootstrap}: {e}")
 
 
 def register(app: typer.Typer) -> None:

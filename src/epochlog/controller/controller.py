@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 from epochlog.codes import Err
 from epochlog.config_defs import RESOURCE_TOPIC
-from epochlog.controller import acls, partition_growth, reassignment, scram
+from epochlog.controller import acls, client_quotas, partition_growth, reassignment, scram
 from epochlog.controller import records as rec
 from epochlog.controller.config_changes import ConfigChange, ConfigOutcome, duplicates, plan
 from epochlog.controller.image import ELR_FEATURE, BrokerInfo, TopicInfo
@@ -411,6 +411,14 @@ class Controller(PartitionChanges):
     ) -> list[scram.ScramOutcome]:
         outcomes, records = scram.plan_alter(self.image.scram, deletions, upsertions)
         self._record(*records)
+        return outcomes
+
+    def alter_client_quotas(
+        self, alterations: Sequence[client_quotas.QuotaAlteration], validate_only: bool = False
+    ) -> list[client_quotas.QuotaOutcome]:
+        outcomes, records = client_quotas.plan_alter(self.image.client_quotas, alterations)
+        if not validate_only:
+            self._record(*records)
         return outcomes
 
     def bootstrap(self, records: Sequence[MetadataRecord]) -> bool:

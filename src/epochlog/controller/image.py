@@ -18,6 +18,7 @@ from epochlog.controller.records import (
     BrokerFenced,
     BrokerRegistration,
     BrokerShuttingDown,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevel,
     KRaftVersion,
@@ -112,6 +113,9 @@ class ClusterImage:
         self.bootstrapped = False  # the bootstrap file's records are in the log (BootstrapApplied)
         self.features: dict[str, int] = {}  # finalized feature levels (FeatureLevel records)
         self.voters: Voters | None = None  # the quorum's last voter set (KIP-853), for snapshots
+        # Client quotas by entity ((type, name) pairs sorted by type; a None name is the default).
+        self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
+        self.quota_version = 0  # counts changes of ``client_quotas``: a broker's quota table rebuilds when it moves
 
     def apply(self, record: MetadataRecord) -> Applied:
         out = Applied()
@@ -184,6 +188,8 @@ class ClusterImage:
             self.features[record.name] = record.level
         elif isinstance(record, Voters):
             self.voters = record
+        elif isinstance(record, ClientQuotaRecord):
+            self._apply_quota(record)
         elif isinstance(record, UncleanElection | LeaderChange | KRaftVersion):
             pass
         return out
@@ -205,6 +211,18 @@ class ClusterImage:
         if record.resource_type == RESOURCE_BROKER and not configs:
             del self.broker_configs[record.resource_name]
         out.configs.append((record.resource_type, record.resource_name))
+
+    def _apply_quota(self, record: ClientQuotaRecord) -> None:
+        entity = tuple(sorted(record.entity, key=lambda p: p[0]))
+        if record.remove:
+            values = self.client_quotas.get(entity)
+            if values is not None:
+                values.pop(record.key, None)
+                if not values:
+                    del self.client_quotas[entity]
+        else:
+            self.client_quotas.setdefault(entity, {})[record.key] = record.value
+        self.quota_version += 1
 
     def unclean_enabled(self, topic: TopicInfo) -> bool:
         """unclean.leader.election.enable as the controller applies it: the topic's override, else the
@@ -253,6 +271,9 @@ class ClusterImage:
                 out.append(ConfigRecord(RESOURCE_BROKER, resource, name, value))
         for acl_id, acl in sorted(self.acls.items()):
             out.append(acl_record(acl_id, acl))
+        for entity, quotas in self.client_quotas.items():
+            for key, amount in sorted(quotas.items()):
+                out.append(ClientQuotaRecord(entity, key, amount))
         for (user, _mech), c in sorted(self.scram.items()):
             out.append(ScramCredentialSet(user, c.mechanism, c.salt, c.stored_key, c.server_key, c.iterations))
         if self.bootstrapped:

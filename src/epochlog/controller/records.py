@@ -175,6 +175,17 @@ class ScramCredentialRemoved:
 
 
 @dataclass(frozen=True)
+class ClientQuotaRecord:
+    """One quota of a client quota entity set (``value``) or removed (Kafka's ClientQuotaRecord). The
+    entity is its (type, name) pairs sorted by type, a name of ``None`` meaning that type's default."""
+
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
+@dataclass(frozen=True)
 class BootstrapApplied:
     """The records of the data directory's bootstrap file (``epochlog storage format``) were appended
     before this one: a later activation must not append them again."""
@@ -202,6 +213,7 @@ MetadataRecord = (
     | ScramCredentialRemoved
     | BootstrapApplied
     | FeatureLevel
+    | ClientQuotaRecord
 )
 
 KINDS: dict[str, type[Any]] = {
@@ -226,6 +238,7 @@ KINDS: dict[str, type[Any]] = {
         ScramCredentialRemoved,
         BootstrapApplied,
         FeatureLevel,
+        ClientQuotaRecord,
     )
 }
 _TUPLES = {
@@ -276,6 +289,9 @@ def from_json(kind: str, data: dict[str, Any]) -> MetadataRecord:
         args["voter_set"] = tuple(
             (int(n), str(d), tuple((str(li), str(h), int(p)) for li, h, p in eps)) for n, d, eps in args["voter_set"]
         )
+    if cls is ClientQuotaRecord:
+        args["entity"] = tuple((str(t), None if n is None else str(n)) for t, n in args.get("entity", ()))
+        args["value"] = float(args.get("value", 0.0))
     if cls is Topic:
         args["configs"] = dict(args.get("configs", {}))
     for name in _BYTES & set(args):

@@ -55,6 +55,8 @@ SERVED: dict[int, str] = {
     45: "AlterPartitionReassignments",
     46: "ListPartitionReassignments",
     47: "OffsetDelete",
+    48: "DescribeClientQuotas",
+    49: "AlterClientQuotas",
     50: "DescribeUserScramCredentials",
     51: "AlterUserScramCredentials",
     60: "DescribeCluster",

@@ -46,6 +46,9 @@ class RequestHeader:
     size: int  # bytes the header occupies in the frame
     # The connection's security.session.Session (principal, listener, host); None for the broker's own calls.
     session: Any = None
+    # Set by a handler whose client went over its quota: the connection is not read for this long (KIP-219).
+    throttle_ms: int = 0
+    quota_exempt: bool = False  # a follower's fetch: replication has its own throttles, not client quotas
 
 
 @cache

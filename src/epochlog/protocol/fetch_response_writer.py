@@ -51,6 +51,7 @@ def encode_fetch_response(
     error_code: int = 0,
     node_endpoints: Sequence[dict[str, Any]] = (),
     session_id: int = 0,
+    throttle_time_ms: int = 0,
 ) -> list[bytes | memoryview]:
     """The whole frame (size prefix first) as buffers. ``topics`` are the handler's rows; a partition's
     ``records`` entry is either bytes or an int: the index of its chunks in ``records``.
@@ -61,7 +62,7 @@ def encode_fetch_response(
     head += _I32.pack(correlation_id)
     if flexible:
         head += b"\x00"
-    head += _I32.pack(0)  # throttle time
+    head += _I32.pack(throttle_time_ms)
     if version >= 7:
         head += _I16.pack(error_code)
         head += _I32.pack(session_id)  # KIP-227: 0 when the answer belongs to no fetch session

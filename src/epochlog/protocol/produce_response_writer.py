@@ -46,6 +46,7 @@ def encode_produce_response(
     correlation_id: int,
     responses: Sequence[dict[str, Any]],
     node_endpoints: Sequence[dict[str, Any]] = (),
+    throttle_time_ms: int = 0,
 ) -> bytes:
     """The whole frame, size prefix first, for the handler's topic rows (``name`` or ``topic_id``, and
     ``partition_responses``); fields a row leaves out take the schema's defaults."""
@@ -84,7 +85,7 @@ def encode_produce_response(
                     out += b"\x00"
         if flexible:
             out += b"\x00"
-    out += _I32.pack(0)  # throttle time
+    out += _I32.pack(throttle_time_ms)
     if flexible:
         out += top_level_tags(node_endpoints if version >= 10 else ())
     _I32.pack_into(out, 0, len(out) - 4)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from epochlog.server.groups.coordinator import GroupCoordinator
     from epochlog.server.metrics import BrokerMetrics
     from epochlog.server.partition import Partition
+    from epochlog.server.quota_enforcement import ClientQuotas
     from epochlog.server.replication_throttle import ReplicationThrottles
     from epochlog.server.topic_configs import DynamicBrokerConfigs
     from epochlog.server.transactions.coordinators import TxnCoordinators
@@ -45,6 +46,7 @@ class BrokerApi(Protocol):
     cleaner: LogCleaner  # compaction of the log directories (its gauges are scraped from here)
     log_manager: LogDirs  # every log directory (DescribeLogDirs reads it)
     replication_throttles: ReplicationThrottles  # caps on replication bytes of throttled replicas
+    client_quotas: ClientQuotas  # producer/consumer byte rates per client (quota_enforcement.py)
     fetch_sessions: FetchSessionCache  # KIP-227 incremental fetch sessions
     authorizer: StandardAuthorizer | None  # None unless authorizer.class.name is set (server/authz.py)
     lease: BrokerLease  # whether the active controller still vouches for this broker (replication/lease.py)

@@ -14,6 +14,9 @@ that is still asking the transaction coordinator, and so cannot break its produc
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime as dt
+import functools
 import logging
 import socket
 import time
@@ -75,6 +78,7 @@ class KafkaConnection(FramedProtocol):
         self.limits: ConnectionLimits | None = broker.limits
         self._ip: str | None = None  # counted against max.connections.per.ip while set
         self._pool_paused = False
+        self._muted = False  # over a client quota: not read until the throttle time has passed (KIP-219)
         self.last_active = time.monotonic()
 
     # -- asyncio.Protocol ---------------------------------------------------------------
@@ -152,7 +156,7 @@ class KafkaConnection(FramedProtocol):
 
     def frame_received(self, frame: bytes | memoryview) -> None:
         self.last_active = time.monotonic()
-        if self._ordering or self._held:
+        if self._ordering or self._held or self._muted:
             # An earlier request has not taken effect yet: this one waits its turn, and its bytes count
             # against queued.max.request.bytes meanwhile (the frame owns its buffer: framing.py copies
             # frames out of the shared scratch buffer).
@@ -220,9 +224,15 @@ class KafkaConnection(FramedProtocol):
             )
             self.close()
             return
+        quotas = getattr(self.broker, "client_quotas", None)  # a controller's listener has none
         try:
             codec.finish_header(mv, header)
+            if quotas is not None:
+                quotas.request_throttle(header)
+            started = time.perf_counter()
             result = self.broker.dispatch_from(self, header, mv)
+            if quotas is not None:
+                quotas.record_request_time(header, time.perf_counter() - started)
         except (KafkaError, UnsupportedVersion) as e:
             log.warning("closing %s: bad api %d v%d request: %s", self.peer, header.api_key, header.api_version, e)
             self.close()
@@ -231,6 +241,8 @@ class KafkaConnection(FramedProtocol):
             log.exception("closing %s: handler for api %d v%d failed", self.peer, header.api_key, header.api_version)
             self.close()
             return
+        if header.throttle_ms:
+            self._mute(header.throttle_ms)
         if result is NO_RESPONSE:
             return
         slot = _Slot(len(mv), header.api_key)
@@ -252,7 +264,7 @@ class KafkaConnection(FramedProtocol):
         """The request that held the others has taken effect: handle the frames that arrived meanwhile, in
         order, until one of them holds the rest again."""
         held = self._held
-        while held and not self._ordering and not self.closed:
+        while held and not self._ordering and not self._muted and not self.closed:
             frame = held.popleft()
             self._release(len(frame))  # _handle_frame counts the request again while it is answered
             self._handle_frame(frame)
@@ -357,8 +369,25 @@ class KafkaConnection(FramedProtocol):
             self._ordering = False
             self._next_held()
 
+    def _mute(self, ms: int) -> None:
+        """Stop reading for ``ms`` (a client over its quota, KIP-219); frames already read wait their turn."""
+        if self._muted or self.closed:
+            return
+        self._muted = True
+        self._update_reading()
+        asyncio.get_running_loop().call_later(ms / 1000, self._unmute)
+
+    def _unmute(self) -> None:
+        self._muted = False
+        if not self.closed:
+            self._next_held()
+
     def _fill(self, slot: _Slot, header: codec.RequestHeader, body: Any) -> None:
+        if header.throttle_ms:
+            self._mute(header.throttle_ms)
         self.broker.observe_request(SERVED.get(header.api_key, str(header.api_key)), slot.started)
+        if header.throttle_ms and isinstance(body, dict):
+            _carry_throttle(header, body)
         if isinstance(body, (bytes, bytearray)):
             slot.data = bytes(body)
         elif isinstance(body, list):
@@ -417,7 +446,11 @@ class KafkaConnection(FramedProtocol):
         # Held frames pause reading outright (Kafka mutes such a connection), so they count against
         # MAX_IN_FLIGHT too: at most one read's worth of frames is ever held.
         should_pause = (
-            self._writing_paused or self._pool_paused or bool(self._held) or len(self.pending) >= MAX_IN_FLIGHT
+            self._writing_paused
+            or self._pool_paused
+            or self._muted
+            or bool(self._held)
+            or len(self.pending) >= MAX_IN_FLIGHT
         )
         if should_pause and not self._reading_paused:
             self.transport.pause_reading()
@@ -432,3 +465,18 @@ class KafkaConnection(FramedProtocol):
             self.closed = True
             if self.transport is not None:
                 self.transport.close()
+
+
+def _carry_throttle(header: codec.RequestHeader, body: dict[str, Any]) -> None:
+    """A quota's throttle time into an answer the handler built as a dict (Produce and Fetch write theirs)."""
+    if "throttle_time" not in _response_fields(header.api_key, header.api_version):
+        return
+    given = body.get("throttle_time") or 0
+    if isinstance(given, dt.timedelta):
+        given = int(given.total_seconds() * 1000)
+    body["throttle_time"] = max(int(given), header.throttle_ms)
+
+
+@functools.cache
+def _response_fields(api_key: int, version: int) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(codec.response_class(api_key, version)))

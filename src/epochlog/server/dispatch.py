@@ -24,6 +24,7 @@ def _load() -> None:
     from epochlog.server.handlers import (
         acls,
         admin,
+        client_quotas,
         configs,
         delete_records,
         describe_topic_partitions,
@@ -81,6 +82,8 @@ def _load() -> None:
             46: admin.handle_list_partition_reassignments,
             42: groups.handle_delete_groups,
             47: groups.handle_offset_delete,
+            48: client_quotas.handle_describe_client_quotas,
+            49: client_quotas.handle_alter_client_quotas,
             50: scram.handle_describe_user_scram_credentials,
             51: scram.handle_alter_user_scram_credentials,
             60: metadata.handle_describe_cluster,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from epochlog.controller.image import ClusterImage
 from epochlog.protocol.codec import RequestHeader, build, request_class
 from epochlog.protocol.errors import Err
 from epochlog.protocol.records import build_batch
@@ -15,6 +16,7 @@ from epochlog.replication.fetch_sessions import FetchSessionCache
 from epochlog.security.acl import Operation, ResourceType
 from epochlog.server.handlers.fetch import handle_fetch
 from epochlog.server.handlers.produce import handle_produce
+from epochlog.server.quota_enforcement import ClientQuotas
 from epochlog.server.responses import Waiting
 
 pytestmark = pytest.mark.unit
@@ -52,6 +54,7 @@ def _broker(authorizer: Any) -> Any:
         metrics=SimpleNamespace(failed_produce=_Counter(), requests=_Counter()),
         image=SimpleNamespace(states={}, brokers={}),
         fetch_sessions=FetchSessionCache(),
+        client_quotas=ClientQuotas({}, ClusterImage),
     )
 
 

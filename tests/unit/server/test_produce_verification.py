@@ -17,6 +17,7 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.produce.v9.response import ProduceResponse
 from kio.serial import entity_reader, entity_writer
 
+from epochlog.controller.image import ClusterImage
 from epochlog.protocol.codec import RequestHeader
 from epochlog.protocol.control_records import ControlType, marker_batch
 from epochlog.protocol.errors import Err
@@ -25,6 +26,7 @@ from epochlog.replication.partition import PartitionReplica
 from epochlog.replication.types import PartitionState
 from epochlog.server.handlers.produce import handle_produce
 from epochlog.server.partition import Partition
+from epochlog.server.quota_enforcement import ClientQuotas
 from epochlog.server.responses import Waiting
 from epochlog.storage.config import LogConfig
 from epochlog.storage.partition_log import PartitionLog
@@ -70,6 +72,7 @@ def _broker(tmp: Path, coordinator: _Coordinator) -> tuple[Any, Partition]:
         txn=coordinator,
         metrics=metrics,
         image=SimpleNamespace(states={}, brokers={}),
+        client_quotas=ClientQuotas({}, ClusterImage),
         authorizer=None,
     )
     return broker, part

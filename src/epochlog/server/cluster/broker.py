@@ -50,6 +50,8 @@ from epochlog.server.metrics import BrokerMetrics
 from epochlog.server.offsets_store import LogOffsetsStore
 from epochlog.server.partition import Partition
 from epochlog.server.peer_security import controller_security, inter_broker_security
+from epochlog.server.quota_enforcement import ClientQuotas
+from epochlog.server.quota_metrics import QuotaCollector
 from epochlog.server.replication_throttle import ReplicationThrottles
 from epochlog.server.topic_configs import DynamicBrokerConfigs, topic_properties
 from epochlog.server.transactions.coordinators import TxnCoordinators
@@ -95,6 +97,8 @@ class ClusterBroker:
         self.metrics = BrokerMetrics()
         # leader.replication.throttled.rate / follower.replication.throttled.rate and their meters.
         self.replication_throttles = ReplicationThrottles(config.node_id)
+        self.client_quotas = ClientQuotas(config.raw, lambda: self.image.cluster)
+        self.metrics.registry.register(QuotaCollector(self.client_quotas))
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.replication_throttles.reconfigure({}, {}, config.raw)
         # Compaction of cleanup.policy=compact logs, on threads of its own; started with the broker.

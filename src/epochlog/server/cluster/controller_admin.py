@@ -8,6 +8,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from epochlog.controller.client_quotas import QuotaAlteration
 from epochlog.controller.config_changes import ConfigChange, ConfigOp
 from epochlog.controller.scram import ScramDeletion, ScramUpsertion
 from epochlog.protocol.errors import Err
@@ -319,3 +320,24 @@ def alter_scram(server: ControllerServer, req: Any) -> dict[str, Any]:
     server.persist()
     rows = [{"user": o.user, "error_code": o.error_code, "error_message": o.message} for o in outcomes]
     return {"throttle_time": 0, "results": rows}
+
+
+def alter_client_quotas(server: ControllerServer, req: Any) -> dict[str, Any]:
+    alterations = [
+        QuotaAlteration(
+            tuple((str(e.entity_type), e.entity_name) for e in entry.entity),
+            tuple((str(op.key), None if op.remove else float(op.value)) for op in entry.ops),
+        )
+        for entry in req.entries
+    ]
+    outcomes = server.core.alter_client_quotas(alterations, bool(req.validate_only))
+    server.persist()
+    rows = [
+        {
+            "error_code": o.error_code,
+            "error_message": o.message,
+            "entity": [{"entity_type": t, "entity_name": n} for t, n in o.entity],
+        }
+        for o in outcomes
+    ]
+    return {"throttle_time": 0, "entries": rows}

@@ -49,11 +49,11 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {
     36: (0, 2),  # SaslAuthenticate
 }
 # Requests only the active controller may decide; a standby answers them NOT_CONTROLLER.
-ACTIVE_ONLY = {62, 63, 56, 19, 20, 33, 37, 43, 44, 45, 46, 67, 73, 30, 31, 51}
+ACTIVE_ONLY = {62, 63, 56, 19, 20, 33, 37, 43, 44, 45, 46, 67, 73, 30, 31, 49, 51}
 QUORUM_APIS = {1, 52, 53, 54, 59}
 COMMIT_TIMEOUT_S = 30.0
 # Admin requests forwarded by brokers keep the client's version: accept all kio parses.
-for _key in (19, 20, 33, 37, 43, 44, 45, 46, 30, 31, 51):
+for _key in (19, 20, 33, 37, 43, 44, 45, 46, 30, 31, 49, 51):
     CONTROLLER_APIS[_key] = supported_range_any(_key)
 
 
@@ -293,6 +293,8 @@ def _decide(server: ControllerServer, conn: Any, key: int, version: int, req: An
         return controller_admin.delete_acls(server, req)
     if key == 51:
         return controller_admin.alter_scram(server, req)
+    if key == 49:
+        return controller_admin.alter_client_quotas(server, req)
     if key == 67:
         start = server.core.allocate_producer_ids(int(req.broker_id), PRODUCER_ID_BLOCK)
         server.persist()

@@ -20,7 +20,7 @@ from epochlog.security.session import INTERNAL, Session
 
 UNCHECKED = {17, 18, 36, 60}  # the SASL exchange, ApiVersions and DescribeCluster
 DESCRIBE_ONLY = {55}
-FORWARDED = {19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 51}
+FORWARDED = {19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51}
 # A refused broker retries its registration for as long as it runs: one warning per principal and API in
 # this long, with the count of the refusals not logged since, instead of one per retry.
 REFUSAL_LOG_INTERVAL_S = 60.0

@@ -32,6 +32,6 @@ def not_controller(key: int, version: int, req: Any) -> dict[str, Any]:
         return {"throttle_time": 0, "error_code": code, "directories": []}
     if key == 43:
         return {"throttle_time": 0, "error_code": code, "replica_election_results": []}
-    if key in (19, 20, 37, 33, 44, 45, 46, 30, 31, 51):
+    if key in (19, 20, 37, 33, 44, 45, 46, 30, 31, 49, 51):
         return error_on_every_item(key, version, req, code, MESSAGE)
     raise ValueError(f"api {key} has no NOT_CONTROLLER answer")

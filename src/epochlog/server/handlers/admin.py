@@ -10,6 +10,7 @@ from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.security.acl import Operation
 from epochlog.server import authz
+from epochlog.server.handlers import mutation_quota
 from epochlog.server.handlers.forwarding import answer_field, forward
 from epochlog.server.handlers.item_errors import error_on_every_item
 
@@ -137,14 +138,25 @@ async def _forward_checked(
     rows_key: str,
     answered: list[dict[str, Any]],
 ) -> Any:
-    """Forward, then add the rows the broker answered itself (refused before forwarding)."""
+    """Forward, then add the rows the broker answered itself (refused before forwarding, by authorization or
+    by the client's controller_mutation_rate)."""
+    held = mutation_quota.hold(broker, header, req)
+    if held is not None:
+        req, answered = held.req, answered + held.refused
+        if names is not None:
+            names = [n for n in names if n in held.counts]
+        if not mutation_quota.has_items(held, header):
+            return {"throttle_time": mutation_quota.settle(broker, header, held, []), rows_key: answered}
     resp = await forward(broker, header, req, names, present)
     if header.api_key == 19 and authz.enabled(broker):
         resp = _hide_created_configs(broker, header, resp)
-    if not answered:
+    throttle = 0
+    if held is not None:
+        throttle = mutation_quota.settle(broker, header, held, list(answer_field(resp, rows_key) or ()))
+    if not answered and not throttle:
         return resp
     rows = list(answer_field(resp, rows_key) or ()) + answered
-    return {"throttle_time": answer_field(resp, "throttle_time") or 0, rows_key: rows}
+    return {"throttle_time": max(answer_field(resp, "throttle_time") or 0, throttle), rows_key: rows}
 
 
 def _hide_created_configs(broker: Broker, header: RequestHeader, resp: Any) -> Any:

@@ -19,6 +19,7 @@ from epochlog.server import authz
 from epochlog.server.authz import session_of
 from epochlog.server.handlers.fetch_session_view import cut_to_session, open_context
 from epochlog.server.handlers.leader_hints import add_hint
+from epochlog.server.quota_enforcement import FETCH
 from epochlog.server.responses import Waiting
 from epochlog.storage.errors import KafkaStorageError
 from epochlog.storage.log_results import FileRead
@@ -287,6 +288,7 @@ def _fetch_once(
     deferred: list[_Deferred] | None = None,
     denied: Any = _NONE,
     client: _Client | None = None,
+    header: RequestHeader | None = None,
 ) -> tuple[list[dict[str, Any]], int, bool, list[list[Any]]]:
     replica_id = _replica_id(req, version)
     spliced: list[list[Any]] = []
@@ -296,6 +298,10 @@ def _fetch_once(
     # replica.fetch.response.max.bytes for followers); the first batch still goes whole (min_one_batch).
     cap = broker.config.fetch_max_bytes if replica_id < 0 else broker.config.replica_fetch_response_max_bytes
     budget = min(req.max_bytes, cap) if version >= 3 else cap
+    if replica_id < 0 and header is not None:
+        quota_cap = broker.client_quotas.fetch_cap(header)
+        if quota_cap is not None:
+            budget = min(budget, quota_cap)
     topics_out = []
     for t in req.topics:
         name = getattr(t, "topic", None)
@@ -363,7 +369,7 @@ async def _fetch_with_wait(
         try:
             deferred: list[_Deferred] = []
             client = _client(header, req, _replica_id(req, version))
-            topics_out, total, errors, spliced = _fetch_once(broker, req, version, deferred, denied, client)
+            topics_out, total, errors, spliced = _fetch_once(broker, req, version, deferred, denied, client, header)
             remaining = deadline - time.monotonic()
             if total >= req.min_bytes or errors or remaining <= 0:
                 await _read_deferred(broker, deferred, spliced)
@@ -387,6 +393,15 @@ def _response(
 ) -> list[Any]:
     # KIP-227: an incremental answer carries only what changed; a full one may open a session.
     topics_out, error, session_id = cut_to_session(broker, ctx, topics_out, spliced)
+    if not header.quota_exempt:
+        # consumer_byte_rate: the bytes this answer carries. Kafka answers a throttled fetch empty; this
+        # broker sends what it read (already cut to the quota's window) and mutes the connection instead.
+        sent = sum(len(c) for chunks in spliced for c in chunks)
+        sent += sum(
+            len(r["records"]) for t in topics_out for r in t["partitions"] if isinstance(r.get("records"), bytes)
+        )
+        if sent:
+            broker.client_quotas.record(FETCH, header, sent)
     nodes: dict[int, dict[str, Any]] = {}
     if header.api_version >= 16:  # KIP-951: CurrentLeader and NodeEndpoints, as Kafka fills them from v16
         for topic in topics_out:
@@ -400,6 +415,7 @@ def _response(
         error_code=error,
         node_endpoints=list(nodes.values()),
         session_id=session_id,
+        throttle_time_ms=header.throttle_ms,
     )
 
 
@@ -418,13 +434,15 @@ async def _respond_after_reads(
 def handle_fetch(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = decode_body(frame, header)
     version = header.api_version
+    if _replica_id(req, version) >= 0:
+        header.quota_exempt = True
     ctx, req = open_context(broker, req, version, _replica_id(req, version))
     if isinstance(ctx, SessionError):
         return _response(broker, header, [], [], ctx)
     deferred: list[_Deferred] = []
     denied = _denied(broker, header, req, version)
     client = _client(header, req, _replica_id(req, version))
-    topics_out, total, errors, spliced = _fetch_once(broker, req, version, deferred, denied, client)
+    topics_out, total, errors, spliced = _fetch_once(broker, req, version, deferred, denied, client, header)
     max_wait_ms = req.max_wait.total_seconds() * 1000
     nothing_to_wait_for = denied is _ALL or (denied and all(n in denied for n in _names(broker, req, version)))
     if total >= req.min_bytes or errors or max_wait_ms <= 0 or not req.topics or nothing_to_wait_for:

@@ -1,6 +1,6 @@
 """The answer of a forwardable admin request (topics, partitions, configs, reassignments, ACLs, SCRAM
-credentials) with one error on every item. A leaf: the handlers that refuse a request, the forwarding that
-times out and a standby controller all build it, and none of them imports another for it."""
+credentials, client quotas) with one error on every item. A leaf: the handlers that refuse a request, the
+forwarding that times out and a standby controller all build it, and none of them imports another for it."""
 
 from __future__ import annotations
 
@@ -32,11 +32,7 @@ def error_on_every_item(key: int, version: int, req: Any, code: int, message: st
             rows.append(row)
         return {"throttle_time": 0, "topics": rows}
     if key == 20:
-        items = (
-            [(t.name, t.topic_id) for t in req.topics]
-            if version >= 6
-            else [(n, None) for n in req.topic_names]
-        )
+        items = [(t.name, t.topic_id) for t in req.topics] if version >= 6 else [(n, None) for n in req.topic_names]
         rows = [{"name": n, "topic_id": tid, "error_code": code, "error_message": message} for n, tid in items]
         return {"throttle_time": 0, "responses": rows}
     if key == 37:
@@ -91,4 +87,14 @@ def error_on_every_item(key: int, version: int, req: Any, code: int, message: st
         users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
         rows = [{"user": u, "error_code": code, "error_message": message} for u in users]
         return {"throttle_time": 0, "results": rows}
+    if key == 49:
+        rows = [
+            {
+                "error_code": code,
+                "error_message": message,
+                "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity],
+            }
+            for entry in req.entries
+        ]
+        return {"throttle_time": 0, "entries": rows}
     raise ValueError(f"api {key} is not forwarded")

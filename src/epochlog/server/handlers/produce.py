@@ -18,6 +18,7 @@ from epochlog.server import authz
 from epochlog.server.authz import session_of
 from epochlog.server.handlers.leader_hints import add_hint
 from epochlog.server.partition import Partition
+from epochlog.server.quota_enforcement import PRODUCE
 from epochlog.server.responses import NO_RESPONSE, Waiting
 from epochlog.transactions import verification
 from epochlog.transactions.verification import Unverified, by_producer, needs_verification
@@ -111,7 +112,9 @@ def _answer(broker: Broker, header: RequestHeader, responses: list[dict[str, Any
     for topic in responses:
         for row in topic["partition_responses"]:
             add_hint(broker, topic["name"], row["index"], row, nodes, session_of(header).listener)
-    return encode_produce_response(header.api_version, header.correlation_id, responses, list(nodes.values()))
+    return encode_produce_response(
+        header.api_version, header.correlation_id, responses, list(nodes.values()), header.throttle_ms
+    )
 
 
 async def _await_acks(
@@ -194,14 +197,14 @@ def _denied(broker: Broker, header: RequestHeader, req: Any) -> set[str] | None:
         broker, header, Operation.WRITE, req.transactional_id
     ):
         return None
-    names = (
-        broker.topic_name_for_id(t.topic_id) if t.topic_id is not None else t.name for t in req.topics
-    )
+    names = (broker.topic_name_for_id(t.topic_id) if t.topic_id is not None else t.name for t in req.topics)
     return authz.denied_topics(broker, header, Operation.WRITE, names)
 
 
 def handle_produce(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = parse_produce(frame[header.size :], header.api_version)
+    # producer_byte_rate: the request's bytes count whatever becomes of them, as in Kafka.
+    broker.client_quotas.record(PRODUCE, header, len(frame))
     denied = _NO_DENIED
     if authz.enabled(broker):
         checked = _denied(broker, header, req)

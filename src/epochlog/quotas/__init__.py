@@ -1,0 +1,1 @@
+"""Client quota decisions (sans-IO): which quota applies, sampled rates, throttle times."""
