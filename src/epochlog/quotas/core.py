@@ -135,6 +135,9 @@ def throttle_ms(observed: float, bound: float, window_ms: int) -> int:
     return round((observed - bound) / bound * window_ms)
 
 
+MAX_RESOLVED = 100_000  # (user, client id) pairs whose quota is remembered between quota changes
+
+
 class QuotaManager:
     """One quota type (e.g. producer_byte_rate): the quotas from the metadata image and one rate per
     metric tags. ``record`` returns the throttle time the request earns."""
@@ -150,19 +153,20 @@ class QuotaManager:
         self.throttle_total_ms: dict[tuple[str, str], int] = {}  # per tags: throttle time handed out
         self._resolved: dict[tuple[str, str], tuple[tuple[str, str], float] | None] = {}
         self._last_expiry_ms = 0
-
-    @property
-    def enabled(self) -> bool:
-        """Any quota of this type is set: without one nothing is measured (Kafka's quotasEnabled)."""
-        return any(self.key in values for values in self.quotas.values())
+        # Any quota of this type is set: without one nothing is measured (Kafka's quotasEnabled). Asked on
+        # every request, so kept rather than computed over every entity each time.
+        self.enabled = False
 
     def update(self, quotas: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
         """New quotas (the image changed): every client's quota is looked up again on its next request; the
         measured rates stay, so a changed quota takes effect on the next request."""
         self.quotas = quotas
+        self.enabled = any(self.key in values for values in quotas.values())
         self._resolved.clear()
 
     def quota_of(self, user: str, client_id: str) -> tuple[tuple[str, str], float] | None:
+        if len(self._resolved) >= MAX_RESOLVED:  # clients name themselves: a churning one must not grow it
+            self._resolved.clear()
         if (user, client_id) not in self._resolved:
             self._resolved[(user, client_id)] = resolve(self.quotas, self.key, user, client_id)
         return self._resolved[(user, client_id)]
