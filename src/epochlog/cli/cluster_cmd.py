@@ -72,6 +72,9 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2) from None
         try:
             run_broker(cfg)
+        except ConfigError as e:  # a property checked where it is used (e.g. quota.window.num)
+            typer.echo(f"epochlog broker: bad configuration: {e}", err=True)
+            raise typer.Exit(2) from None
         except (RuntimeError, OSError, StorageError) as e:
             typer.echo(f"epochlog broker: {e}", err=True)
             raise typer.Exit(1) from None

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from epochlog.clock import now_ms
+from epochlog.config_error import ConfigError
 from epochlog.quotas.core import DEFAULT_WINDOW_NUM, QuotaManager
 from epochlog.quotas.mutations import Decision, MutationQuotas, strict
 
@@ -25,16 +26,28 @@ def _user(session: Any) -> str:
     return principal.split(":", 1)[1] if ":" in principal else principal
 
 
+def _at_least_one(raw: dict[str, str], name: str, default: int) -> int:
+    """Kafka's quota window properties: whole numbers, at least 1."""
+    text = raw.get(name, str(default))
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise ConfigError(f"{name}={text!r}: expected a whole number") from None
+    if value < 1:
+        raise ConfigError(f"{name}={value}: must be at least 1")
+    return value
+
+
 class ClientQuotas:
     def __init__(self, raw: dict[str, str], image: Callable[[], Any]) -> None:
         self._image = image
-        window_num = int(raw.get("quota.window.num", DEFAULT_WINDOW_NUM))
-        window_ms = int(float(raw.get("quota.window.size.seconds", "1")) * 1000)
+        window_num = _at_least_one(raw, "quota.window.num", DEFAULT_WINDOW_NUM)
+        window_ms = _at_least_one(raw, "quota.window.size.seconds", 1) * 1000
         self.window_ms = window_ms
         self.managers = {key: QuotaManager(key, window_num, window_ms) for key in (PRODUCE, FETCH, REQUEST)}
         self.mutations = MutationQuotas(
-            int(raw.get("controller.quota.window.num", DEFAULT_WINDOW_NUM)),
-            int(float(raw.get("controller.quota.window.size.seconds", "1")) * 1000),
+            _at_least_one(raw, "controller.quota.window.num", DEFAULT_WINDOW_NUM),
+            _at_least_one(raw, "controller.quota.window.size.seconds", 1) * 1000,
         )
         self._version = -1
 

@@ -56,3 +56,21 @@ def test_entities_are_capped_and_the_rest_summed(manual: clock.ManualClock) -> N
     assert len(series) == MAX_CLIENT_IDS + 1
     other = [x for x in series if f'client_id="{OTHER_CLIENTS}"' in x]
     assert other and float(other[0].rsplit(" ", 1)[1]) == pytest.approx(5 * 1000.0)  # 5 x 10 kB over 10 s
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("quota.window.num", "0"),
+        ("quota.window.size.seconds", "-1"),
+        ("quota.window.size.seconds", "1.5"),
+        ("controller.quota.window.num", "many"),
+    ],
+)
+def test_bad_quota_windows_are_refused_by_name(name: str, value: str) -> None:
+    from epochlog.config_error import ConfigError
+    from epochlog.server.quota_enforcement import ClientQuotas
+
+    with pytest.raises(ConfigError, match=name.replace(".", r"\.")):
+        ClientQuotas({name: value}, lambda: None)
+    ClientQuotas({name: "2"}, lambda: None)  # a good value is taken
