@@ -25,8 +25,8 @@ from epochlog.sim.quorum_log import VOTERS
 if TYPE_CHECKING:
     from epochlog.sim.quorum_world import QuorumWorld, SimNode
 
-MATCH_SCAN = 64
-REMOVED_LEADER_GRACE_MS = 50  # a few ticks  # how far log-matching looks below the shorter log's end for a shared epoch
+MATCH_SCAN = 64  # how far log-matching looks below the shorter log's end for a shared epoch
+REMOVED_LEADER_GRACE_MS = 50  # a few ticks for a leader whose removal committed to resign
 
 
 class QuorumChecker:
@@ -42,9 +42,8 @@ class QuorumChecker:
         self.values: list[str] = []  # the longest sequence any state machine applied
         self.wiped_nodes: set[int] = set()
         self.leader_terms: list[tuple[int, int, int]] = []  # (epoch, node, time it became leader)
-        self.hw_voters: dict[
-            tuple[int, int], tuple[int, tuple[int, ...] | None]
-        ] = {}  # (leader, epoch) -> (hw, voters)
+        # (leader, epoch) -> (its high watermark, the voters it counted when that last moved)
+        self.hw_voters: dict[tuple[int, int], tuple[int, tuple[int, ...] | None]] = {}
         self.removed_since: dict[tuple[int, int], int] = {}  # (leader, epoch) -> when its removal committed
 
     def _fail(self, invariant: str, detail: str) -> None:
