@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 from epochlog.client import describe_transactions_wire
 from epochlog.client.transactions import cluster, find_coordinator
 from epochlog.client.wire import Connection
-from tests.integration.cluster_helpers import create_topic, new_cluster, partition_info
+from tests.integration.cluster_helpers import create_topic, new_cluster, partition_info, wait_until
 from tests.integration.kafka_wire import WireClient
 from tests.integration.test_transaction_admin import cli, schema
 
@@ -30,6 +30,7 @@ def test_tools_across_three_brokers(tmp_path: Path) -> None:
         topic = "adm-cluster"
         create_topic(bs, topic, 1, 2, {})  # two replicas of three brokers: one broker does not host it
         tids = [f"c{i}-{uuid.uuid4().hex[:6]}" for i in range(6)]
+        _spread_coordinators(bs, tids)
         for tid in tids:
             p = Producer({"bootstrap.servers": bs, "transactional.id": tid, "linger.ms": 2})
             p.init_transactions(60)
@@ -88,3 +89,27 @@ def test_tools_across_three_brokers(tmp_path: Path) -> None:
         assert [r[3] for r in cli(bs, "list")[1:]] == ["CompleteCommit"] * len(tids)
     finally:
         lc.stop()
+
+
+def _spread_coordinators(bs: str, tids: list[str]) -> None:
+    """Have __transaction_state made and its leaders back on their preferred replicas before the test needs
+    them spread: a broker that missed heartbeats while the cluster started (a loaded machine) leaves its
+    partitions led by another broker, and automatic rebalancing waits five minutes."""
+    from confluent_kafka import ElectionType, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    with cluster(bs) as c:
+        find_coordinator(c, tids[0], wait_s=60)
+    admin = AdminClient({"bootstrap.servers": bs})
+
+    def in_sync() -> dict[int, object] | None:
+        parts = admin.list_topics("__transaction_state", timeout=10).topics["__transaction_state"].partitions
+        return parts if parts and all(set(m.isrs) == set(m.replicas) for m in parts.values()) else None
+
+    parts = wait_until(in_sync, 60, "every __transaction_state replica in sync")
+    try:
+        admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("__transaction_state", p) for p in parts]).result(
+            30
+        )
+    except KafkaException:  # ELECTION_NOT_NEEDED for partitions already led by their preferred replica
+        pass
