@@ -15,7 +15,7 @@ partition's log costs a few milliseconds of fsyncs, a request may add up to 10,0
 behind it on the connection wait for the broker's metadata to show it (a run with CreatePartitions of 763
 partitions followed by DeleteTopics took over 10 s on the loaded machine at frame 470,298 of a 10^6 run).
 
-Default: 8,000 frames (about 20 s on a 2-core machine; 200,000 under EPOCHLOG_LONG=1).
+Default: 4,000 frames (about 15 s on a 2-core machine; 200,000 under EPOCHLOG_LONG=1).
 EPOCHLOG_FUZZ_FRAMES=1000000 for the long run; EPOCHLOG_FUZZ_SEED to replay a seed. A failure prints the
 seed, a replay command, and the path of the saved failing frames.
 """
@@ -46,7 +46,7 @@ from tests.fuzz.kafka_strategies import Frame, Names, mutate, request_frame, ser
 from tests.fuzz.seeds import default_seed
 from tests.integration.helpers import consume_assign, create_topic, produce, topic_name
 
-FRAMES = int(os.environ.get("EPOCHLOG_FUZZ_FRAMES", "200000" if os.environ.get("EPOCHLOG_LONG") else "8000"))
+FRAMES = int(os.environ.get("EPOCHLOG_FUZZ_FRAMES", "200000" if os.environ.get("EPOCHLOG_LONG") else "4000"))
 SEED = default_seed("EPOCHLOG_FUZZ_SEED")
 POOL = int(os.environ.get("EPOCHLOG_FUZZ_POOL", "1200"))  # valid-shaped requests drawn from the kio strategies
 MUTATED_SHARE = 0.5  # of the groups sent; the rest are runs of 1-8 unmutated requests

@@ -239,6 +239,7 @@ def test_kafka_python_reports_the_throttle_time(broker_factory: Any) -> None:
         p.close(5)
 
 
+@pytest.mark.long  # 36 s; the default run keeps the quota core's unit test of a change taking effect at once
 def test_a_quota_changed_while_a_producer_runs_takes_effect_within_a_couple_of_windows(broker_factory: Any) -> None:
     broker = broker_factory(WINDOWS)
     topic = topic_name("quota-change")

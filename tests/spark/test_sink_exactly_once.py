@@ -228,7 +228,8 @@ def test_without_transactions_killed_before_marker_duplicates(bootstrap: str, tm
 
 
 TASK_FAILURES = [
-    ("before_task_commit", True, 0),  # the failed attempt's open transaction is aborted by the retry's init
+    # the failed attempt's open transaction is aborted by the retry's init (long tier: the default run's time)
+    pytest.param("before_task_commit", True, 0, marks=LONG),
     ("after_task_commit", True, 0),  # the failed attempt committed: the retry finds its marker
     ("after_task_commit", False, ROWS_PER_PARTITION // 2),  # negative control: no marker check, 20 rows twice
 ]
