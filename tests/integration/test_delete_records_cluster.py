@@ -90,6 +90,15 @@ def test_delete_records_reaches_every_replica_and_survives_kill9_of_the_leader(c
     # A follower that stops fetching (SIGSTOP: still registered, not fenced before its 9 s session ends)
     # holds the answer back until the request's timeout: REQUEST_TIMED_OUT, with the low watermark reached.
     follower = next(b for b in cluster.broker_ids() if b != leader0)
+    # Both followers must have fetched from the restarted leader first: until a follower fetches in the new
+    # term its log start is unknown (-1, as in Kafka), and the low watermark answered would be -1. A
+    # DeleteRecords at the current start is answered once they have (on a loaded machine that takes a moment).
+    port0 = cluster.broker(leader0).port
+    wait_until(
+        lambda: rows(delete_records_wire(port0, [(topic, [(0, 50)])], timeout_ms=5000)) == {(topic, 0): (0, 50)},
+        30,
+        "both followers fetching from the restarted leader",
+    )
     cluster.signal(f"broker-{follower}", signal.SIGSTOP)
     try:
         t0 = time.monotonic()
