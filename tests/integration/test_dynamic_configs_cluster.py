@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from kio.schema.incremental_alter_configs.v1.request import (
@@ -49,6 +50,7 @@ def acks_all(bootstrap: str, topic: str) -> KafkaError | None:
     return errs[0] if errs else KafkaError(KafkaError._TIMED_OUT)
 
 
+@pytest.mark.long  # 28 s of restarts; the default run keeps the cluster's other dynamic-config cases
 def test_configs_survive_controller_failover_and_a_full_restart(quorum_cluster: LocalCluster) -> None:
     lc = quorum_cluster
     bs = lc.bootstrap

@@ -119,6 +119,7 @@ def _wait_for(cond: Callable[[], bool], seconds: float) -> bool:
     return cond()
 
 
+@pytest.mark.long  # 30 s each: the default run keeps kafka-python's throttle check and the core's properties
 def test_a_producer_is_held_to_its_quota_and_a_neighbour_is_not(broker_factory: Any) -> None:
     broker = broker_factory(WINDOWS)
     slow_topic, fast_topic = topic_name("quota-slow"), topic_name("quota-fast")
@@ -150,6 +151,7 @@ def test_a_producer_is_held_to_its_quota_and_a_neighbour_is_not(broker_factory: 
     assert fast.throttle_max == 0, info
 
 
+@pytest.mark.long  # 30 s each: the default run keeps kafka-python's throttle check and the core's properties
 def test_a_consumer_is_held_to_its_quota_and_a_neighbour_is_not(broker_factory: Any) -> None:
     broker = broker_factory(WINDOWS)
     topic = topic_name("quota-fetch")
