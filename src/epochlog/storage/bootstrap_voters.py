@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import uuid
 from pathlib import Path
 
 from epochlog.raft.voters import Endpoint, Voter, VoterSet
+from epochlog.storage.checkpoints import write_atomically
 
 VOTERS_FILE = "bootstrap-voters.json"
 
@@ -57,12 +57,7 @@ def write(directory: Path, own_directory_id: str, voters: VoterSet) -> Path:
         ],
     }
     path = directory / VOTERS_FILE
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomically(path, json.dumps(doc, indent=1))
     return path
 
 
