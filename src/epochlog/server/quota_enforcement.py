@@ -60,6 +60,11 @@ class ClientQuotas:
                 m.update(quotas)
             self.mutations.update(quotas)
 
+    def measuring(self, key: str) -> bool:
+        """Whether any quota of this type is set: callers skip counting what nobody measures."""
+        self.refresh(self._image())
+        return self.managers[key].enabled
+
     def record(self, key: str, header: Any, value: float) -> int:
         """Record a request's bytes; the throttle time it earns (also set on the header, for the
         connection to mute itself). 0 without a quota of this type anywhere: nothing is measured."""

@@ -393,7 +393,7 @@ def _response(
 ) -> list[Any]:
     # KIP-227: an incremental answer carries only what changed; a full one may open a session.
     topics_out, error, session_id = cut_to_session(broker, ctx, topics_out, spliced)
-    if not header.quota_exempt:
+    if not header.quota_exempt and broker.client_quotas.measuring(FETCH):
         # consumer_byte_rate: the bytes this answer carries. Kafka answers a throttled fetch empty; this
         # broker sends what it read (already cut to the quota's window) and mutes the connection instead.
         sent = sum(len(c) for chunks in spliced for c in chunks)
