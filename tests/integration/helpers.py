@@ -76,3 +76,13 @@ def consume_assign(
     finally:
         c.close()
     return out
+
+
+def watermarks(bootstrap: str, topic: str, partition: int = 0, timeout: float = 10) -> tuple[int, int]:
+    """The partition's (low, high) watermarks as a consumer sees them."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"w-{uuid.uuid4().hex[:6]}"})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        return int(low), int(high)
+    finally:
+        c.close()
