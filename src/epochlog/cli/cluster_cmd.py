@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import signal
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from epochlog.cli.local_run import run_until_signal
 from epochlog.cli.logging_setup import setup_logging
 
 
@@ -84,7 +83,7 @@ def register(app: typer.Typer) -> None:
 
     @cluster.command("up")
     def cluster_up(
-        brokers: Annotated[int, typer.Option("--brokers", "-n", min=1, max=9)] = 3,
+        hosts: Annotated[int, typer.Option("--brokers", "-n", min=1, max=9, help="brokers (hosts, with --cores)")] = 3,
         controllers: Annotated[
             int, typer.Option("--controllers", min=0, max=9, help="controller quorum size; default 3 with 3+ brokers")
         ] = 0,
@@ -96,46 +95,48 @@ def register(app: typer.Typer) -> None:
         racks: Annotated[
             int,
             typer.Option(
-                "--racks", min=0, max=9, help="deal brokers round-robin to rack-1..rack-N (broker.rack), and let "
-                "consumers with client.rack read from their rack (replica.selector.class)"
+                "--racks",
+                min=0,
+                max=9,
+                help="deal brokers round-robin to rack-1..rack-N (broker.rack), and let "
+                "consumers with client.rack read from their rack (replica.selector.class)",
+            ),
+        ] = 0,
+        cores: Annotated[
+            int,
+            typer.Option(
+                "--cores",
+                min=0,
+                max=64,
+                help="broker processes per host: --brokers hosts of N brokers each, a "
+                "host's brokers on the rack named for it (host-1...), so no two copies of a partition share a host",
             ),
         ] = 0,
     ) -> None:
         """Run a controller quorum and N brokers on 127.0.0.1 in the foreground; Ctrl-C/SIGTERM stops them all."""
         from epochlog.replication.read_replica import RACK_AWARE_SELECTOR
-        from epochlog.server.cluster.local import LocalCluster
+        from epochlog.server.cluster.local import CONTROLLER_PORT_OFFSET, LocalCluster
 
+        if cores and racks:
+            typer.echo("--racks and --cores are exclusive: with --cores, each host is its brokers' rack", err=True)
+            raise typer.Exit(2)
+        if hosts * max(cores, 1) >= CONTROLLER_PORT_OFFSET:
+            typer.echo(f"at most {CONTROLLER_PORT_OFFSET - 1} brokers: the controllers listen from +100", err=True)
+            raise typer.Exit(2)
         settings = dict(item.split("=", 1) for item in set_ if "=" in item)
         if racks:
             settings.setdefault("replica.selector.class", RACK_AWARE_SELECTOR)
-        quorum = controllers or (3 if brokers >= 3 else 1)
-        lc = LocalCluster(data_dir, brokers, base_port, broker_settings=settings, controllers=quorum, racks=racks)
-        stop = False
-
-        def on_signal(signum: int, frame: object) -> None:
-            nonlocal stop
-            stop = True
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-        try:
-            lc.start()
-            typer.echo(
-                f"epochlog cluster is up: bootstrap.servers={lc.bootstrap} controllers={lc.bootstrap_controllers} "
-                f"data={lc.data_dir} logs={lc.data_dir / 'logs'}",
-                err=True,
-            )
-            while not stop:
-                time.sleep(0.2)
-                dead = [n.name for n in lc.nodes.values() if not n.alive]
-                if dead:
-                    typer.echo(f"epochlog cluster: {', '.join(dead)} exited; see {lc.data_dir / 'logs'}", err=True)
-        except (RuntimeError, TimeoutError) as e:
-            typer.echo(f"epochlog cluster up: {e}; see {lc.data_dir / 'logs'}", err=True)
-            raise typer.Exit(1) from None
-        finally:
-            lc.stop()
-            typer.echo("epochlog cluster stopped", err=True)
+        quorum = controllers or (3 if hosts >= 3 else 1)
+        lc = LocalCluster(
+            data_dir,
+            hosts * max(cores, 1),
+            base_port,
+            broker_settings=settings,
+            controllers=quorum,
+            racks=racks,
+            cores=cores,
+        )
+        run_until_signal(lc, "epochlog cluster", "epochlog cluster is up")
 
     @app.command("elect-leaders")
     def elect_leaders(

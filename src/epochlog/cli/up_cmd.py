@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from epochlog.server.cluster.controller_config import ControllerConfig
     from epochlog.server.config import BrokerConfig
 
+from epochlog.cli.host_cluster import host_cluster
+from epochlog.cli.local_run import run_until_signal
 from epochlog.cli.logging_setup import setup_logging
 
 
@@ -63,6 +65,16 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--roundtrip", help="produce and consume a few messages once up")
         ] = False,
         log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
+        cores: Annotated[
+            int,
+            typer.Option(
+                "--cores",
+                min=1,
+                max=64,
+                help="use N cores: N broker processes on this host (ports --port.."
+                "--port+N-1) and a controller, every broker on the rack named for this host",
+            ),
+        ] = 1,
     ) -> None:
         """Run a single-node epochlog cluster in the foreground until Ctrl-C or SIGTERM."""
         from epochlog.config_error import ConfigError
@@ -70,6 +82,14 @@ def register(app: typer.Typer) -> None:
         from epochlog.storage.errors import StorageError
 
         setup_logging(log_level)
+        if cores > 1:
+            try:
+                lc = host_cluster(cores, config, data_dir, port, host, set_)
+            except ConfigError as e:
+                typer.echo(f"epochlog up: bad configuration: {e}", err=True)
+                raise typer.Exit(2) from None
+            run_until_signal(lc, "epochlog up", f"epochlog is up on {cores} cores")
+            return
         try:
             cfg, controller_cfg = _build_config(config, data_dir, port, host, set_)
         except ConfigError as e:

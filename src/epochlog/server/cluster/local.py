@@ -123,8 +123,28 @@ class LocalCluster:
     after_spawn: Callable[[Node], None] | None = None
     # Racks (broker.rack): brokers dealt round-robin to rack-1..rack-N (broker 1 on rack-1, ...); 0: none.
     racks: int = 0
+    # Multi-core mode (`--cores N`): N broker processes per host, every one a full broker; a host's brokers
+    # share a rack named for the host, so rack-aware placement never puts two copies of a partition on one
+    # host. Brokers 1..N are the first host's, N+1..2N the second's. 0: one broker per host, as before.
+    cores: int = 0
+    # The hosts' names (their brokers' broker.rack) in multi-core mode; host-1, host-2, ... when not given.
+    host_names: tuple[str, ...] = ()
+
+    def rack(self, broker: int) -> str | None:
+        """Broker ``broker``'s broker.rack (1-based id), or None when the cluster has no racks."""
+        if self.cores > 0:
+            host = (broker - 1) // self.cores
+            return self.host_names[host] if host < len(self.host_names) else f"host-{host + 1}"
+        return rack_of(broker, self.racks) if self.racks > 0 else None
+
+    @property
+    def hosts(self) -> int:
+        """How many machines the brokers stand for: copies of a partition beyond this would share one."""
+        return -(-self.brokers // self.cores) if self.cores > 0 else self.brokers
 
     def __post_init__(self) -> None:
+        if self.cores > 0 and self.racks > 0:
+            raise ValueError("racks and cores are exclusive: in multi-core mode a host is its brokers' rack")
         self.data_dir = Path(self.data_dir).resolve()
         id_file = self.data_dir / "cluster.id"
         if id_file.exists():
@@ -180,13 +200,13 @@ class LocalCluster:
                     "listeners": f"PLAINTEXT://127.0.0.1:{port}",
                     "log.dirs": str(self.data_dir / f"broker-{i}"),
                     "controller.quorum.voters": voters,
-                    "default.replication.factor": str(min(3, self.brokers)),
+                    "default.replication.factor": str(min(3, self.hosts)),
                     "offsets.topic.num.partitions": "5",
-                    "offsets.topic.replication.factor": str(min(3, self.brokers)),
+                    "offsets.topic.replication.factor": str(min(3, self.hosts)),
                     "transaction.state.log.num.partitions": "5",
-                    "transaction.state.log.replication.factor": str(min(3, self.brokers)),
-                    "transaction.state.log.min.isr": str(min(2, self.brokers)),
-                    **({"broker.rack": rack_of(i, self.racks)} if self.racks > 0 else {}),
+                    "transaction.state.log.replication.factor": str(min(3, self.hosts)),
+                    "transaction.state.log.min.isr": str(min(2, self.hosts)),
+                    **({"broker.rack": rack} if (rack := self.rack(i)) is not None else {}),
                     **self.broker_settings,
                 },
             )
