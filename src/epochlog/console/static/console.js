@@ -378,7 +378,7 @@ function renderQuotas(d) {
       : "Configured quotas from DescribeClientQuotas. Start the console with --metrics-port or --metrics-port-map to see each broker's byte rates and throttle times per entity."),
     d.configured_error ? errorBox(`configured quotas: ${d.configured_error}`) : "",
     errs.length ? el("ul", { id: "endpoint-errors", class: "warn" }, errs) : "",
-    rows.length ? table(["entity", ...QUOTA_KEYS.map((k) => "#" + k), "#produce", "#fetch", "#request time", "#throttle time"], rows, { id: "quotas" })
+    rows.length ? table(["entity", ...QUOTA_KEYS.map((k) => "#" + k.replace(/_/g, "_\u200b")), "#produce", "#fetch", "#request time", "#throttle time"], rows, { id: "quotas" })
       : el("p", { class: "muted", id: "no-quotas" }, "No client quotas configured, and none measured."),
     ip.length ? el("section", {}, el("h2", {}, "Connection rate per IP"), table(["entity", "#connection_creation_rate"], ip, { id: "ip-quotas" })) : "");
 }
