@@ -2,7 +2,9 @@
 headless by Playwright (the system browser, never a downloaded one).
 
 One cluster and one console process serve the whole module; the leader kill -9 runs last, since it changes
-the cluster the other tests read.
+the cluster the other tests read. The brokers serve their metrics endpoints, but the console process is not
+told where (so lineages come over the Kafka protocol); the quotas test runs a second console in-process
+that is.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from epochlog.console.app import create_app
+from epochlog.console.broker_metrics import MetricsEndpoints
+from epochlog.console.reader import ClusterReader
 from epochlog.server.cluster.local import LocalCluster, wait_for_port
-from tests.integration.browser import chromium, recording_page
+from tests.integration.browser import chromium, recording_page, served
 from tests.integration.cluster_helpers import create_topic, leader_epoch, new_cluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -35,6 +40,8 @@ PARTITIONS = 3
 PER_PARTITION = 10
 COMMITTED = {0: 4, 1: 7}  # partition 2 has no committed offset: its lag is unknown, not 10
 UPDATE_WITHIN = 5.0  # seconds from the kill -9 to the page showing the new leader (issue 18)
+THROTTLED = "console-throttled"  # a client id with a producer_byte_rate quota
+QUOTA = 1024  # bytes per second
 
 
 def _free_port() -> int:
@@ -49,8 +56,20 @@ def _produced() -> dict[int, list[tuple[bytes, bytes]]]:
     }
 
 
+def _configs(bootstrap: str, *args: str) -> None:
+    """`epochlog configs`, as a user runs it."""
+    cmd = [sys.executable, "-m", "epochlog.cli.main", "configs", "--bootstrap-server", bootstrap, *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def metrics_ports() -> dict[int, int]:
+    return {n: _free_port() for n in (1, 2, 3)}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, metrics_ports: dict[int, int]) -> Iterator[LocalCluster]:
     # A short broker session so the controller moves leadership soon after a kill -9: the 5 s the page
     # gets is measured from the kill, and Kafka's 9 s default session alone would exceed it.
     lc = new_cluster(
@@ -59,6 +78,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         controller={"broker.session.timeout.ms": "2000"},
         broker_heartbeat_interval_ms="300",
     )
+    for n, port in metrics_ports.items():
+        with open(lc.broker(n).config, "a") as f:
+            f.write(f"metrics.port={port}\n")
     lc.start()
     try:
         bs = lc.bootstrap
@@ -77,6 +99,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
             c.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in COMMITTED.items()], asynchronous=False)
         finally:
             c.close()
+        # A quota from the start, so the quotas page has an entity on every test's console.
+        add = f"producer_byte_rate={QUOTA}"
+        _configs(bs, "--entity-type", "clients", "--entity-name", THROTTLED, "--alter", "--add-config", add)
         yield lc
     finally:
         lc.stop()
@@ -204,6 +229,7 @@ PAGES = [
     ("/groups", f'#groups tr[data-group="{GROUP}"]'),
     (f"/groups/{GROUP}", "#group-partitions tbody tr"),
     (f"/messages?topic={TOPIC}&partition=0&offset=0", "#messages tbody tr"),
+    ("/quotas", f'#quotas tr[data-entity="client-id={THROTTLED}"]'),
 ]
 
 
@@ -382,6 +408,54 @@ def test_topic_page_shows_throughput_while_records_arrive(cluster: LocalCluster,
     # Once nothing arrives the rate falls back to zero.
     p.wait_for_function(f"() => ({rate})() === 0", timeout=10_000)
     assert p.query_selector("[data-card=rate] svg polyline") is not None
+    assert page.errors == []
+
+
+def test_quotas_page_shows_a_throttled_clients_quota_and_throttle_time(
+    cluster: LocalCluster, console: str, metrics_ports: dict[int, int], page: Page
+) -> None:
+    # Without the metrics endpoints (the console process): the configured quota only, saying why.
+    d = _get(f"{console}/api/quotas")
+    got = next(r for r in d["entities"] if r["name"] == f"client-id={THROTTLED}")
+    assert (d["metrics"], got["configured"], got["total"]) == (False, {"producer_byte_rate": QUOTA}, None)
+    create_topic(cluster.bootstrap, "throttled", 1, 1, {})
+    wait_until(lambda: leader_epoch(cluster.bootstrap, "throttled")[0] >= 0, 20, "a leader for throttled")
+    endpoints = MetricsEndpoints(port_map={n: ("127.0.0.1", p) for n, p in metrics_ports.items()})
+    reader = ClusterReader(cluster.bootstrap, endpoints=endpoints)
+    stop = threading.Event()
+
+    def produce() -> None:
+        # Well over the quota: its first answers carry a throttle time, after which the client holds back.
+        prod = Producer({"bootstrap.servers": cluster.bootstrap, "client.id": THROTTLED, "linger.ms": 5})
+        deadline = time.monotonic() + 30  # bounded even if the test fails before setting stop
+        while not stop.is_set() and time.monotonic() < deadline:
+            prod.produce("throttled", value=b"q" * QUOTA)
+            prod.poll(0.05)
+        prod.purge()
+        prod.flush(1)
+
+    t = threading.Thread(target=produce, daemon=True)
+    t.start()
+    try:
+        with served(create_app(reader, refresh=0.3)) as url:
+            p = page.page
+            try:
+                p.goto(f"{url}/quotas")
+                row = f'#quotas tr[data-entity="client-id={THROTTLED}"]'
+                cell = f"{row} [data-field=throttle]"
+                shown = "s => Number((document.querySelector(s) || {dataset: {}}).dataset.value) > 0"
+                p.wait_for_function(shown, arg=cell)
+                assert p.inner_text(f"{row} [data-field=producer_byte_rate]") == str(QUOTA)
+                assert p.inner_text(cell).startswith("produce ") and float(p.get_attribute(cell, "data-value") or 0) > 0
+                # The broker leading the topic measured the client's bytes.
+                leader = leader_epoch(cluster.bootstrap, "throttled")[0]
+                assert f"(broker {leader})" in p.inner_text(f"{row} [data-field=produce_byte_rate]")
+            finally:
+                p.goto("about:blank")  # closes the event stream, which the server waits for before it stops
+    finally:
+        stop.set()
+        t.join(30)
+        reader.close()
     assert page.errors == []
 
 

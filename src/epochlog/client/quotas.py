@@ -6,6 +6,7 @@ from __future__ import annotations
 from kio.static.primitive import f64, i8
 
 from epochlog.client.configs import ConfigsError, _connect
+from epochlog.client.wire import Connection
 
 # An entity: (type, name) pairs, type "user" or "client-id", a name of None meaning the default.
 Entity = tuple[tuple[str, str | None], ...]
@@ -31,11 +32,18 @@ def describe(
     bootstrap: str, components: list[tuple[str, int, str | None]], strict: bool = True, timeout: float = 15.0
 ) -> list[tuple[Entity, dict[str, float]]]:
     """The entities the filter matches (components: (type, match type, name)), with their quotas."""
+    with _connect(bootstrap, timeout) as conn:
+        return describe_on(conn, components, strict)
+
+
+def describe_on(
+    conn: Connection, components: list[tuple[str, int, str | None]], strict: bool = True
+) -> list[tuple[Entity, dict[str, float]]]:
+    """``describe`` over a connection the caller keeps (the console asks on every refresh)."""
     from kio.schema.describe_client_quotas.v1.request import ComponentData, DescribeClientQuotasRequest
 
     comps = tuple(ComponentData(entity_type=t, match_type=i8(m), match=x) for t, m, x in components)
-    with _connect(bootstrap, timeout) as conn:
-        resp = conn.request(DescribeClientQuotasRequest(components=comps, strict=strict))
+    resp = conn.request(DescribeClientQuotasRequest(components=comps, strict=strict))
     if int(resp.error_code):
         name = str(getattr(resp.error_code, "name", int(resp.error_code))).upper()
         raise ConfigsError(int(resp.error_code), f"{name}: {resp.error_message or 'refused'}")

@@ -39,7 +39,8 @@ from epochlog.console.reader import LIVE_OFFSETS_TIMEOUT, ClusterReader, GroupAc
 STATIC = files("epochlog.console") / "static"
 REFRESH_SECONDS = 1.0
 PAGES = {"overview": "Cluster", "topics": "Topics", "topic": "Topic", "partition": "Partition",
-         "groups": "Consumer groups", "group": "Consumer group", "messages": "Messages"}  # fmt: skip
+         "groups": "Consumer groups", "group": "Consumer group", "messages": "Messages",
+         "quotas": "Quotas"}  # fmt: skip
 
 
 @functools.cache
@@ -150,6 +151,9 @@ def create_app(reader: ClusterReader, refresh: float = REFRESH_SECONDS, report_d
     async def messages_page(request: Request) -> Response:
         return _shell("messages")
 
+    async def quotas_page(request: Request) -> Response:
+        return _shell("quotas")
+
     async def favicon(request: Request) -> Response:
         return RedirectResponse("/static/favicon.svg")
 
@@ -172,6 +176,9 @@ def create_app(reader: ClusterReader, refresh: float = REFRESH_SECONDS, report_d
 
     async def api_group(request: Request) -> Response:
         return await guarded(reader.group, request.path_params["group"])
+
+    async def api_quotas(request: Request) -> Response:
+        return await guarded(reader.quotas)
 
     async def api_messages(request: Request) -> Response:
         q = request.query_params
@@ -230,6 +237,9 @@ def create_app(reader: ClusterReader, refresh: float = REFRESH_SECONDS, report_d
         group = request.path_params["group"]
         return stream(request, lambda: reader.group(group))
 
+    async def sse_quotas(request: Request) -> Response:
+        return stream(request, reader.quotas)
+
     routes = [
         Route("/", overview_page),
         Route("/topics", topics_page),
@@ -238,6 +248,7 @@ def create_app(reader: ClusterReader, refresh: float = REFRESH_SECONDS, report_d
         Route("/groups", groups_page),
         Route("/groups/{group:str}", group_page),
         Route("/messages", messages_page),
+        Route("/quotas", quotas_page),
         Route("/favicon.ico", favicon),
         Route("/api/overview", api_overview),
         Route("/api/topics", api_topics),
@@ -247,10 +258,12 @@ def create_app(reader: ClusterReader, refresh: float = REFRESH_SECONDS, report_d
         Route("/api/groups/{group:str}", api_group),
         Route("/api/groups/{group:str}/offsets", api_reset_offsets, methods=["POST"]),
         Route("/api/messages", api_messages),
+        Route("/api/quotas", api_quotas),
         Route("/events/overview", sse_overview),
         Route("/events/topics/{name:str}", sse_topic),
         Route("/events/topics/{name:str}/partitions/{partition:int}", sse_partition),
         Route("/events/groups/{group:str}", sse_group),
+        Route("/events/quotas", sse_quotas),
         *(report_routes(report_dir) if report_dir is not None else []),
         Mount("/static", app=StaticFiles(packages=[("epochlog.console", "static")]), name="static"),
     ]

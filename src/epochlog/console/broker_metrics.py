@@ -92,12 +92,16 @@ class MetricsEndpoints:
             raise EndpointError(f"{base}{LEADER_EPOCHS_PATH}: HTTP {status}: {data}")
         return data
 
-    def throughput(self, base: str) -> dict[str, Any]:
-        """This broker's byte and record counters since it started, in all and per topic."""
+    def metrics_text(self, base: str) -> str:
+        """The broker's Prometheus page; EndpointError when it does not answer with one."""
         status, body = self._get(f"{base}/metrics")
         if status != 200:
             raise EndpointError(f"{base}/metrics: HTTP {status}")
-        return throughput_of(body.decode("utf-8", "replace"))
+        return body.decode("utf-8", "replace")
+
+    def throughput(self, base: str) -> dict[str, Any]:
+        """This broker's byte and record counters since it started, in all and per topic."""
+        return throughput_of(self.metrics_text(base))
 
 
 def throughput_of(text: str) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from epochlog.console.log_dirs import describe_replicas
 from epochlog.console.metadata import ClusterMetadata, MetadataClient, Partition
 from epochlog.console.payload import show_bytes
 from epochlog.console.quorum import QuorumClient
+from epochlog.console.quotas import QuotaReader
 
 if TYPE_CHECKING:
     from confluent_kafka._types import HeadersType
@@ -176,6 +177,7 @@ class ClusterReader:
         self.admin = AdminClient(
             {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000), "client.id": "epochlog-console"}
         )
+        self.quota_reader = QuotaReader(self.metadata, self.lineage.conn, self.endpoints, self._pool)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -282,6 +284,9 @@ class ClusterReader:
                 by_broker[b]["messages_in"] += hw
         # A sum with partitions missing would read as a drop then a burst: the browser skips such samples.
         return {"source": "offsets", "brokers": by_broker, "topics": by_topic, "partial": missing > 0}
+
+    def quotas(self) -> dict[str, Any]:
+        return self.quota_reader.view()
 
     def topics(self) -> dict[str, Any]:
         md = self.metadata.fetch()

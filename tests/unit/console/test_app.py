@@ -24,6 +24,9 @@ class FakeReader:
     def groups(self) -> dict[str, Any]:
         raise ConnectionError("no broker answered")
 
+    def quotas(self) -> dict[str, Any]:
+        return {"entities": [{"name": "client-id=app"}], "ip": [], "metrics": False}
+
     def reset_offsets(self, group: str, topic: str, partition: int | None, to: str) -> dict[str, Any]:
         if group == "busy":
             raise GroupActiveError("group busy has 2 members")
@@ -101,6 +104,10 @@ def test_api_json_and_errors() -> None:
     assert status == 200 and json.loads(body)["args"] == ["t", 2, 7, None, 3, "hex"]
     status, _, _ = call("/api/messages", "topic=t&format=yaml")
     assert status == 400
+    status, _, body = call("/api/quotas")
+    assert status == 200 and json.loads(body)["entities"] == [{"name": "client-id=app"}]
+    status, _, body = call("/quotas")
+    assert status == 200 and 'data-page="quotas"' in body.decode() and 'href="/quotas"' in body.decode()
 
 
 def test_topic_events_stream_json() -> None:

@@ -336,6 +336,53 @@ function resetForm(group) {
     el("p", { class: "note" }, "Only while the group has no members, as kafka-consumer-groups.sh --reset-offsets."), form, out);
 }
 
+// Client quotas: what each entity is allowed (its own quotas, or a default's, muted and named) beside what
+// each broker measures for it. A quota holds on each broker separately, so the live figures stay per broker.
+const QUOTA_KEYS = ["producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate"];
+const THROTTLES = { produce_throttle_ms: "produce", fetch_throttle_ms: "fetch", request_throttle_ms: "request", mutation_throttle_ms: "mutations" };
+
+function quotaCell(row, key) {
+  const a = row.applied[key];
+  if (!a) return num(null, { "data-field": key });
+  return el("td", { class: "num" + (a.own ? "" : " muted"), "data-field": key, "data-value": a.value, "data-from": a.from },
+    String(a.value), a.own ? "" : el("div", { class: "from" }, `from ${a.from}`));
+}
+
+function perBrokerCell(row, field, fmt) {
+  const per = Object.entries(row.brokers).filter(([, f]) => f[field] !== undefined);
+  if (!per.length) return num(null, { "data-field": field });
+  return el("td", { class: "num", "data-field": field, "data-value": row.total[field] },
+    per.map(([b, f]) => el("div", {}, fmt(f[field]), el("span", { class: "muted" }, ` (broker ${b})`))));
+}
+
+function throttleCell(row) {
+  const t = row.total;
+  if (!t) return num(null, { "data-field": "throttle" });
+  const kinds = Object.entries(THROTTLES).filter(([f]) => t[f]);
+  const per = Object.entries(row.brokers).map(([b, f]) => `broker ${b}: ${Object.keys(THROTTLES).reduce((a, k) => a + (f[k] || 0), 0)} ms`);
+  return el("td", { class: "num" + (t.throttle_ms ? " warn" : ""), "data-field": "throttle", "data-value": t.throttle_ms, title: per.join("\n") },
+    kinds.length ? kinds.map(([f, k]) => el("div", {}, `${k} ${Math.round(t[f])} ms`)) : "0 ms");
+}
+
+function renderQuotas(d) {
+  if (d.error) return mount(el("h1", {}, "Quotas"), errorBox(d.error));
+  const rows = d.entities.map((r) => el("tr", { "data-entity": r.name },
+    el("td", { class: "mono" }, r.name), QUOTA_KEYS.map((k) => quotaCell(r, k)),
+    perBrokerCell(r, "produce_byte_rate", byteRate), perBrokerCell(r, "fetch_byte_rate", byteRate),
+    perBrokerCell(r, "request_time", (v) => `${v.toFixed(1)} %`), throttleCell(r)));
+  const ip = d.ip.map((r) => el("tr", { "data-entity": r.name }, el("td", { class: "mono" }, r.name), num(dash(r.configured.connection_creation_rate))));
+  const errs = Object.entries(d.endpoint_errors).map(([b, e]) => el("li", { "data-broker": b }, `broker ${b}: ${e}`));
+  mount(el("h1", {}, "Quotas"),
+    el("p", { class: "note" }, d.metrics
+      ? "Configured quotas from DescribeClientQuotas; live figures from each broker's quota metrics (byte rates and request time over the quota window, throttle time handed out since the broker started). An entity's quota holds on each broker separately."
+      : "Configured quotas from DescribeClientQuotas. Start the console with --metrics-port or --metrics-port-map to see each broker's byte rates and throttle times per entity."),
+    d.configured_error ? errorBox(`configured quotas: ${d.configured_error}`) : "",
+    errs.length ? el("ul", { id: "endpoint-errors", class: "warn" }, errs) : "",
+    rows.length ? table(["entity", ...QUOTA_KEYS.map((k) => "#" + k.replace(/_/g, "_\u200b")), "#produce", "#fetch", "#request time", "#throttle time"], rows, { id: "quotas" })
+      : el("p", { class: "muted", id: "no-quotas" }, "No client quotas configured, and none measured."),
+    ip.length ? el("section", {}, el("h2", {}, "Connection rate per IP"), table(["entity", "#connection_creation_rate"], ip, { id: "ip-quotas" })) : "");
+}
+
 function showPayload(p) {
   if (!p || p.as === "null") return el("span", { class: "muted" }, "null");
   if (p.as === "json") return el("pre", { class: "mono json" }, p.data);
@@ -414,6 +461,7 @@ async function main() {
       if (!topic.value && d.partitions && d.partitions.length) topic.value = d.partitions[0].topic;
     });
   }
+  else if (page === "quotas") follow("/events/quotas", renderQuotas);
   else if (page === "messages") renderMessages();
 }
 
