@@ -7,6 +7,7 @@
 - ``reconcile.py``: how a member moves from its current assignment towards its target without ever being
   given a partition another member still owns;
 - ``topic_regex.py``: regex subscriptions (RE2 syntax, as Kafka's RE2/J);
+- ``messages.py``: the heartbeat's request and answer, effects, and the group as ConsumerGroupDescribe shows it;
 - ``coordinator.py``: the per-group state machine: ConsumerGroupHeartbeat, ``tick`` (session and rebalance
   timeouts), topic metadata changes, offset commits validated by member epoch.
 
