@@ -155,9 +155,9 @@ def consume_throughput(
     return {"msgs": got, "seconds": dt, "msgs_per_s": timed / dt, "mb_per_s": timed * size / dt / 1e6}
 
 
-def latency(bootstrap: str, rate: int, seconds: float, acks: str) -> dict[str, Any]:
+def latency(bootstrap: str, rate: int, seconds: float, acks: str, rf: int = 1) -> dict[str, Any]:
     topic = f"lat-{uuid.uuid4().hex[:8]}"
-    create_topic(bootstrap, topic)
+    create_topic(bootstrap, topic, rf=rf)
     p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5})
     c = Consumer(
         {
