@@ -63,6 +63,8 @@ SERVED: dict[int, str] = {
     61: "DescribeProducers",
     65: "DescribeTransactions",
     66: "ListTransactions",
+    68: "ConsumerGroupHeartbeat",
+    69: "ConsumerGroupDescribe",
     75: "DescribeTopicPartitions",
 }
 

@@ -10,6 +10,20 @@ from epochlog.config_error import ConfigError
 from epochlog.replication.read_replica import RACK_AWARE_SELECTOR, SELECTOR_NAMES
 from epochlog.security.listeners import Listener, split_listeners
 
+# group.consumer.assignors takes Kafka's assignor names or their class names.
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def _assignors(raw: str) -> tuple[str, ...]:
+    names = tuple(_ASSIGNOR_CLASSES.get(n.strip(), n.strip()) for n in raw.split(",") if n.strip())
+    unknown = [n for n in names if n not in ("uniform", "range")]
+    if unknown or not names:
+        raise ConfigError(f"group.consumer.assignors={raw!r}: the assignors served are uniform and range")
+    return names
+
 
 def _int(props: dict[str, str], key: str, default: int, minimum: int | None = None) -> int:
     raw = props.get(key)
@@ -102,6 +116,10 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = 2**31 - 1
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     offsets_retention_minutes: int = 10080
     log_retention_check_interval_ms: int = 300_000
     transactional_id_expiration_ms: int = 604_800_000
@@ -196,6 +214,10 @@ class BrokerConfig:
         c.group_initial_rebalance_delay_ms = _int(props, "group.initial.rebalance.delay.ms", 3000, minimum=0)
         c.group_min_session_timeout_ms = _int(props, "group.min.session.timeout.ms", 6000, minimum=0)
         c.group_max_session_timeout_ms = _int(props, "group.max.session.timeout.ms", 1_800_000, minimum=0)
+        c.group_consumer_session_timeout_ms = _int(props, "group.consumer.session.timeout.ms", 45_000, minimum=1)
+        c.group_consumer_heartbeat_interval_ms = _int(props, "group.consumer.heartbeat.interval.ms", 5_000, minimum=1)
+        c.group_consumer_max_size = _int(props, "group.consumer.max.size", 2**31 - 1, minimum=1)
+        c.group_consumer_assignors = _assignors(props.get("group.consumer.assignors", "uniform,range"))
         c.offsets_retention_minutes = _int(props, "offsets.retention.minutes", 10080, minimum=1)
         c.log_retention_check_interval_ms = _int(props, "log.retention.check.interval.ms", 300_000, minimum=1)
         c.producer_id_expiration_ms = _int(props, "producer.id.expiration.ms", 86_400_000, minimum=1)

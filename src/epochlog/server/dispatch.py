@@ -26,6 +26,7 @@ def _load() -> None:
         admin,
         client_quotas,
         configs,
+        consumer_groups,
         delete_records,
         describe_topic_partitions,
         fetch,
@@ -90,6 +91,8 @@ def _load() -> None:
             61: transaction_admin.handle_describe_producers,
             65: transaction_admin.handle_describe_transactions,
             66: transaction_admin.handle_list_transactions,
+            68: consumer_groups.handle_consumer_group_heartbeat,
+            69: consumer_groups.handle_consumer_group_describe,
             75: describe_topic_partitions.handle_describe_topic_partitions,
         }
     )

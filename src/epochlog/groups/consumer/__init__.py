@@ -11,7 +11,7 @@
 - ``coordinator.py``: the per-group state machine: ConsumerGroupHeartbeat, ``tick`` (session and rebalance
   timeouts), topic metadata changes, offset commits validated by member epoch.
 
-The broker's driver (server/, a later step) writes the records an event returns before it answers, and
+The broker's driver (server/groups/consumer_groups.py) writes the records an event returns before it answers, and
 hands every record read back on loading to ``replay``. tests/sim/test_consumer_groups_sim.py drives the same
 core under a crowd of faulty consumers and coordinator failovers.
 """

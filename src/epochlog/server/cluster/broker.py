@@ -216,8 +216,15 @@ class ClusterBroker:
             group_min_session_timeout_ms=self.config.group_min_session_timeout_ms,
             group_max_session_timeout_ms=self.config.group_max_session_timeout_ms,
             offsets_retention_ms=self.config.offsets_retention_minutes * 60_000,
+            consumer_session_timeout_ms=self.config.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
+            consumer_max_size=self.config.group_consumer_max_size,
+            consumer_assignors=self.config.group_consumer_assignors,
         )
-        return GroupCoordinator(LogOffsetsStore(self), cfg)
+        gc = GroupCoordinator(LogOffsetsStore(self), cfg)
+        # KIP-848 groups assign the partitions of the topics the metadata image has now.
+        gc.topic_counts = lambda: {name: len(info.partitions) for name, info in self.image.topics.items()}
+        return gc
 
     async def stop(self) -> None:
         if self.config.controlled_shutdown_enable:

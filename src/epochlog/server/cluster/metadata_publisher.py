@@ -186,6 +186,8 @@ class MetadataPublisher:
                     # would otherwise hold the event loop, and every client with it, for seconds.
                     await asyncio.sleep(0)
             b.replicas.topics_deleted(deleted)
+            if changed or deleted:
+                b.groups.consumer_topics_changed()  # KIP-848 groups see created topics and added partitions
             b.replicas.update_ineligible()
             configs_changed = bool(b.image.config_changes)
             self.reconfigure()

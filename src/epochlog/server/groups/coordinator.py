@@ -77,7 +77,7 @@ class GroupCoordinator(Membership, Offsets, Loading):
         return [
             (g.group_id, g.protocol_type or "", g.state)
             for g in self.groups.values()
-            if wanted is None or g.state.lower() in wanted
+            if (wanted is None or g.state.lower() in wanted) and g.group_id not in self.consumer_groups
         ]
 
     def describe_groups(self, group_ids: list[str]) -> list[dict[str, Any]]:
@@ -85,7 +85,8 @@ class GroupCoordinator(Membership, Offsets, Loading):
         members' metadata and assignment are shown only while Stable; an unknown group is "Dead"."""
         out = []
         for gid in group_ids:
-            g = self.groups.get(gid)
+            # A KIP-848 group is no classic group: Kafka describes it as Dead (ConsumerGroupDescribe shows it).
+            g = None if gid in self.consumer_groups else self.groups.get(gid)
             if unavailable := self._unavailable(gid):
                 err, state = unavailable, DEAD
             else:
@@ -125,6 +126,8 @@ class GroupCoordinator(Membership, Offsets, Loading):
                 out.append((gid, unavailable))
             elif not gid:
                 out.append((gid, Err.INVALID_GROUP_ID))
+            elif gid in self.consumer_groups:
+                out.append((gid, await self.delete_consumer_group(gid)))
             elif g is None or g.state == DEAD:
                 out.append((gid, Err.GROUP_ID_NOT_FOUND))
             elif g.state != EMPTY or g.members:

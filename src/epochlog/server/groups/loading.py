@@ -1,24 +1,27 @@
 """Loading groups from __consumer_offsets: the replay of a partition's records (group metadata, offsets,
-transactional offsets and their markers) when this broker starts or becomes the partition's leader, and the
-dropping of its groups when it stops being the leader."""
+transactional offsets and their markers, the KIP-848 groups' records) when this broker starts or becomes the
+partition's leader, and the dropping of its groups when it stops being the leader."""
 
 from __future__ import annotations
 
 import logging
 
+from epochlog.groups.consumer.records import Record as ConsumerRecord
 from epochlog.groups.effects import GroupSnapshot, MemberSnapshot
 from epochlog.protocol.control_records import ControlType, read_marker
 from epochlog.protocol.record_batch import read_header
 from epochlog.protocol.records import Record, iter_records
 from epochlog.server.groups import records as rec
+from epochlog.server.groups.consumer_groups import ConsumerGroups
+from epochlog.server.groups.consumer_records import is_consumer_key
 from epochlog.server.groups.model import EMPTY, Group
-from epochlog.server.groups.state import CoordinatorState
 
 log = logging.getLogger("epochlog.groups")
 
 
-class Loading(CoordinatorState):
+class Loading(ConsumerGroups):
     def _read_partition(self, p: int) -> None:
+        consumer: dict[str, list[ConsumerRecord]] = {}
         for batch in self.store.read_batches(p):
             try:
                 h = read_header(batch)
@@ -30,10 +33,13 @@ class Loading(CoordinatorState):
                 for r in iter_records(batch):
                     if h.is_transactional:
                         self._replay_txn_offset(h.producer_id, r)
+                    elif r.key is not None and is_consumer_key(r.key):
+                        self._replay_consumer_record(r.key, r.value, consumer)
                     else:
                         self._replay(r)
             except ValueError as e:  # CorruptBatchError included: skip what we cannot read
                 log.error("__consumer_offsets-%d: skipping unreadable batch: %s", p, e)
+        self._build_consumer_groups(consumer)
 
     def load_partition(self, p: int) -> None:
         """This broker now leads __consumer_offsets-p: take over its groups from the replicated log."""
@@ -55,6 +61,7 @@ class Loading(CoordinatorState):
     def _drop_groups(self, p: int) -> None:
         self.txn_offsets.drop_groups({gid for gid in self.txn_offsets.groups() if self.partition_for(gid) == p})
         self._apply(self.core.drop({gid for gid in self.groups if self.partition_for(gid) == p}))
+        self._drop_consumer_groups(p)
 
     def _replay(self, r: Record) -> None:
         if r.key is None:

@@ -26,6 +26,8 @@ class Membership(CoordinatorState):
     ) -> JoinResult:
         if err := self._unavailable(group_id):
             return JoinResult(err, member_id=member_id)
+        if err := await self._leave_consumer_protocol(group_id):
+            return JoinResult(err, member_id=member_id)
         req = JoinRequest(
             group_id,
             member_id,
@@ -82,9 +84,7 @@ class Membership(CoordinatorState):
             return err
         return self.core.heartbeat(group_id, generation_id, member_id, group_instance_id, self._mono_ms())
 
-    async def leave_group(
-        self, group_id: str, members: list[tuple[str | None, str | None]]
-    ) -> tuple[int, list[int]]:
+    async def leave_group(self, group_id: str, members: list[tuple[str | None, str | None]]) -> tuple[int, list[int]]:
         """``members`` are (member_id, group_instance_id); returns (top-level error, per-member errors)."""
         if err := self._unavailable(group_id):
             return err, [err] * len(members)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from epochlog.codes import Err
+from epochlog.groups.consumer.coordinator import validate_offset_commit
 from epochlog.protocol.consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL
 from epochlog.protocol.records import build_batch
 from epochlog.server.groups import records as rec
@@ -38,7 +39,16 @@ class Offsets(CoordinatorState):
         if err := self._unavailable(group_id) or (Err.NONE if group_id else Err.INVALID_GROUP_ID):
             return _every(offsets, err)
         g = self.groups.get(group_id)
-        if g is None:
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None:
+            # A KIP-848 group: the member epoch (OffsetCommit v9's generation field) decides, by the core's rule;
+            # its offsets are kept in an offsets-only group under the same id.
+            if err := validate_offset_commit(consumer.group, member_id, generation_id):
+                return _every(offsets, err)
+            if g is None:
+                self._apply(self.core.create_group(group_id))
+                g = self.groups[group_id]
+        elif g is None:
             if generation_id >= 0:
                 return _every(offsets, Err.ILLEGAL_GENERATION)  # a member of a generation that no longer exists
             self._apply(self.core.create_group(group_id))
@@ -227,6 +237,9 @@ class Offsets(CoordinatorState):
         for g in list(self.groups.values()):
             if g.state != EMPTY or self.groups.get(g.group_id) is not g:  # gone during an earlier wait
                 continue
+            consumer = self.consumer_groups.get(g.group_id)
+            if consumer is not None and consumer.group.members:
+                continue  # a KIP-848 group keeps its offsets while it has members, as a classic one
             if g.protocol_type is not None and g.state_timestamp_ms >= 0:
                 expired = list(g.offsets) if now_ms - g.state_timestamp_ms >= retention else []
             else:

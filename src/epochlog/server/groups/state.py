@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 from epochlog.clock import now_ms
+from epochlog.groups.consumer.coordinator import ConsumerGroupCoordinator
+from epochlog.groups.consumer.model import ConsumerGroupConfig
 from epochlog.groups.effects import (
     AnswerJoin,
     AnswerSync,
@@ -28,6 +30,7 @@ from epochlog.protocol.errors import Err
 from epochlog.protocol.records import build_batch
 from epochlog.server.groups import records as rec
 from epochlog.server.groups.config import GroupConfig
+from epochlog.server.groups.consumer_records import group_tombstone as consumer_group_tombstone
 from epochlog.server.groups.hashing import partition_for
 from epochlog.server.groups.model import Group
 from epochlog.server.groups.store import OffsetsStore
@@ -75,6 +78,18 @@ class CoordinatorState:
         # The JoinGroup and SyncGroup requests parked in the core, by the token it gave them.
         self._joins: dict[int, asyncio.Future[JoinResult]] = {}
         self._syncs: dict[int, asyncio.Future[SyncResult]] = {}
+        # KIP-848 consumer groups (consumer_groups.py): one core per group of the partitions we lead.
+        self.consumer_config = ConsumerGroupConfig(
+            session_timeout_ms=config.consumer_session_timeout_ms,
+            heartbeat_interval_ms=config.consumer_heartbeat_interval_ms,
+            max_size=config.consumer_max_size,
+            assignors=config.consumer_assignors,
+        )
+        self.consumer_groups: dict[str, ConsumerGroupCoordinator] = {}
+        # The cluster's topics and their partition counts; the broker points it at its metadata image.
+        self.topic_counts: Callable[[], Mapping[str, int]] = dict
+        self._consumer_queues: dict[str, Any] = {}
+        self._consumer_wake_ms: int | None = None
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -99,6 +114,28 @@ class CoordinatorState:
         if not self.loaded:
             return Err.COORDINATOR_LOAD_IN_PROGRESS
         return Err.NONE if self.partition_for(group_id) in self.owned else Err.NOT_COORDINATOR
+
+    async def _leave_consumer_protocol(self, group_id: str) -> int:
+        """A classic JoinGroup for a KIP-848 group: an empty one becomes a classic group (its records go, its
+        offsets stay), as Kafka converts it; one with members is refused (online migration is not served)."""
+        if group_id not in self.consumer_groups:
+            return Err.NONE
+        # The group's own records still being written go first, so the tombstone follows them in the log.
+        while (q := self._consumer_queues.get(group_id)) is not None and q.waiters:
+            await asyncio.wait([q.waiters[-1]])
+        core = self.consumer_groups.get(group_id)
+        if core is None:
+            return Err.NONE
+        if core.group.members:
+            return Err.INCONSISTENT_GROUP_PROTOCOL
+        del self.consumer_groups[group_id]
+        try:
+            await self._append(group_id, [consumer_group_tombstone(group_id)])
+        except Exception:
+            log.exception("consumer group %s: cannot write its tombstone", group_id)
+            return Err.COORDINATOR_NOT_AVAILABLE
+        log.info("group %s: the empty consumer group becomes a classic group", group_id)
+        return Err.NONE
 
     # -- carrying out the core's effects -----------------------------------------------------
     def _apply(self, effects: Iterable[Effect]) -> None:

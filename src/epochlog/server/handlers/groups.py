@@ -34,9 +34,7 @@ def handle_find_coordinator(broker: Broker, header: RequestHeader, frame: memory
             row.update(error_code=Err.INVALID_REQUEST, error_message=f"unknown coordinator key type {key_type}")
         elif key_type == COORDINATOR_KEY_GROUP and not authz.group_allowed(broker, header, Operation.DESCRIBE, key):
             row.update(error_code=GROUP_DENIED)
-        elif key_type == COORDINATOR_KEY_TRANSACTION and not authz.txn_allowed(
-            broker, header, Operation.DESCRIBE, key
-        ):
+        elif key_type == COORDINATOR_KEY_TRANSACTION and not authz.txn_allowed(broker, header, Operation.DESCRIBE, key):
             row.update(error_code=Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         else:
             # The leader of the key's __consumer_offsets (or __transaction_state) partition coordinates it.
@@ -275,9 +273,12 @@ def _fetch_group(
     topics: Any,
     by_id: bool,
     require_stable: bool = False,
+    member: tuple[str | None, int] | None = None,
 ) -> tuple[int, list[dict[str, Any]]]:
     if not authz.group_allowed(broker, header, Operation.DESCRIBE, group_id):
         return GROUP_DENIED, _group_refused(topics, by_id, header.api_version)
+    if member is not None and (err := broker.groups.validate_consumer_fetch(group_id, *member)):
+        return err, []  # a member of a KIP-848 group asks at a stale epoch (or is not one)
     wanted: list[tuple[str, int]] | None = None
     id_of: dict[str, Any] = {}
     refused: list[dict[str, Any]] = []
@@ -328,26 +329,33 @@ def handle_offset_fetch(broker: Broker, header: RequestHeader, frame: memoryview
     if header.api_version >= 8:
         groups = []
         for g in req.groups:
+            member = (g.member_id, int(g.member_epoch)) if header.api_version >= 9 else None
             code, topics = _fetch_group(
-                broker, header, g.group_id, g.topics, header.api_version >= 10, req.require_stable
+                broker, header, g.group_id, g.topics, header.api_version >= 10, req.require_stable, member
             )
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"throttle_time": 0, "groups": groups}
-    code, topics = _fetch_group(
-        broker, header, req.group_id, req.topics, False, getattr(req, "require_stable", False)
-    )
+    code, topics = _fetch_group(broker, header, req.group_id, req.topics, False, getattr(req, "require_stable", False))
     return {"throttle_time": 0, "topics": topics, "error_code": code}
 
 
 def handle_list_groups(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
     req = decode_body(frame, header)
     states = list(getattr(req, "states_filter", ()) or ()) or None
-    listed = broker.groups.list_groups(states)
+    types = {t.lower() for t in getattr(req, "types_filter", ()) or ()}
+    listed = [(g, pt, st, "classic") for g, pt, st in broker.groups.list_groups(states)]
+    # KIP-848 groups: Kafka lists them with protocol type "consumer" and type "consumer".
+    wanted = {s.lower() for s in states} if states else None
+    listed += [
+        (g, "consumer", st, "consumer")
+        for g, st in broker.groups.list_consumer_groups()
+        if wanted is None or st.lower() in wanted
+    ]
+    if types:
+        listed = [x for x in listed if x[3] in types]
     if not authz.cluster_allowed(broker, header, Operation.DESCRIBE):
         listed = [x for x in listed if authz.group_allowed(broker, header, Operation.DESCRIBE, x[0])]
-    groups = [
-        {"group_id": g, "protocol_type": pt, "group_state": st, "group_type": "classic"} for g, pt, st in listed
-    ]
+    groups = [{"group_id": g, "protocol_type": pt, "group_state": st, "group_type": gt} for g, pt, st, gt in listed]
     return {"throttle_time": 0, "error_code": Err.NONE, "groups": groups}
 
 
