@@ -20,6 +20,12 @@ def session_of(header: RequestHeader) -> Session:
     return s if isinstance(s, Session) else INTERNAL
 
 
+def client_host(header: RequestHeader) -> str:
+    """Where the request came from, as Kafka's group APIs show a member's host ("/" and the address)."""
+    host = session_of(header).client_host
+    return f"/{host}" if host else ""
+
+
 def enabled(broker: Broker) -> bool:
     """Whether any check can fail: the hot paths skip their per-topic checks when not."""
     return broker.authorizer is not None

@@ -80,7 +80,7 @@ async def _heartbeat(broker: Broker, header: RequestHeader, req: Any) -> dict[st
         server_assignor=req.server_assignor,
         owned=_owned(broker, req.topic_partitions),
         client_id=header.client_id or "",
-        client_host="/127.0.0.1",
+        client_host=authz.client_host(header),
     )
     r = await broker.groups.consumer_heartbeat(hb)
     assignment = None

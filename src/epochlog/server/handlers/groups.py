@@ -8,7 +8,7 @@ from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.security.acl import Operation
 from epochlog.server import authz
-from epochlog.server.authz import session_of
+from epochlog.server.authz import client_host, session_of
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
@@ -73,7 +73,7 @@ async def _join(broker: Broker, header: RequestHeader, req: Any) -> dict[str, An
         member_id=req.member_id,
         group_instance_id=getattr(req, "group_instance_id", None),
         client_id=header.client_id or "",
-        client_host="/127.0.0.1",
+        client_host=client_host(header),
         session_timeout_ms=session_ms,
         rebalance_timeout_ms=rebalance_ms,
         protocol_type=req.protocol_type,
