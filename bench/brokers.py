@@ -97,24 +97,20 @@ def available(name: str) -> bool:
     )
 
 
+def epochlog_args(port: int, data_dir: Path, extra: dict[str, str] | None = None) -> list[str]:
+    """The command line of a single-node `epochlog up`, for the benchmarks that start it themselves."""
+    args = [sys.executable, "-m", "epochlog.cli.main", "up", "--port", str(port)]
+    args += ["--data-dir", str(data_dir), "--log-level", "WARNING"]
+    for k, v in (extra or {}).items():
+        args += ["--set", f"{k}={v}"]
+    return args
+
+
 def start(name: str, extra: dict[str, str] | None = None) -> RunningBroker:
     port = free_port()
     work = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
     if name == "epochlog":
-        args = [
-            sys.executable,
-            "-m",
-            "epochlog.cli.main",
-            "up",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(work / "data"),
-            "--log-level",
-            "WARNING",
-        ]
-        for k, v in (extra or {}).items():
-            args += ["--set", f"{k}={v}"]
+        args = epochlog_args(port, work / "data", extra)
     elif name == "tansu":
         url = f"tcp://127.0.0.1:{port}"
         args = [

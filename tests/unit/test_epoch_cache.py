@@ -51,6 +51,17 @@ def test_truncation_from_end_and_start() -> None:
     assert c.entries() == [EpochEntry(7, 20)]
 
 
+def test_truncation_that_changes_nothing_saves_nothing() -> None:
+    saved: list[list[EpochEntry]] = []
+    c = LeaderEpochCache([EpochEntry(2, 6), EpochEntry(4, 11)], on_change=saved.append)
+    c.truncate_from_start(6)  # what opening a log whose first epoch starts at the log start does
+    c.truncate_from_start(3)
+    c.truncate_from_end(12)
+    assert saved == []
+    c.truncate_from_start(7)
+    assert saved == [[EpochEntry(2, 7), EpochEntry(4, 11)]]
+
+
 def test_persistence_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "leader-epoch-checkpoint"
     c = LeaderEpochCache(on_change=lambda es: checkpoints.write_epochs(path, [(e.epoch, e.start_offset) for e in es]))

@@ -119,8 +119,12 @@ class LeaderEpochCache:
         if not removed:
             return
         keep = [e for e in self._entries if e.start_offset > start_offset]
-        self._entries = [EpochEntry(removed[-1].epoch, start_offset), *keep]
-        self._changed()
+        entries = [EpochEntry(removed[-1].epoch, start_offset), *keep]
+        # Every log is opened with this call; a first entry already at the log start changes nothing, and
+        # saving it anyway cost each partition a checkpoint write and two fsyncs at every startup.
+        if entries != self._entries:
+            self._entries = entries
+            self._changed()
 
     def clear(self) -> None:
         if self._entries:
