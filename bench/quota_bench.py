@@ -11,7 +11,8 @@
    configured and with a default client producer_byte_rate of 10 GB/s (applies to every client, never
    binds: every produce request is measured), alternating in the same broker process, --rounds pairs.
 
-  PYTHONPATH=src .venv/bin/python bench/quota_bench.py [--span 20] [--rounds 5] [--only accuracy|cost]
+  PYTHONPATH=src .venv/bin/python bench/quota_bench.py [--span 20] [--rounds 7] [--count 200000]
+      [--only accuracy|producers|cost] [--producer-batch-bytes 32768]
 
 Quotas are set with `epochlog configs --entity-type clients` (confluent-kafka's AdminClient has no
 AlterClientQuotas). Prints tables and writes JSON to bench/results/quota-<time>.json.
@@ -21,8 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -98,10 +102,10 @@ def _span(load: ProducerLoad, bootstrap: str, seconds: float) -> dict[str, Any]:
     }
 
 
-def producer_accuracy(bootstrap: str, label: str, target: int, span: float) -> dict[str, Any]:
+def producer_accuracy(bootstrap: str, label: str, target: int, span: float, batch_bytes: int) -> dict[str, Any]:
     client = f"q-produce-{target}"
     set_quota(bootstrap, client, "producer_byte_rate", target)
-    load = ProducerLoad(bootstrap, _topic(bootstrap, "quota-p"), client)
+    load = ProducerLoad(bootstrap, _topic(bootstrap, "quota-p"), client, conf={"batch.size": batch_bytes})
     load.start()
     try:
         time.sleep(WARMUP)  # load, not synchronization: the quota's windows fill
@@ -216,12 +220,14 @@ def neighbour(bootstrap: str, rounds: int, span: float) -> list[dict[str, Any]]:
     return out
 
 
-def accuracy(span: float, rounds: int) -> dict[str, Any]:
+def accuracy(span: float, rounds: int, batch_bytes: int, producers_only: bool) -> dict[str, Any]:
     b = start("epochlog", WINDOWS)
     try:
-        rows = [producer_accuracy(b.bootstrap, label, t, span) for label, t in TARGETS.items()]
+        rows = [producer_accuracy(b.bootstrap, label, t, span, batch_bytes) for label, t in TARGETS.items()]
         for r in rows:
             print(f"  producer {r['target']}: {r['rate'] / KIB:.0f} KiB/s ({r['ratio']:.2f}x)", file=sys.stderr)
+        if producers_only:
+            return {"windows": WINDOWS, "warmup_s": WARMUP, "span_s": span, "rows": rows, "neighbour": []}
         rows.append(consumer_ceiling(b.bootstrap))
         for label, t in TARGETS.items():
             rows.append(consumer_accuracy(b.bootstrap, label, t, span))
@@ -237,7 +243,8 @@ def _cost_run(b: RunningBroker, size: int, count: int, conf: dict[str, str]) -> 
     r = produce_consume.produce_throughput(b.bootstrap, size, count, "1", client_conf=conf)
     r["broker_cpu_ms_per_mb"] = (cpu_seconds(b.pid()) - cpu0) * 1000 / (r["msgs"] * size / 1e6)
     # A gigabyte a run: the next run must not find a fuller disk or page cache than this one did.
-    AdminClient({"bootstrap.servers": b.bootstrap}).delete_topics([r["topic"]])[r["topic"]].result(30)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})  # held: a collected client fails its futures
+    admin.delete_topics([r["topic"]])[r["topic"]].result(30)
     return r
 
 
@@ -251,7 +258,49 @@ def cost_ratios(pairs: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def cost(rounds: int, count: int) -> dict[str, Any]:
+def stack_share(raw: str, needle: str, within: str) -> dict[str, Any]:
+    """py-spy's raw (collapsed) stacks, one `frame;frame;... count` a line: the samples whose stack holds a
+    frame naming ``needle``, as a share of all samples and of those holding ``within``."""
+    total = inside = hit = 0
+    for line in raw.splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            continue
+        total += int(n)
+        if within in stack:
+            inside += int(n)
+            if needle in stack:
+                hit += int(n)
+    return {
+        "samples": total,
+        "within": inside,
+        "hit": hit,
+        "share_of_samples": hit / total if total else 0.0,
+        "share_within": hit / inside if inside else 0.0,
+    }
+
+
+def profile(b: RunningBroker, py_spy: str, seconds: float, count: int) -> dict[str, Any]:
+    """py-spy on the broker while a producer of small requests runs under the never-binding quota: how much
+    of the broker's request handling is quota accounting."""
+    size, _times, conf = COST_CASES["1 KiB, linger 0, 16 KiB batches"]
+    set_quota(b.bootstrap, None, "producer_byte_rate", NEVER_BINDS)
+    with tempfile.TemporaryDirectory(prefix="quota-spy-") as tmp:
+        raw = Path(tmp) / "stacks.txt"
+        cmd = [py_spy, "record", "-p", str(b.pid()), "-d", str(int(seconds)), "-r", "200", "-f", "raw", "-o", str(raw)]
+        spy = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while spy.poll() is None:
+                _cost_run(b, size, count, conf)
+        finally:
+            spy.wait(60)
+        text = raw.read_text() if raw.exists() else ""
+    set_quota(b.bootstrap, None, "producer_byte_rate", None)
+    return {"seconds": seconds, "case": "1 KiB, linger 0, 16 KiB batches",
+            **stack_share(text, "ClientQuotas.record", "KafkaConnection._handle_frame")}  # fmt: skip
+
+
+def cost(rounds: int, count: int, py_spy: str | None, spy_seconds: float) -> dict[str, Any]:
     b = start("epochlog")
     out: dict[str, Any] = {"never_binding_quota": NEVER_BINDS, "count": count, "cases": {}}
     try:
@@ -273,6 +322,8 @@ def cost(rounds: int, count: int) -> dict[str, Any]:
             out["cases"][case] = {"pairs": pairs, **cost_ratios(pairs)}
             if quota_set:
                 set_quota(b.bootstrap, None, "producer_byte_rate", None)
+        if py_spy:
+            out["profile"] = profile(b, py_spy, spy_seconds, count)
     finally:
         b.stop()
     return out
@@ -297,6 +348,7 @@ def show(results: dict[str, Any]) -> None:
                 str(r["throttle_max_ms"]),
             )
         c.print(t)
+    if acc and acc["neighbour"]:
         n = Table(title="an unthrottled producer beside one held to 1 MiB/s")
         for col in ("round", "alone KiB/s", "beside KiB/s", "beside / alone", "its throttle ms", "held / quota"):
             n.add_column(col, justify="right")
@@ -320,6 +372,11 @@ def show(results: dict[str, Any]) -> None:
                 f"{r['cpu_per_mb_ratio_median']:.3f}",
             )
         c.print(t)
+        prof = cost_.get("profile")
+        if prof:
+            within, overall = prof["share_within"], prof["share_of_samples"]
+            c.print(f"py-spy, {prof['seconds']:g} s on the broker ({prof['case']}, quota set): ClientQuotas.record in "
+                    f"{within:.1%} of the samples handling a request, {overall:.1%} of all")  # fmt: skip
 
 
 def main() -> None:
@@ -327,14 +384,21 @@ def main() -> None:
     ap.add_argument("--span", type=float, default=20.0, help="seconds measured per accuracy row")
     ap.add_argument("--rounds", type=int, default=7, help="cost pairs per case (and neighbour rounds, at most 3)")
     ap.add_argument("--count", type=int, default=200_000, help="messages per cost run, times the case's multiple")
-    ap.add_argument("--only", choices=("accuracy", "cost", "all"), default="all")
+    ap.add_argument("--only", choices=("accuracy", "producers", "cost", "all"), default="all")
+    ap.add_argument(
+        "--producer-batch-bytes", type=int, default=32768, help="the quota producers' batch.size (the tests' 32 KiB)"
+    )
+    ap.add_argument("--py-spy", default=shutil.which("py-spy"), help="py-spy to profile the broker with (none: skip)")
+    ap.add_argument("--py-spy-seconds", type=float, default=20.0)
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     args = ap.parse_args()
     results: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "args": vars(args)}
-    if args.only in ("accuracy", "all"):
-        results["accuracy"] = accuracy(args.span, min(args.rounds, 3))
+    if args.only in ("accuracy", "producers", "all"):
+        results["accuracy"] = accuracy(
+            args.span, min(args.rounds, 3), args.producer_batch_bytes, args.only == "producers"
+        )
     if args.only in ("cost", "all"):
-        results["cost"] = cost(args.rounds, args.count)
+        results["cost"] = cost(args.rounds, args.count, args.py_spy, args.py_spy_seconds)
     show(results)
     write_results("quota", results, Path(args.out))
 

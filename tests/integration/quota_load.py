@@ -28,9 +28,12 @@ def end_offset(bootstrap: str, topic: str) -> int:
 class ProducerLoad(threading.Thread):
     """A confluent-kafka producer sending 1 KiB records to ``topic`` as fast as it may (``pace``: bytes per
     second it offers at most), keeping the largest throttle librdkafka's statistics reported, every
-    statistics interval's throttle figures, and the payload bytes acknowledged so far."""
+    statistics interval's throttle figures, and the payload bytes acknowledged so far. ``conf``: producer
+    properties over these."""
 
-    def __init__(self, bootstrap: str, topic: str, client_id: str, pace: float | None = None) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, client_id: str, pace: float | None = None, conf: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(daemon=True)
         self.topic, self.pace, self.stop = topic, pace, threading.Event()
         self.throttle_max = 0
@@ -48,6 +51,7 @@ class ProducerLoad(threading.Thread):
                 "queue.buffering.max.messages": 2000,
                 "statistics.interval.ms": 500,
                 "stats_cb": self._stats,
+                **(conf or {}),
             }
         )
 
