@@ -12,7 +12,8 @@
    binds: every produce request is measured), alternating in the same broker process, --rounds pairs.
 
   PYTHONPATH=src .venv/bin/python bench/quota_bench.py [--span 20] [--rounds 7] [--count 200000]
-      [--only accuracy|producers|cost] [--producer-batch-bytes 32768]
+      [--only accuracy|producers|cost] [--producer-batch-bytes 32768] [--producer-queue-messages 2000]
+      [--py-spy PATH]
 
 Quotas are set with `epochlog configs --entity-type clients` (confluent-kafka's AdminClient has no
 AlterClientQuotas). Prints tables and writes JSON to bench/results/quota-<time>.json.
@@ -102,10 +103,10 @@ def _span(load: ProducerLoad, bootstrap: str, seconds: float) -> dict[str, Any]:
     }
 
 
-def producer_accuracy(bootstrap: str, label: str, target: int, span: float, batch_bytes: int) -> dict[str, Any]:
+def producer_accuracy(bootstrap: str, label: str, target: int, span: float, conf: dict[str, Any]) -> dict[str, Any]:
     client = f"q-produce-{target}"
     set_quota(bootstrap, client, "producer_byte_rate", target)
-    load = ProducerLoad(bootstrap, _topic(bootstrap, "quota-p"), client, conf={"batch.size": batch_bytes})
+    load = ProducerLoad(bootstrap, _topic(bootstrap, "quota-p"), client, conf=conf)
     load.start()
     try:
         time.sleep(WARMUP)  # load, not synchronization: the quota's windows fill
@@ -220,10 +221,10 @@ def neighbour(bootstrap: str, rounds: int, span: float) -> list[dict[str, Any]]:
     return out
 
 
-def accuracy(span: float, rounds: int, batch_bytes: int, producers_only: bool) -> dict[str, Any]:
+def accuracy(span: float, rounds: int, producer_conf: dict[str, Any], producers_only: bool) -> dict[str, Any]:
     b = start("epochlog", WINDOWS)
     try:
-        rows = [producer_accuracy(b.bootstrap, label, t, span, batch_bytes) for label, t in TARGETS.items()]
+        rows = [producer_accuracy(b.bootstrap, label, t, span, producer_conf) for label, t in TARGETS.items()]
         for r in rows:
             print(f"  producer {r['target']}: {r['rate'] / KIB:.0f} KiB/s ({r['ratio']:.2f}x)", file=sys.stderr)
         if producers_only:
@@ -387,6 +388,9 @@ def main() -> None:
     ap.add_argument("--only", choices=("accuracy", "producers", "cost", "all"), default="all")
     ap.add_argument(
         "--producer-batch-bytes", type=int, default=32768, help="the quota producers' batch.size (the tests' 32 KiB)"
+    )
+    ap.add_argument(
+        "--producer-queue-messages", type=int, default=2000, help="their queue.buffering.max.messages (the tests')"
     )
     ap.add_argument("--py-spy", default=shutil.which("py-spy"), help="py-spy to profile the broker with (none: skip)")
     ap.add_argument("--py-spy-seconds", type=float, default=20.0)
