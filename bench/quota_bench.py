@@ -398,9 +398,8 @@ def main() -> None:
     args = ap.parse_args()
     results: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "args": vars(args)}
     if args.only in ("accuracy", "producers", "all"):
-        results["accuracy"] = accuracy(
-            args.span, min(args.rounds, 3), args.producer_batch_bytes, args.only == "producers"
-        )
+        conf = {"batch.size": args.producer_batch_bytes, "queue.buffering.max.messages": args.producer_queue_messages}
+        results["accuracy"] = accuracy(args.span, min(args.rounds, 3), conf, args.only == "producers")
     if args.only in ("cost", "all"):
         results["cost"] = cost(args.rounds, args.count, args.py_spy, args.py_spy_seconds)
     show(results)
