@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import shutil
 import signal
 import statistics
@@ -37,6 +36,7 @@ import produce_consume
 from brokers import start as start_single
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from proc_cpu import cpu_seconds
 from results_file import write_results
 from rich.console import Console
 from rich.table import Table
@@ -57,23 +57,15 @@ PRODUCERS = {"default": False, "idempotent": True}
 CASES = (("1KiB", 1024, 1), ("100B", 100, 1), ("1KiB x3 partitions", 1024, 3))
 
 
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
-
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
 def produce_throughput(
     bootstrap: str, rf: int, size: int, count: int, partitions: int, idempotence: bool, pids: dict[str, int]
 ) -> dict[str, Any]:
     """acks=all, the same loop as bench/produce_consume.py, with each server process's CPU time per MB."""
-    before = {name: _cpu_s(pid) for name, pid in pids.items()}
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     client0 = time.process_time()
     out = produce_consume.produce_throughput(bootstrap, size, count, "all", partitions, rf, idempotence=idempotence)
     mb = count * size / 1e6
-    out["cpu_ms_per_mb"] = {name: round((_cpu_s(pid) - before[name]) / mb * 1000, 2) for name, pid in pids.items()}
+    out["cpu_ms_per_mb"] = {name: round((cpu_seconds(pid) - before[name]) / mb * 1000, 2) for name, pid in pids.items()}
     out["cpu_ms_per_mb"]["client"] = round((time.process_time() - client0) / mb * 1000, 2)
     return out
 

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import produce_consume
-from cluster_bench import _cpu_s
 from confluent_kafka import Consumer, TopicPartition
+from proc_cpu import cpu_seconds as _cpu_s
 from results_file import write_results
 from rich.console import Console
 from rich.table import Table

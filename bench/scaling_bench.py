@@ -52,6 +52,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from proc_cpu import cpu_seconds as _cpu_s
 from results_file import write_results
 from rich.console import Console
 from rich.table import Table
@@ -61,7 +62,6 @@ from epochlog.client.wire import Connection, WireError, decode_response, encode_
 from epochlog.protocol.records import build_batch
 
 SIZE = 1024
-_TICK = os.sysconf("SC_CLK_TCK")
 NOFILE_WANTED = 4096  # 1,000 client connections plus the log files of the startup phase's partitions
 
 
@@ -83,11 +83,6 @@ def _tree(pid: int) -> list[int]:
             except OSError:
                 pass
     return out
-
-
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
 
 
 def _status(pid: int, key: str) -> int:

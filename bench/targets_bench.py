@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import produce_consume
 from brokers import available, start
-from cluster_bench import _cpu_s
+from proc_cpu import cpu_seconds as _cpu_s
 from results_file import RESULTS, write_results
 from rich.console import Console
 from rich.table import Table

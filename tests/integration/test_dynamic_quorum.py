@@ -5,94 +5,18 @@ tools, and nothing acknowledged is lost."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from epochlog.client.quorum import describe_quorum_request, leader_of
-from epochlog.client.wire import Connection, WireError
-from epochlog.server.cluster.local import wait_for_port
-from tests.broker_process import free_port
+from epochlog.client.wire import Connection
 from tests.integration.cluster_helpers import AckingProducer, create_topic, wait_until
+from tests.integration.quorum_procs import CLUSTER, Proc, directory_id, epochlog, voters, voters_are
 from tests.integration.test_cluster import consume_all
 
 pytestmark = pytest.mark.integration
-CLUSTER = "dynquorumAAAAAAAAAAAAA"
 QUORUM = {"controller.quorum.election.timeout.ms": "500", "controller.quorum.fetch.timeout.ms": "1000"}
-
-
-def epochlog(*args: str, timeout: float = 90) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "epochlog.cli.main", *args], capture_output=True, text=True, timeout=timeout
-    )
-    assert out.returncode == 0, f"epochlog {' '.join(args)}: {out.stdout}\n{out.stderr}"
-    return out.stdout
-
-
-class Proc:
-    def __init__(self, root: Path, name: str, role: str, node_id: int, props: dict[str, str]) -> None:
-        self.name, self.role, self.node_id, self.port = name, role, node_id, free_port()
-        self.dir = root / name
-        self.config = root / f"{name}.properties"
-        self.log = root / f"{name}.log"
-        body = {
-            "process.roles": role,
-            "node.id": str(node_id),
-            "cluster.id": CLUSTER,
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "log.dirs": str(self.dir),
-            **props,
-        }
-        self.config.write_text("".join(f"{k}={v}\n" for k, v in body.items()))
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "epochlog.cli.main", self.role, "-c", str(self.config)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        wait_for_port(self.port, proc=self.proc)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-
-def directory_id(c: Proc) -> str:
-    return str(json.loads((c.dir / "bootstrap-voters.json").read_text())["directory.id"])
-
-
-def voters(ctrls: dict[int, Proc]) -> dict[int, str]:
-    """The voters (id -> directory id) as the active controller reports them."""
-    from epochlog.server.quorum.voter_wire import dir_text
-
-    ports = {i: c.port for i, c in ctrls.items() if c.proc is not None and c.proc.poll() is None}
-    leader = leader_of(list(ports.values()))
-    assert leader in ports, f"no live active controller ({leader})"
-    with Connection("127.0.0.1", ports[leader], client_id="test-dynamic-quorum", timeout=2) as conn:
-        row = conn.request(describe_quorum_request()).topics[0].partitions[0]
-    return {int(v.replica_id): dir_text(v.replica_directory_id) for v in row.current_voters}
-
-
-def _voters_are(ctrls: dict[int, Proc], expected: set[int]) -> bool:
-    try:
-        return set(voters(ctrls)) == expected
-    except (AssertionError, WireError, OSError, IndexError):
-        return False
 
 
 def update_voter(ctrls: dict[int, Proc], c: Proc) -> int:
@@ -139,7 +63,7 @@ def test_grow_replace_and_remove_the_active_controller(tmp_path: Path) -> None:
             out = epochlog("metadata-quorum", "--bootstrap-controller", c1.address, "add-controller",
                            "--command-config", str(ctrls[i].config))  # fmt: skip
             assert f"Added controller {i} with directory id {directory_id(ctrls[i])}" in out
-        wait_until(lambda: _voters_are(ctrls, {1, 2, 3}), 30, "three voters")
+        wait_until(lambda: voters_are(ctrls, {1, 2, 3}), 30, "three voters")
         status = epochlog("metadata-quorum", "describe", "--bootstrap-controller", c1.address, "--status")
         assert all(f'"directoryId": "{directory_id(ctrls[i])}"' in status for i in (1, 2, 3)), status
         replication = epochlog("metadata-quorum", "describe", "--bootstrap-controller", c1.address, "--replication")
@@ -156,7 +80,7 @@ def test_grow_replace_and_remove_the_active_controller(tmp_path: Path) -> None:
         epochlog("metadata-quorum", "--bootstrap-controller", bootstrap, "remove-controller",
                  "--controller-id", str(old), "--controller-directory-id", directory_id(ctrls[old]))  # fmt: skip
         remaining = {1, 2, 3, 4} - {old}
-        wait_until(lambda: _voters_are(ctrls, remaining), 30, f"voters {sorted(remaining)}")
+        wait_until(lambda: voters_are(ctrls, remaining), 30, f"voters {sorted(remaining)}")
         ctrls[old].stop()
 
         # Remove the active controller itself: it resigns once the removal commits, the others elect a leader.
@@ -171,7 +95,7 @@ def test_grow_replace_and_remove_the_active_controller(tmp_path: Path) -> None:
             lambda: (x := leader_of([ctrls[i].port for i in last])) in last and x, 30, "a new active controller"
         )
         assert new_active != active
-        wait_until(lambda: _voters_are(ctrls, last), 30, f"voters {sorted(last)}")
+        wait_until(lambda: voters_are(ctrls, last), 30, f"voters {sorted(last)}")
         at = len(prod.acked)
         wait_until(lambda: len(prod.acked) > at + 200, 60, "writes acknowledged after the active controller left")
         prod.stop()

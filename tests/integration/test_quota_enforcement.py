@@ -11,26 +11,23 @@ at least 1) and 5 of them, to keep the warm-up short."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from kafka import KafkaProducer
 
 from tests.broker_process import BrokerProcess
 from tests.integration.helpers import create_topic, produce, topic_name
+from tests.integration.quota_load import PAYLOAD, WARMUP, WINDOWS, ProducerLoad, end_offset
 from tests.integration.test_client_quotas import alter
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
-WINDOWS = {"quota.window.num": "5", "quota.window.size.seconds": "1"}
-WARMUP = 7.0  # seconds: more than quota.window.num windows
 SPAN = 20.0
 QUOTA = 256 * 1024  # bytes per second: far below what one client reaches on this machine
-PAYLOAD = 1024
 
 
 def _set(broker: BrokerProcess, entity: dict[str, str | None], key: str, value: float | None) -> None:
@@ -38,76 +35,14 @@ def _set(broker: BrokerProcess, entity: dict[str, str | None], key: str, value: 
     assert int(resp.entries[0].error_code) == 0
 
 
-def _end_offset(bootstrap: str, topic: str) -> int:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "quota-probe", "client.id": "probe"})
-    try:
-        return int(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
-    finally:
-        c.close()
-
-
 def _accepted_rate(bootstrap: str, topic: str, seconds: float) -> float:
     """Payload bytes per second the broker appended to ``topic`` over the next ``seconds``."""
-    t0, o0 = time.monotonic(), _end_offset(bootstrap, topic)
+    t0, o0 = time.monotonic(), end_offset(bootstrap, topic)
     deadline = t0 + seconds
     while time.monotonic() < deadline:
         time.sleep(0.2)
-    t1, o1 = time.monotonic(), _end_offset(bootstrap, topic)
+    t1, o1 = time.monotonic(), end_offset(bootstrap, topic)
     return (o1 - o0) * PAYLOAD / (t1 - t0)
-
-
-class _Load(threading.Thread):
-    """A confluent-kafka producer sending 1 KiB records to ``topic`` as fast as it may (``pace``: bytes per
-    second it offers at most), keeping the largest throttle librdkafka's statistics reported."""
-
-    def __init__(self, bootstrap: str, topic: str, client_id: str, pace: float | None = None) -> None:
-        super().__init__(daemon=True)
-        self.topic, self.pace, self.stop = topic, pace, threading.Event()
-        self.throttle_max = 0
-        self.errors: list[str] = []
-        self.producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "client.id": client_id,
-                "linger.ms": 5,
-                # Small requests: the measured span is not at the mercy of one megabyte batch.
-                "batch.size": 32768,
-                "queue.buffering.max.messages": 2000,
-                "statistics.interval.ms": 500,
-                "stats_cb": self._stats,
-            }
-        )
-
-    def _stats(self, raw: str) -> None:
-        for b in json.loads(raw).get("brokers", {}).values():
-            self.throttle_max = max(self.throttle_max, int(b.get("throttle", {}).get("max", 0)))
-
-    def _done(self, err: Any, _msg: Any) -> None:
-        # Purged at the end is expected; anything else is not.
-        if err is not None and not self.stop.is_set() and len(self.errors) < 5:
-            self.errors.append(str(err))
-
-    def run(self) -> None:
-        payload = b"x" * PAYLOAD
-        start, sent = time.monotonic(), 0
-        while not self.stop.is_set():
-            if self.pace is not None and sent > self.pace * (time.monotonic() - start):
-                self.producer.poll(0.01)
-                continue
-            try:
-                self.producer.produce(self.topic, payload, on_delivery=self._done)
-                sent += PAYLOAD
-            except BufferError:
-                self.producer.poll(0.05)
-            self.producer.poll(0)
-        self.producer.purge()
-        self.producer.flush(10)
-        # Dropped here, not at garbage collection: it would go on reconnecting to the stopped broker.
-        del self.producer
-
-    def finish(self) -> None:
-        self.stop.set()
-        self.join(30)
 
 
 def _wait_for(cond: Callable[[], bool], seconds: float) -> bool:
@@ -126,19 +61,19 @@ def test_a_producer_is_held_to_its_quota_and_a_neighbour_is_not(broker_factory: 
     create_topic(broker.bootstrap, slow_topic)
     create_topic(broker.bootstrap, fast_topic)
     _set(broker, {"client-id": "slow"}, "producer_byte_rate", float(QUOTA))
-    slow = _Load(broker.bootstrap, slow_topic, "slow")
-    fast = _Load(broker.bootstrap, fast_topic, "fast", pace=4 * QUOTA)  # paced: it only needs to beat the quota
+    slow = ProducerLoad(broker.bootstrap, slow_topic, "slow")
+    fast = ProducerLoad(broker.bootstrap, fast_topic, "fast", pace=4 * QUOTA)  # paced: it only needs to beat the quota
     slow.start()
     fast.start()
     try:
         time.sleep(WARMUP)  # load, not synchronization: the quota's windows fill
         t0 = time.monotonic()
-        o_slow, o_fast = _end_offset(broker.bootstrap, slow_topic), _end_offset(broker.bootstrap, fast_topic)
+        o_slow, o_fast = end_offset(broker.bootstrap, slow_topic), end_offset(broker.bootstrap, fast_topic)
         while time.monotonic() - t0 < SPAN:
             time.sleep(0.2)
         t1 = time.monotonic()
-        slow_rate = (_end_offset(broker.bootstrap, slow_topic) - o_slow) * PAYLOAD / (t1 - t0)
-        fast_rate = (_end_offset(broker.bootstrap, fast_topic) - o_fast) * PAYLOAD / (t1 - t0)
+        slow_rate = (end_offset(broker.bootstrap, slow_topic) - o_slow) * PAYLOAD / (t1 - t0)
+        fast_rate = (end_offset(broker.bootstrap, fast_topic) - o_fast) * PAYLOAD / (t1 - t0)
         assert _wait_for(lambda: slow.throttle_max > 0, 5), "librdkafka reported no throttle"
     finally:
         slow.finish()
@@ -248,7 +183,7 @@ def test_a_quota_changed_while_a_producer_runs_takes_effect_within_a_couple_of_w
     create_topic(broker.bootstrap, topic)
     entity: dict[str, str | None] = {"client-id": "changing"}
     _set(broker, entity, "producer_byte_rate", float(QUOTA))
-    load = _Load(broker.bootstrap, topic, "changing")
+    load = ProducerLoad(broker.bootstrap, topic, "changing")
     load.start()
     try:
         time.sleep(WARMUP)  # load: the low quota holds it

@@ -126,6 +126,27 @@ class SampledRate:
         window = self.window_ms(now_ms)
         return sum(s.value for s in self._samples) * 1000.0 / window
 
+    def measure_and_window(self, now_ms: int) -> tuple[float, int]:
+        """``(measure(now_ms), window_ms(now_ms))`` in one pass over the samples: every produce request of a
+        client under a quota asks both (bench/quota_bench.py measured the separate passes at about 5% of a
+        broker's time on small produce requests)."""
+        expire = self.window_num * self.window_size_ms
+        oldest, total = now_ms, 0.0
+        for s in self._samples:
+            if now_ms - s.last_ms >= expire:
+                s.start_ms = s.last_ms = now_ms
+                s.value = 0.0
+                continue
+            total += s.value
+            if s.start_ms < oldest:
+                oldest = s.start_ms
+        elapsed = now_ms - oldest
+        full = elapsed // self.window_size_ms
+        if full < self.window_num - 1:
+            elapsed += (self.window_num - 1 - full) * self.window_size_ms
+        window = max(elapsed, 1)
+        return total * 1000.0 / window, window
+
 
 def throttle_ms(observed: float, bound: float, window_ms: int) -> int:
     """How long until the observed rate is back to ``bound`` if nothing more is recorded: O·W/(W+X) = T,
@@ -186,8 +207,8 @@ class QuotaManager:
         tags, bound = q
         rate = self._rate(tags)
         rate.record(value, now_ms)
-        window = rate.window_ms(now_ms)
-        return throttle_ms(rate.measure(now_ms), bound, window)
+        observed, window = rate.measure_and_window(now_ms)
+        return throttle_ms(observed, bound, window)
 
     def throttle_of(self, user: str, client_id: str, now_ms: int) -> int:
         """The throttle time the client's recorded costs earn as of now, recording nothing (a request's
@@ -196,7 +217,8 @@ class QuotaManager:
         rate = self.rates.get(q[0]) if q is not None else None
         if q is None or rate is None:
             return 0
-        return throttle_ms(rate.measure(now_ms), q[1], rate.window_ms(now_ms))
+        observed, window = rate.measure_and_window(now_ms)
+        return throttle_ms(observed, q[1], window)
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take back a recorded cost (a throttled fetch is answered empty, so its bytes were never sent)."""

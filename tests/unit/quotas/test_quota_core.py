@@ -68,6 +68,26 @@ def test_old_samples_are_forgotten() -> None:
     assert r.measure(10_000) == 0.0
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    window_num=st.integers(min_value=1, max_value=11),
+    steps=st.lists(st.tuples(st.integers(min_value=0, max_value=4000), st.floats(0, 1e6)), max_size=60),
+)
+def test_one_pass_measure_and_window_answer_as_the_separate_calls(
+    window_num: int, steps: list[tuple[int, float]]
+) -> None:
+    """The produce path's one pass over the samples (for speed) against measure() and window_ms()."""
+    fast, slow = SampledRate(window_num, 1000), SampledRate(window_num, 1000)
+    now = 0
+    for gap, value in steps:
+        now += gap
+        fast.record(value, now)
+        slow.record(value, now)
+        observed, window = fast.measure_and_window(now)
+        assert window == slow.window_ms(now)
+        assert observed == pytest.approx(slow.measure(now))
+
+
 def test_throttle_time_is_kafkas_formula() -> None:
     assert throttle_ms(2000.0, 1000.0, 10_000) == 10_000
     assert throttle_ms(1500.0, 1000.0, 10_000) == 5000
