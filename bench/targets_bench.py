@@ -56,7 +56,7 @@ def produce_vs_ceiling(rounds: int, scale: float) -> dict[str, Any]:
         for label, size, count in (("1KiB", 1024, int(300_000 * scale)), ("100B", 100, int(1_500_000 * scale))):
             runs: dict[str, list[float]] = {"mock": [], "epochlog": []}
             for r in range(rounds):
-                for side in (("mock", "epochlog") if r % 2 == 0 else ("epochlog", "mock")):
+                for side in ("mock", "epochlog") if r % 2 == 0 else ("epochlog", "mock"):
                     if side == "mock":
                         res = produce_consume.produce_throughput("127.0.0.1:1", size, count, "all", client_conf=MOCK)
                     else:
@@ -113,7 +113,7 @@ def rf3(rounds: int, scale: float) -> dict[str, Any]:
         pids = {n: node.proc.pid for n, node in lc.nodes.items() if node.proc is not None and node.role == "broker"}
         count = int(300_000 * scale)
         for r in range(rounds):
-            for side in (("single", "rf3") if r % 2 == 0 else ("rf3", "single")):
+            for side in ("single", "rf3") if r % 2 == 0 else ("rf3", "single"):
                 if side == "single":
                     before = _cpu_s(single.pid())
                     res = produce_consume.produce_throughput(single.bootstrap, 1024, count, "all")
