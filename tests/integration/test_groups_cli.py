@@ -172,6 +172,11 @@ def test_reset_offsets_only_while_the_group_is_inactive(setup: Setup, capsys: py
 
 
 def test_delete_groups(setup: Setup, capsys: pytest.CaptureFixture[str]) -> None:
+    # Offsets of a topic a live member subscribes to stay, partition by partition (OffsetDelete's rule).
+    code, rows, err = groups(setup, capsys, "--delete-offsets", "--group", CLASSIC, "--topic", TOPIC)
+    assert code == 1 and "partition level error" in err
+    assert rows[1:] == [[TOPIC, str(n), "Error:", "GROUP_SUBSCRIBED_TO_TOPIC"] for n in (0, 1)]
+    assert committed(setup, CLASSIC) == COMMITTED[CLASSIC]
     # The classic group still has its member: refused, as Kafka refuses.
     code, _, err = groups(setup, capsys, "--delete", "--group", CLASSIC)
     assert code == 1 and f"* Group '{CLASSIC}' could not be deleted due to: NON_EMPTY_GROUP" in err
@@ -180,3 +185,19 @@ def test_delete_groups(setup: Setup, capsys: pytest.CaptureFixture[str]) -> None
     assert rows == [f"Deletion of requested consumer groups ('{KIP848}') was successful.".split()]
     assert groups(setup, capsys, "--list")[1] == [[CLASSIC]]
     assert committed(setup, KIP848) == {}
+    # Once empty, the classic group's offsets can go, then the group.
+    setup.consumers.pop(CLASSIC).close()
+    code, rows, err = groups(setup, capsys, "--delete-offsets", "--group", CLASSIC, "--topic", f"{TOPIC}:1")
+    assert code == 0, err
+    assert committed(setup, CLASSIC) == {0: COMMITTED[CLASSIC][0]}
+    assert groups(setup, capsys, "--delete", "--all-groups")[0] == 0
+    assert groups(setup, capsys, "--list")[1] == []
+
+
+def test_usage_errors_exit_2() -> None:
+    with pytest.raises(SystemExit) as e:
+        run(["--list", "--describe"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        run(["--reset-offsets", "--group", "g", "--all-topics"])  # no scenario
+    assert e.value.code == 2
