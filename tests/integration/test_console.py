@@ -320,6 +320,36 @@ def test_group_offsets_reset_from_the_group_page(cluster: LocalCluster, console:
     assert page.errors == []
 
 
+def test_consumer_protocol_group_shows_its_type_epochs_and_members(
+    cluster: LocalCluster, console: str, page: Page
+) -> None:
+    group = "console-kip848"
+    conf = {"bootstrap.servers": cluster.bootstrap, "group.id": group, "group.protocol": "consumer",
+            "client.id": "kip848-reader", "enable.auto.commit": False}  # fmt: skip
+    c = Consumer(conf)
+    try:
+        c.subscribe([TOPIC])
+        wait_until(lambda: (c.poll(0.2), len(c.assignment()) == PARTITIONS)[1], 30, "the member's assignment")
+        types = {g["group_id"]: g["type"] for g in _get(f"{console}/api/groups")["groups"]}
+        assert (types[group], types[GROUP]) == ("consumer", "classic")
+        p = page.page
+        p.goto(f"{console}/groups")
+        assert p.inner_text(f'#groups tr[data-group="{group}"] [data-field=type]') == "consumer"
+        p.goto(f"{console}/groups/{group}")
+        p.wait_for_selector("#members tbody tr [data-field=member-epoch]")
+        assert p.inner_text('[data-card="type"] .v') == "consumer"
+        assert p.inner_text('[data-card="assignor"] .v') == "uniform"
+        # From ConsumerGroupDescribe: the member's epoch and its target, which the group epoch has reached.
+        epoch = int(p.inner_text("#members tbody tr [data-field=member-epoch]"))
+        assert epoch >= 1 and int(p.inner_text('[data-card="group-epoch"] .v')) >= 1
+        assert p.inner_text("#members tbody tr [data-field=target]") == ", ".join(
+            f"{TOPIC}-{n}" for n in range(PARTITIONS)
+        )
+        assert page.errors == []
+    finally:
+        c.close()
+
+
 def test_api_refuses_a_reset_while_the_group_has_members(cluster: LocalCluster, console: str) -> None:
     url = f"{console}/api/groups/console-active/offsets"
     body = json.dumps({"topic": TOPIC, "to": "earliest"}).encode()

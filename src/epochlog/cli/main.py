@@ -32,6 +32,7 @@ def _register_subcommands() -> None:
         "acls_cmd",
         "scram_cmd",
         "storage_cmd",
+        "groups_cmd",
     ):
         try:
             mod = importlib.import_module(f"epochlog.cli.{name}")

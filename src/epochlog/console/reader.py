@@ -30,12 +30,13 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from epochlog.client.admin import EARLIEST_SPEC, LATEST_SPEC
+from epochlog.client.groups import CONSUMER, GroupsClient, GroupsError, state_name, type_name
 from epochlog.client.wire import WireError
 from epochlog.console.broker_metrics import EndpointError, MetricsEndpoints
 from epochlog.console.lineage import LineageReader
 from epochlog.console.log_dirs import describe_replicas
 from epochlog.console.metadata import ClusterMetadata, MetadataClient, Partition
-from epochlog.console.payload import show_bytes
+from epochlog.console.payload import consumer_group_fields, group_kind, show_bytes
 from epochlog.console.quorum import QuorumClient
 from epochlog.console.quotas import QuotaReader
 
@@ -177,12 +178,15 @@ class ClusterReader:
         self.admin = AdminClient(
             {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000), "client.id": "epochlog-console"}
         )
+        # ConsumerGroupDescribe for KIP-848 groups (member and group epochs librdkafka does not show).
+        self.group_client = GroupsClient(bootstrap, timeout, admin=self.admin)
         self.quota_reader = QuotaReader(self.metadata, self.lineage.conn, self.endpoints, self._pool)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self.metadata.close()
         self.lineage.close()
+        self.group_client.close()
         if self.quorum is not None:
             self.quorum.close()
 
@@ -375,7 +379,8 @@ class ClusterReader:
         rows = [
             {
                 "group_id": g.group_id,
-                "state": getattr(g.state, "name", str(g.state)),
+                "state": state_name(g.state),
+                "type": group_kind(type_name(g.type), g.is_simple_consumer_group),
                 "simple": g.is_simple_consumer_group,
             }
             for g in res.valid
@@ -461,15 +466,22 @@ class ClusterReader:
         ]
         known = [x["lag"] for x in rows if x["lag"] is not None]
         coord = desc.coordinator
-        return {
+        out: dict[str, Any] = {
             "group_id": group_id,
-            "state": getattr(desc.state, "name", str(desc.state)),
+            "type": group_kind(type_name(desc.type), desc.is_simple_consumer_group),
+            "state": state_name(desc.state),
             "protocol": desc.partition_assignor,
             "coordinator": None if coord is None else coord.id,
             "members": members,
             "partitions": rows,
             "total_lag": sum(known) if known else None,
         }
+        if out["type"] == CONSUMER:
+            try:
+                out |= consumer_group_fields(self.group_client.describe(group_id, CONSUMER))
+            except GroupsError:
+                pass  # the page still shows what DescribeGroups-by-librdkafka told
+        return out
 
     def messages(
         self,

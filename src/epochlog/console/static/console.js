@@ -289,7 +289,8 @@ function renderPartition(topic, partition, d) {
 
 function renderGroups(d) {
   const rows = d.groups.map((g) => el("tr", { "data-group": g.group_id },
-    el("td", {}, el("a", { href: "/groups/" + encodeURIComponent(g.group_id) }, g.group_id)), el("td", {}, g.state), el("td", {}, g.simple ? "simple" : "consumer")));
+    el("td", {}, el("a", { href: "/groups/" + encodeURIComponent(g.group_id) }, g.group_id)), el("td", {}, g.state),
+    el("td", { "data-field": "type" }, g.type || (g.simple ? "simple" : "classic"))));
   mount(el("h1", {}, "Consumer groups"), rows.length ? table(["group", "state", "type"], rows, { id: "groups" }) : el("p", { class: "muted" }, "No groups."),
     d.errors.length ? errorBox(d.errors.join("; ")) : "");
 }
@@ -297,17 +298,23 @@ function renderGroups(d) {
 function renderGroup(id, d, target) {
   const put = (...nodes) => target.replaceChildren(...nodes);
   if (d.error) return put(el("h1", {}, "Group ", id), errorBox(d.error));
-  const members = d.members.map((m) => el("tr", {}, el("td", { class: "mono" }, m.member_id), el("td", {}, m.client_id), el("td", {}, m.host),
-    el("td", {}, m.assignment.map((a) => `${a.topic}-${a.partition}`).join(", "))));
+  // A consumer-protocol (KIP-848) group: each member's epoch, and its target assignment beside what it owns.
+  const kip848 = d.type === "consumer";
+  const tps = (list) => (list || []).map((a) => `${a.topic}-${a.partition}`).join(", ");
+  const members = d.members.map((m) => el("tr", { "data-member": m.member_id }, el("td", { class: "mono" }, m.member_id), el("td", {}, m.client_id), el("td", {}, m.host),
+    ...(kip848 ? [num(m.member_epoch, { "data-field": "member-epoch" })] : []),
+    el("td", {}, tps(m.assignment)), ...(kip848 ? [el("td", { "data-field": "target" }, tps(m.target_assignment))] : [])));
+  const epochs = kip848 ? [card("group epoch", d.group_epoch, "", "group-epoch"), card("assignment epoch", d.assignment_epoch, "", "assignment-epoch")] : [];
   const parts = d.partitions.map((p) => el("tr", { "data-tp": `${p.topic}-${p.partition}` },
     el("td", {}, el("a", { href: "/topics/" + encodeURIComponent(p.topic) }, p.topic)), num(p.partition),
     num(p.committed_offset, { "data-field": "committed" }), num(p.end_offset, { "data-field": "end" }),
     num(p.lag, { "data-field": "lag" }), el("td", { class: "mono" }, dash(p.member_id))));
   put(el("h1", {}, "Group ", el("span", { class: "mono" }, id)),
-    el("div", { class: "cards" }, card("state", d.state, "", "state"), card("members", d.members.length, "", "members"),
-      card("coordinator", d.coordinator, "", "coordinator"), card("total lag", d.total_lag, "", "total-lag")),
+    el("div", { class: "cards" }, card("type", d.type, "", "type"), card("state", d.state, "", "state"), card("members", d.members.length, "", "members"),
+      card("coordinator", d.coordinator, "", "coordinator"), card("assignor", d.protocol, "", "assignor"), ...epochs,
+      card("total lag", d.total_lag, "", "total-lag")),
     el("h2", {}, "Partitions"), table(["topic", "#partition", "#committed", "#end offset", "#lag", "member"], parts, { id: "group-partitions" }),
-    el("h2", {}, "Members"), members.length ? table(["member", "client", "host", "assignment"], members, { id: "members" }) : el("p", { class: "muted" }, "No members."));
+    el("h2", {}, "Members"), members.length ? table(kip848 ? ["member", "client", "host", "#epoch", "assignment", "target"] : ["member", "client", "host", "assignment"], members, { id: "members" }) : el("p", { class: "muted" }, "No members."));
 }
 
 function resetForm(group) {
