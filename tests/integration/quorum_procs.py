@@ -98,3 +98,16 @@ def voters_are(ctrls: dict[int, Proc], expected: set[int]) -> bool:
         return set(voters(ctrls)) == expected
     except (AssertionError, WireError, OSError, IndexError):
         return False
+
+
+def kraft_version(port: int) -> tuple[int, int]:
+    """The kraft.version a controller reports in ApiVersions v3: (finalized level, highest supported)."""
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+    from epochlog.client.wire import Connection
+
+    with Connection("127.0.0.1", port, client_id="test-kraft-version") as conn:
+        r = conn.request(ApiVersionsRequest(client_software_name="test", client_software_version="1"))
+    (fin,) = [f for f in r.finalized_features if f.name == "kraft.version"]
+    (sup,) = [f for f in r.supported_features if f.name == "kraft.version"]
+    return int(fin.max_version_level), int(sup.max_version)

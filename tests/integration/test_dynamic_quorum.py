@@ -12,7 +12,7 @@ import pytest
 from epochlog.client.quorum import describe_quorum_request, leader_of
 from epochlog.client.wire import Connection
 from tests.integration.cluster_helpers import AckingProducer, create_topic, wait_until
-from tests.integration.quorum_procs import CLUSTER, Proc, directory_id, epochlog, voters, voters_are
+from tests.integration.quorum_procs import CLUSTER, Proc, directory_id, epochlog, kraft_version, voters, voters_are
 from tests.integration.test_cluster import consume_all
 
 pytestmark = pytest.mark.integration
@@ -54,6 +54,7 @@ def test_grow_replace_and_remove_the_active_controller(tmp_path: Path) -> None:
         for c in procs:
             c.start()
         assert voters(ctrls) == {1: directory_id(c1)}
+        assert kraft_version(c1.port) == (1, 1), "a quorum formatted --standalone is at kraft.version 1"
         create_topic(broker.address, "orders", 1, 1, {})
         prod = AckingProducer(broker.address, "orders").start()
         wait_until(lambda: len(prod.acked) > 300, 30, "acknowledged writes before the quorum grows")

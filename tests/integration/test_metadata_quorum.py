@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tests.broker_process import BrokerProcess, free_port
 from tests.integration.helpers import create_topic, topic_name
+from tests.integration.quorum_procs import kraft_version
 
 
 def describe(bootstrap_controller: str, what: str) -> str:
@@ -44,6 +45,7 @@ def test_status_and_replication_of_a_cluster(cluster) -> None:  # type: ignore[n
     assert before["LeaderId"] == "0" and before["CurrentVoters"] == "[0]"
     assert before["ClusterId"] == (cluster.data_dir / "cluster.id").read_text().strip()
     assert before["CurrentObservers"] == "[1,2,3]", "the brokers follow the metadata log as observers"
+    assert kraft_version(cluster.controller.port) == (0, 1), "controller.quorum.voters: a static quorum"
     create_topic(cluster.bootstrap, topic_name("mq"), partitions=3)
     deadline = time.monotonic() + 20
     while int(status(ctrl)["HighWatermark"]) <= int(before["HighWatermark"]):  # the topic's records committed

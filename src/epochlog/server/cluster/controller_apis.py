@@ -216,14 +216,24 @@ def alter_partition(server: ControllerServer, req: Any, version: int) -> dict[st
     return {"throttle_time": 0, "error_code": Err.NONE, "topics": topics}
 
 
-def _api_versions() -> dict[str, Any]:
-    return {
+def _api_versions(server: ControllerServer, version: int) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "error_code": Err.NONE,
         "api_keys": [
             {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(CONTROLLER_APIS.items())
         ],
         "throttle_time": 0,
     }
+    if version >= 3 and server.quorum is not None:
+        # KIP-853: kraft.version, what kafka-features.sh and the admin client read from a controller. Level 1
+        # is a quorum whose voter set lives in the log (formatted with --standalone or
+        # --initial-controllers, changed by Add/RemoveRaftVoter); 0 is a static controller.quorum.voters.
+        membership = server.quorum.node.membership
+        out["supported_features"] = [{"name": "kraft.version", "min_version": 0, "max_version": 1}]
+        level = membership.kraft_version
+        out["finalized_features"] = [{"name": "kraft.version", "max_version_level": level, "min_version_level": level}]
+        out["finalized_features_epoch"] = max(0, membership.history.latest_offset())
+    return out
 
 
 def dispatch(server: ControllerServer, conn: Any, header: RequestHeader, frame: memoryview) -> Any:
@@ -233,7 +243,7 @@ def dispatch(server: ControllerServer, conn: Any, header: RequestHeader, frame: 
         conn.close()
         return NO_RESPONSE
     if key == 18:
-        return _api_versions()
+        return _api_versions(server, version)
     if key in (17, 36):
         return sasl_on_plain_listener(header)
     req = decode_body(frame, header)
