@@ -1,4 +1,4 @@
-"""`epochlog chaos` end to end, as a user runs it: a 60 s mixed run that must find nothing, the same run with the
+"""`epochlog chaos` end to end, as a user runs it: a 50 s mixed run that must find nothing, the same run with the
 pre-KIP-101 truncation rule that must find lost or inconsistent records, and its HTML report in a browser.
 
 Each run is the real command in a process of its own (exit status, JSON and report as a user gets them); it
@@ -99,7 +99,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Run:
     return _chaos(
         tmp_path_factory.mktemp("chaos-mixed"),
         "--duration",
-        "60",
+        "50",
         "--seed",
         str(MIXED_SEED),
         "--nemesis",

@@ -231,7 +231,9 @@ TASK_FAILURES = [
     # the failed attempt's open transaction is aborted by the retry's init (long tier: the default run's time)
     pytest.param("before_task_commit", True, 0, marks=LONG),
     ("after_task_commit", True, 0),  # the failed attempt committed: the retry finds its marker
-    ("after_task_commit", False, ROWS_PER_PARTITION // 2),  # negative control: no marker check, 20 rows twice
+    # negative control: no marker check, 20 rows twice (long tier: it proves the check matters, the case above
+    # that it works)
+    pytest.param("after_task_commit", False, ROWS_PER_PARTITION // 2, marks=LONG),
 ]
 
 
