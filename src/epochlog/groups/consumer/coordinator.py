@@ -258,8 +258,11 @@ class ConsumerGroupCoordinator:
         m.session_deadline_ms = now_ms + self.config.session_timeout_ms
         # The assignment goes out on a full request (a join, or a client that lost track), when it changed,
         # and to a member one answer behind, which has not heard the last one.
+        # A full request names its subscription, by topic names or by a regex (a regex-only member that lost
+        # track sends no names).
+        subscribed = req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None
         full = req.member_epoch in (JOIN_EPOCH, m.previous_member_epoch) or (
-            req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None and req.owned is not None
+            req.rebalance_timeout_ms != -1 and subscribed and req.owned is not None
         )
         return HeartbeatResponse(
             Err.NONE,

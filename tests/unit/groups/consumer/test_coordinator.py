@@ -281,6 +281,16 @@ def test_regex_subscriptions_follow_new_topics_and_skip_internal_ones() -> None:
     assert g.core.group.group_epoch == epoch + 1  # a topic nobody subscribes to: no new epoch
 
 
+def test_a_regex_member_sending_a_full_request_is_told_its_assignment_again() -> None:
+    g = Group(topics={"orders-eu": 2})
+    r = g.join("m1", subscribed_topic_names=None, subscribed_topic_regex="orders-.*")
+    epoch = r.member_epoch
+    assert g.hb("m1", epoch, tps(0, 1, topic="orders-eu")).assignment is None  # nothing changed: not repeated
+    full = g.hb("m1", epoch, tps(0, 1, topic="orders-eu"), rebalance_timeout_ms=REBALANCE,
+                subscribed_topic_regex="orders-.*")  # fmt: skip
+    assert full.assignment == tps(0, 1, topic="orders-eu")
+
+
 def test_partitions_added_to_a_subscribed_topic_bump_the_epoch() -> None:
     g = Group(topics={"a": 2})
     g.join("m1")
