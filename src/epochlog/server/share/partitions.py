@@ -251,7 +251,8 @@ class SharePartitions:
                 self._carry_out_later(key, e, effects)
 
     def member_left(self, group: str, member: str) -> None:
-        self.sessions.close((group, member))
+        """The group coordinator removed the member. Its share session stays until the member closes it or it
+        is evicted, as Kafka keeps it: a leaving consumer closes its session after its leave heartbeat."""
         self.release(group, member)
 
     async def stop(self) -> None:
