@@ -206,8 +206,15 @@ def test_accepted_records_stay_accepted_across_a_restart(broker_factory: Any) ->
         c.commit_sync(10)
     finally:
         c.close()
+    epoch = describe(b)[0]
+    assert epoch >= 2  # a join and a leave
     b.kill9()
     b.start()
+    # The group comes back from its records in __consumer_offsets: the same epoch, not a new group.
+    deadline = time.monotonic() + 15
+    while (after := describe(b)) != (epoch, "Empty"):
+        assert time.monotonic() < deadline, after
+        time.sleep(0.1)
     c = share_consumer(b, "c-again")
     try:
         again: list[bytes] = []
@@ -217,6 +224,13 @@ def test_accepted_records_stay_accepted_across_a_restart(broker_factory: Any) ->
         assert sorted(again) == sorted([b"r5", b"r6", b"r7", b"r8", b"r9", b"new"]), again
     finally:
         c.close()
+
+
+def describe(b: BrokerProcess) -> tuple[int, str]:
+    host, port = b.bootstrap.split(":")
+    with Connection(host, int(port), 10) as conn:
+        r = conn.request(ShareGroupDescribeRequest(group_ids=(GroupId("sg"),), include_authorized_operations=False))
+    return int(r.groups[0].group_epoch), r.groups[0].group_state
 
 
 # -- raw requests ------------------------------------------------------------------------------------
