@@ -44,9 +44,14 @@ def host_cluster(
     if (where / "meta.properties").exists():
         raise ConfigError(f"{where} holds a single-process node's data; give --cores a data directory of its own")
     # One host holds one copy of each partition: the single-node defaults, as `epochlog up` has them.
-    for key in ("offsets.topic.replication.factor", "transaction.state.log.replication.factor"):
+    for key in (
+        "offsets.topic.replication.factor",
+        "transaction.state.log.replication.factor",
+        "share.coordinator.state.topic.replication.factor",
+    ):
         props.setdefault(key, "1")
     props.setdefault("transaction.state.log.min.isr", "1")
+    props.setdefault("share.coordinator.state.topic.min.isr", "1")
     props.setdefault("default.replication.factor", "1")
     return LocalCluster(
         where,

@@ -50,6 +50,8 @@ def _build_config(
     props.setdefault("offsets.topic.replication.factor", "1")
     props.setdefault("transaction.state.log.replication.factor", "1")
     props.setdefault("transaction.state.log.min.isr", "1")
+    props.setdefault("share.coordinator.state.topic.replication.factor", "1")
+    props.setdefault("share.coordinator.state.topic.min.isr", "1")
     return combined_configs(props)
 
 

@@ -66,6 +66,10 @@ SERVED: dict[int, str] = {
     68: "ConsumerGroupHeartbeat",
     69: "ConsumerGroupDescribe",
     75: "DescribeTopicPartitions",
+    76: "ShareGroupHeartbeat",
+    77: "ShareGroupDescribe",
+    78: "ShareFetch",
+    79: "ShareAcknowledge",
 }
 
 # Produce is advertised from v0 because librdkafka refuses brokers that do not list the old
@@ -76,8 +80,9 @@ ADVERTISED_MIN_OVERRIDE = {0: 0}
 # Versions kio parses whose meaning we do not serve: InitProducerId v6 is KIP-939's two-phase commit;
 # EndTxn v5 and TxnOffsetCommit v5 are transaction version 2 (KIP-890 part 2), which this broker does
 # not finalize, so clients keep to the versions of transaction version 1. ListTransactions v2 adds KIP-1152's
-# transactional id pattern (a Java regular expression), not served.
-MAX_OVERRIDE = {22: 5, 26: 4, 28: 4, 66: 1}
+# transactional id pattern (a Java regular expression), not served. ShareFetch and ShareAcknowledge v2 add
+# KIP-1222's renew acknowledgements and acquire modes, not served.
+MAX_OVERRIDE = {22: 5, 26: 4, 28: 4, 66: 1, 78: 1, 79: 1}
 
 
 def supported_range(api_key: int) -> tuple[int, int] | None:

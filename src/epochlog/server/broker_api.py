@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from epochlog.server.partition import Partition
     from epochlog.server.quota_enforcement import ClientQuotas
     from epochlog.server.replication_throttle import ReplicationThrottles
+    from epochlog.server.share.config import ShareConfig
+    from epochlog.server.share.partitions import SharePartitions
     from epochlog.server.topic_configs import DynamicBrokerConfigs
     from epochlog.server.transactions.coordinators import TxnCoordinators
     from epochlog.storage.cleaner.manager import LogCleaner
@@ -41,6 +43,8 @@ class BrokerApi(Protocol):
     partitions: dict[tuple[str, int], Partition]  # the replicas this broker hosts
     groups: GroupCoordinator  # set once the broker has started
     txn: TxnCoordinators
+    shares: SharePartitions  # KIP-932 share-partitions this broker leads (server/share/)
+    share_config: ShareConfig
     metrics: BrokerMetrics
     connections: set[KafkaConnection]
     cleaner: LogCleaner  # compaction of the log directories (its gauges are scraped from here)
@@ -65,6 +69,8 @@ class BrokerApi(Protocol):
     def coordinator_for(self, group_id: str) -> int: ...
 
     def txn_coordinator_for(self, transactional_id: str) -> int: ...
+
+    def share_coordinator_for(self, key: str) -> int: ...
 
     def submit_alter(self, part: Partition, proposal: AlterIsr) -> None: ...
 

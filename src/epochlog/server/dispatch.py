@@ -38,6 +38,8 @@ def _load() -> None:
         producer_id,
         sasl,
         scram,
+        share,
+        share_groups,
         transaction_admin,
         transactions,
     )
@@ -94,6 +96,10 @@ def _load() -> None:
             68: consumer_groups.handle_consumer_group_heartbeat,
             69: consumer_groups.handle_consumer_group_describe,
             75: describe_topic_partitions.handle_describe_topic_partitions,
+            76: share_groups.handle_share_group_heartbeat,
+            77: share_groups.handle_share_group_describe,
+            78: share.handle_share_fetch,
+            79: share.handle_share_acknowledge,
         }
     )
 

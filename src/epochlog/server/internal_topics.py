@@ -3,3 +3,4 @@ topics (the offsets store, the transaction coordinators and markers) need not im
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TXN_TOPIC = "__transaction_state"
+SHARE_STATE_TOPIC = "__share_group_state"

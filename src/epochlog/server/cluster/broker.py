@@ -53,6 +53,8 @@ from epochlog.server.peer_security import controller_security, inter_broker_secu
 from epochlog.server.quota_enforcement import ClientQuotas
 from epochlog.server.quota_metrics import QuotaCollector
 from epochlog.server.replication_throttle import ReplicationThrottles
+from epochlog.server.share.config import ShareConfig
+from epochlog.server.share.partitions import SharePartitions
 from epochlog.server.topic_configs import DynamicBrokerConfigs, topic_properties
 from epochlog.server.transactions.coordinators import TxnCoordinators
 from epochlog.storage import partition_log as storage_metrics
@@ -133,6 +135,8 @@ class ClusterBroker:
         self.group_commit = GroupCommit()  # syncs the logs of flush.messages=1 topics, once per loop turn
         self.producer_ids = ControllerProducerIds(self)
         self.txn = TxnCoordinators(self)
+        self.share_config = ShareConfig.from_properties(config.raw)
+        self.shares = SharePartitions(self, self.share_config)
         self.groups = self._group_coordinator()
 
     @property
@@ -220,10 +224,14 @@ class ClusterBroker:
             consumer_heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
             consumer_max_size=self.config.group_consumer_max_size,
             consumer_assignors=self.config.group_consumer_assignors,
+            share_session_timeout_ms=self.share_config.session_timeout_ms,
+            share_heartbeat_interval_ms=self.share_config.heartbeat_interval_ms,
+            share_max_size=self.share_config.max_size,
         )
         gc = GroupCoordinator(LogOffsetsStore(self), cfg)
         # KIP-848 groups assign the partitions of the topics the metadata image has now.
         gc.topic_counts = lambda: {name: len(info.partitions) for name, info in self.image.topics.items()}
+        gc.share_member_gone = self.shares.member_left
         return gc
 
     async def stop(self) -> None:
@@ -231,6 +239,7 @@ class ClusterBroker:
             await self.session.controlled_shutdown()
         self.shutting_down = True
         await self.txn.stop()
+        await self.shares.stop()
         await self.fetchers.stop()
         self.controller.close()
         log.info("broker %d shutting down", self.config.node_id)
@@ -370,6 +379,9 @@ class ClusterBroker:
 
     def txn_coordinator_for(self, transactional_id: str) -> int:
         return self.forwarding.txn_coordinator_for(transactional_id)
+
+    def share_coordinator_for(self, key: str) -> int:
+        return self.forwarding.share_coordinator_for(key)
 
     async def wait_for_topics(self, names: list[str], present: bool, timeout: float = 5.0) -> None:
         def shown() -> bool:

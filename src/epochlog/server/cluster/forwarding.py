@@ -22,7 +22,7 @@ from kio.static.primitive import i16, i32, i32Timedelta, i64
 from epochlog.controller.image import TopicInfo
 from epochlog.server.cluster.peer import PeerError
 from epochlog.server.groups.hashing import partition_for
-from epochlog.server.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
+from epochlog.server.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 
 if TYPE_CHECKING:
     from epochlog.server.cluster.broker import ClusterBroker
@@ -102,6 +102,23 @@ class Forwarding:
                 "min.insync.replicas": str(cfg.transaction_state_log_min_isr),
                 "unclean.leader.election.enable": "false",
                 "compression.type": "uncompressed",
+            },
+        )
+
+    def share_coordinator_for(self, key: str) -> int:
+        """The leader of the share-partition key's __share_group_state partition ("group:topicId:partition"),
+        or -1; creates the topic on first use, as Kafka does."""
+        cfg = self.broker.share_config
+        return self._internal_leader(
+            SHARE_STATE_TOPIC,
+            key,
+            cfg.state_topic_num_partitions,
+            cfg.state_topic_replication_factor,
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(cfg.state_topic_segment_bytes),
+                "min.insync.replicas": str(cfg.state_topic_min_isr),
+                "unclean.leader.election.enable": "false",
             },
         )
 

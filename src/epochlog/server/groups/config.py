@@ -19,6 +19,10 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
     consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
     consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors; the first is the default
+    # KIP-932 share groups, Kafka's names and defaults.
+    share_session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
+    share_heartbeat_interval_ms: int = 5_000  # group.share.heartbeat.interval.ms
+    share_max_size: int = 200  # group.share.max.size
     # How often the background task looks for expired sessions and rebalance deadlines: the
     # resolution of every group timer (Kafka uses a timing wheel; 100 ms is plenty for timeouts
     # measured in seconds).

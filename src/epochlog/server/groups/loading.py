@@ -1,5 +1,5 @@
 """Loading groups from __consumer_offsets: the replay of a partition's records (group metadata, offsets,
-transactional offsets and their markers, the KIP-848 groups' records) when this broker starts or becomes the
+transactional offsets and their markers, the KIP-848 and KIP-932 groups' records) when this broker starts or becomes the
 partition's leader, and the dropping of its groups when it stops being the leader."""
 
 from __future__ import annotations
@@ -8,20 +8,23 @@ import logging
 
 from epochlog.groups.consumer.records import Record as ConsumerRecord
 from epochlog.groups.effects import GroupSnapshot, MemberSnapshot
+from epochlog.groups.share.group_records import GroupRecord as ShareRecord
 from epochlog.protocol.control_records import ControlType, read_marker
 from epochlog.protocol.record_batch import read_header
 from epochlog.protocol.records import Record, iter_records
 from epochlog.server.groups import records as rec
-from epochlog.server.groups.consumer_groups import ConsumerGroups
 from epochlog.server.groups.consumer_records import is_consumer_key
 from epochlog.server.groups.model import EMPTY, Group
+from epochlog.server.groups.share_groups import ShareGroups
+from epochlog.server.groups.share_records import is_share_key
 
 log = logging.getLogger("epochlog.groups")
 
 
-class Loading(ConsumerGroups):
+class Loading(ShareGroups):
     def _read_partition(self, p: int) -> None:
         consumer: dict[str, list[ConsumerRecord]] = {}
+        share: dict[str, list[ShareRecord]] = {}
         for batch in self.store.read_batches(p):
             try:
                 h = read_header(batch)
@@ -35,11 +38,14 @@ class Loading(ConsumerGroups):
                         self._replay_txn_offset(h.producer_id, r)
                     elif r.key is not None and is_consumer_key(r.key):
                         self._replay_consumer_record(r.key, r.value, consumer)
+                    elif r.key is not None and is_share_key(r.key):
+                        self._replay_share_record(r.key, r.value, share)
                     else:
                         self._replay(r)
             except ValueError as e:  # CorruptBatchError included: skip what we cannot read
                 log.error("__consumer_offsets-%d: skipping unreadable batch: %s", p, e)
         self._build_consumer_groups(consumer)
+        self._build_share_groups(share)
 
     def load_partition(self, p: int) -> None:
         """This broker now leads __consumer_offsets-p: take over its groups from the replicated log."""
@@ -62,6 +68,7 @@ class Loading(ConsumerGroups):
         self.txn_offsets.drop_groups({gid for gid in self.txn_offsets.groups() if self.partition_for(gid) == p})
         self._apply(self.core.drop({gid for gid in self.groups if self.partition_for(gid) == p}))
         self._drop_consumer_groups(p)
+        self._drop_share_groups(p)
 
     def _replay(self, r: Record) -> None:
         if r.key is None:

@@ -17,7 +17,7 @@ from epochlog.protocol.errors import Err
 from epochlog.security.acl import Operation
 from epochlog.server import authz
 from epochlog.server.handlers.metadata import topic_entry
-from epochlog.server.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
+from epochlog.server.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 from epochlog.server.topics import validate_topic_name
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def _topic_error(name: str, error: int) -> dict[str, Any]:
         "error_code": error,
         "name": name,
         "topic_id": uuid.UUID(int=0),
-        "is_internal": name in (OFFSETS_TOPIC, TXN_TOPIC),
+        "is_internal": name in (OFFSETS_TOPIC, TXN_TOPIC, SHARE_STATE_TOPIC),
         "partitions": [],
         "topic_authorized_operations": -2147483648,
     }

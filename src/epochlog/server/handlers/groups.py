@@ -351,6 +351,12 @@ def handle_list_groups(broker: Broker, header: RequestHeader, frame: memoryview)
         for g, st in broker.groups.list_consumer_groups()
         if wanted is None or st.lower() in wanted
     ]
+    # KIP-932 share groups: protocol type "share", type "share".
+    listed += [
+        (g, "share", st, "share")
+        for g, st in broker.groups.list_share_groups()
+        if wanted is None or st.lower() in wanted
+    ]
     if types:
         listed = [x for x in listed if x[3] in types]
     if not authz.cluster_allowed(broker, header, Operation.DESCRIBE):

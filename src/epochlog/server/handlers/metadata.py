@@ -12,7 +12,7 @@ from epochlog.security.acl import Operation
 from epochlog.server import authz
 from epochlog.server.authz import session_of
 from epochlog.server.handlers.leader_hints import disowned
-from epochlog.server.internal_topics import OFFSETS_TOPIC, TXN_TOPIC
+from epochlog.server.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC
 from epochlog.server.topics import validate_topic_name
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def topic_entry(name: str, info: TopicInfo, parts: list[dict[str, Any]]) -> dict
         "error_code": Err.NONE,
         "name": name,
         "topic_id": info.uuid,
-        "is_internal": name in (OFFSETS_TOPIC, TXN_TOPIC),
+        "is_internal": name in (OFFSETS_TOPIC, TXN_TOPIC, SHARE_STATE_TOPIC),
         "partitions": parts,
         "topic_authorized_operations": -2147483648,
     }

@@ -1,0 +1,203 @@
+"""The share coordinator, in process: share-partition state kept in the compacted ``__share_group_state``.
+
+A share-partition's state lives in the partition of ``__share_group_state`` that Kafka's hash picks: Java's
+``String.hashCode`` of ``"<group>:<topic id>:<partition>"`` modulo ``share.coordinator.state.topic.num.partitions``.
+The broker that leads that partition is its share coordinator. Here the coordinator's shard is the sans-IO
+``ShareStateStore`` (epochlog.groups.share.records), rebuilt by reading the state partition from its start
+whenever this broker finds itself leading it at a leader epoch it has not loaded; its records are written
+durably (acks=all, as Kafka's coordinator runtime) before a write is answered.
+
+Limit: ReadShareGroupState and WriteShareGroupState are calls within the broker, so a share-partition's
+leader can only use a state partition this broker leads; when another broker leads it, the share-partition
+answers COORDINATOR_NOT_AVAILABLE. A single node always leads both.
+
+Records: key int16 version (1000 ShareSnapshot, 1001 ShareUpdate: Kafka's 0 and 1 plus 1000, since the values
+are ours), then the group id, topic id and partition as int16-length strings; value int16 0 and UTF-8 JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import struct
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from epochlog.clock import now_ms
+from epochlog.groups.share.messages import StateWrite
+from epochlog.groups.share.records import (
+    PartitionState,
+    Record,
+    SharePartitionKey,
+    ShareSnapshot,
+    ShareStateStore,
+    ShareUpdate,
+    StateBatch,
+)
+from epochlog.protocol.errors import Err
+from epochlog.protocol.record_batch import read_header
+from epochlog.protocol.records import build_batch, iter_records
+from epochlog.server import internal_log
+from epochlog.server.groups.hashing import partition_for
+from epochlog.server.internal_topics import SHARE_STATE_TOPIC
+
+if TYPE_CHECKING:
+    from epochlog.server.broker_api import BrokerApi as Broker
+    from epochlog.server.share.config import ShareConfig
+
+log = logging.getLogger("epochlog.share")
+
+SNAPSHOT_KEY = 1000
+UPDATE_KEY = 1001
+
+
+def _key(version: int, key: SharePartitionKey) -> bytes:
+    out = bytearray(struct.pack(">h", version))
+    for s in (key[0], key[1], str(key[2])):
+        b = s.encode()
+        out += struct.pack(">h", len(b)) + b
+    return bytes(out)
+
+
+def _batches(bs: tuple[StateBatch, ...]) -> list[list[int]]:
+    return [[b.first_offset, b.last_offset, b.delivery_state, b.delivery_count] for b in bs]
+
+
+def encode(r: Record) -> tuple[bytes, bytes]:
+    fields: dict[str, Any] = {
+        "snapshot_epoch": r.snapshot_epoch,
+        "leader_epoch": r.leader_epoch,
+        "start_offset": r.start_offset,
+        "batches": _batches(r.state_batches),
+    }
+    if isinstance(r, ShareSnapshot):
+        fields["state_epoch"] = r.state_epoch
+    value = struct.pack(">h", 0) + json.dumps(fields, separators=(",", ":"), sort_keys=True).encode()
+    return _key(SNAPSHOT_KEY if isinstance(r, ShareSnapshot) else UPDATE_KEY, r.key), value
+
+
+def decode(key: bytes, value: bytes | None) -> Record | None:
+    """The record, or None for another kind or a tombstone. Raises ValueError on bytes that do not parse."""
+    try:
+        (version,) = struct.unpack_from(">h", key, 0)
+        if version not in (SNAPSHOT_KEY, UPDATE_KEY) or value is None:
+            return None
+        pos, parts = 2, []
+        while pos < len(key):
+            (n,) = struct.unpack_from(">h", key, pos)
+            parts.append(key[pos + 2 : pos + 2 + n].decode())
+            pos += 2 + n
+        group, topic, partition = parts[0], parts[1], int(parts[2])
+        f = json.loads(value[2:])
+        batches = tuple(StateBatch(*map(int, b)) for b in f["batches"])
+        if version == SNAPSHOT_KEY:
+            return ShareSnapshot(
+                group, topic, partition, f["snapshot_epoch"], f["state_epoch"], f["leader_epoch"],
+                f["start_offset"], batches,
+            )  # fmt: skip
+        return ShareUpdate(group, topic, partition, f["snapshot_epoch"], f["leader_epoch"], f["start_offset"], batches)
+    except (struct.error, KeyError, TypeError, ValueError, IndexError, UnicodeDecodeError) as e:
+        raise ValueError(f"unreadable share state record: {e}") from e
+
+
+@dataclass
+class _Shard:
+    leader_epoch: int
+    store: ShareStateStore
+
+
+class ShareStateLog:
+    def __init__(self, broker: Broker, config: ShareConfig) -> None:
+        self.broker = broker
+        self.config = config
+        self._shards: dict[int, _Shard] = {}
+
+    def state_partition(self, key: SharePartitionKey) -> int:
+        return partition_for(self._coordinator_key(key), self.config.state_topic_num_partitions)
+
+    def _shard(self, p: int) -> _Shard | None:
+        """The store of __share_group_state-p while this broker leads it, (re)read when its epoch is new."""
+        part = self.broker.partition(SHARE_STATE_TOPIC, p)
+        if part is None or not part.is_leader or part.offline:
+            self._shards.pop(p, None)
+            return None
+        shard = self._shards.get(p)
+        if shard is not None and shard.leader_epoch == part.leader_epoch:
+            return shard
+        records: list[Record] = []
+        for batch in internal_log.read_batches(part):
+            try:
+                h = read_header(batch)
+                if h.is_control:
+                    continue
+                for r in iter_records(batch):
+                    if r.key is not None and (rec := decode(r.key, r.value)) is not None:
+                        records.append(rec)
+            except ValueError as e:
+                log.error("%s-%d: skipping an unreadable batch: %s", SHARE_STATE_TOPIC, p, e)
+        shard = self._shards[p] = _Shard(part.leader_epoch, ShareStateStore.from_records(records))
+        log.info("%s-%d: loaded %d share-partition states at epoch %d", SHARE_STATE_TOPIC, p,
+                 len(shard.store.states), part.leader_epoch)  # fmt: skip
+        return shard
+
+    @staticmethod
+    def _coordinator_key(key: SharePartitionKey) -> str:
+        return f"{key[0]}:{key[1]}:{key[2]}"
+
+    def _locate(self, key: SharePartitionKey) -> tuple[int, _Shard | None]:
+        leader = self.broker.share_coordinator_for(self._coordinator_key(key))
+        p = self.state_partition(key)
+        if leader != self.broker.config.node_id:
+            return p, None
+        return p, self._shard(p)
+
+    async def read(self, key: SharePartitionKey, leader_epoch: int) -> tuple[int, PartitionState | None]:
+        """ReadShareGroupState: the state (None: never initialized), fencing older leaders from here on. The
+        first use creates the state topic: the read waits (a few seconds at most) for its leader."""
+        _p, shard = self._locate(key)
+        if shard is None and self.broker.share_coordinator_for(self._coordinator_key(key)) < 0:
+            coord = self._coordinator_key(key)
+            await self.broker.wait_for_metadata(lambda: self.broker.share_coordinator_for(coord) >= 0, 10.0)
+            _p, shard = self._locate(key)
+        if shard is None:
+            return Err.COORDINATOR_NOT_AVAILABLE, None
+        return shard.store.read(key, leader_epoch)
+
+    def write(self, key: SharePartitionKey, w: StateWrite) -> Awaitable[int]:
+        """WriteShareGroupState: applied and appended before this returns (so writes reach the log in the
+        order they are made), durable once the awaitable answers NONE."""
+        p, shard = self._locate(key)
+        if shard is None:
+            return _answer(Err.COORDINATOR_NOT_AVAILABLE)
+        code, records = shard.store.write(key, w.leader_epoch, w.state_epoch, w.start_offset, w.batches)
+        if code or not records:
+            return _answer(code)
+        part = self.broker.partition(SHARE_STATE_TOPIC, p)
+        assert part is not None  # _shard found it leading
+        batch = build_batch([encode(r) for r in records], base_timestamp=now_ms())
+        try:
+            result = part.append(batch, now_ms(), acks=-1)
+        except Exception as e:  # a storage refusal
+            result = None
+            log.warning("%s-%d: cannot append the state of %s: %s", SHARE_STATE_TOPIC, p, key, e)
+        if result is None or result.error:
+            self._shards.pop(p, None)  # the store is ahead of the log: read it again before answering
+            return _answer(Err.COORDINATOR_NOT_AVAILABLE)
+        return self._committed(p, key, part.wait_committed(result.wait_offset))
+
+    async def _committed(self, p: int, key: SharePartitionKey, fut: asyncio.Future[int]) -> int:
+        try:
+            code = await asyncio.wait_for(fut, self.config.write_timeout_ms / 1000)
+        except TimeoutError:
+            code = Err.REQUEST_TIMED_OUT
+        if code:
+            log.warning("%s-%d: the state of %s was not committed: %s", SHARE_STATE_TOPIC, p, key, Err(code).name)
+            self._shards.pop(p, None)
+            return Err.COORDINATOR_NOT_AVAILABLE
+        return Err.NONE
+
+
+async def _answer(code: int) -> int:
+    return code
