@@ -16,8 +16,6 @@ value is int16 0 and UTF-8 JSON). A ShareGroupMetadata tombstone deletes the who
 
 from __future__ import annotations
 
-import json
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +32,7 @@ from epochlog.groups.share.group_records import (
     ShareGroupTargetAssignmentMemberTombstone,
     ShareGroupTargetAssignmentMetadata,
 )
-from epochlog.groups.share.model import Assignment
+from epochlog.server.groups import json_records as jr
 
 PARTITION_METADATA = 1009
 MEMBER_METADATA = 1010
@@ -43,7 +41,6 @@ TARGET_METADATA = 1012
 TARGET_MEMBER = 1013
 CURRENT_ASSIGNMENT = 1014
 KEY_VERSIONS = frozenset(range(PARTITION_METADATA, CURRENT_ASSIGNMENT + 1))
-VALUE_VERSION = 0
 
 
 @dataclass(frozen=True)
@@ -51,36 +48,16 @@ class ShareGroupDeleted:
     group_id: str
 
 
-def _key(version: int, *parts: str) -> bytes:
-    out = bytearray(struct.pack(">h", version))
-    for s in parts:
-        b = s.encode()
-        out += struct.pack(">h", len(b)) + b
-    return bytes(out)
-
-
-def _value(fields: dict[str, Any]) -> bytes:
-    return struct.pack(">h", VALUE_VERSION) + json.dumps(fields, separators=(",", ":"), sort_keys=True).encode()
-
-
-def _tps(a: Assignment) -> list[list[Any]]:
-    return [[t, p] for t, p in sorted(a)]
-
-
-def _assignment(v: list[list[Any]]) -> Assignment:
-    return frozenset((str(t), int(p)) for t, p in v)
-
-
 def group_tombstone(group_id: str) -> tuple[bytes, None]:
-    return _key(GROUP_METADATA, group_id), None
+    return jr.key(GROUP_METADATA, group_id), None
 
 
 def encode(r: GroupRecord) -> tuple[bytes, bytes | None]:
     g = r.group_id
     if isinstance(r, ShareGroupMetadata):
-        return _key(GROUP_METADATA, g), _value({"epoch": r.epoch})
+        return jr.key(GROUP_METADATA, g), jr.value({"epoch": r.epoch})
     if isinstance(r, ShareGroupPartitionMetadata):
-        return _key(PARTITION_METADATA, g), _value({"topics": [[t, n] for t, n in r.topics]})
+        return jr.key(PARTITION_METADATA, g), jr.value({"topics": [[t, n] for t, n in r.topics]})
     if isinstance(r, ShareGroupMemberMetadata):
         fields: dict[str, Any] = {
             "rack_id": r.rack_id,
@@ -88,33 +65,23 @@ def encode(r: GroupRecord) -> tuple[bytes, bytes | None]:
             "client_host": r.client_host,
             "topics": list(r.subscribed_topic_names),
         }
-        return _key(MEMBER_METADATA, g, r.member_id), _value(fields)
+        return jr.key(MEMBER_METADATA, g, r.member_id), jr.value(fields)
     if isinstance(r, ShareGroupMemberMetadataTombstone):
-        return _key(MEMBER_METADATA, g, r.member_id), None
+        return jr.key(MEMBER_METADATA, g, r.member_id), None
     if isinstance(r, ShareGroupTargetAssignmentMetadata):
-        return _key(TARGET_METADATA, g), _value({"epoch": r.assignment_epoch})
+        return jr.key(TARGET_METADATA, g), jr.value({"epoch": r.assignment_epoch})
     if isinstance(r, ShareGroupTargetAssignmentMember):
-        return _key(TARGET_MEMBER, g, r.member_id), _value({"partitions": _tps(r.partitions)})
+        return jr.key(TARGET_MEMBER, g, r.member_id), jr.value({"partitions": jr.pairs(r.partitions)})
     if isinstance(r, ShareGroupTargetAssignmentMemberTombstone):
-        return _key(TARGET_MEMBER, g, r.member_id), None
+        return jr.key(TARGET_MEMBER, g, r.member_id), None
     if isinstance(r, ShareGroupCurrentMemberAssignment):
-        fields = {"epoch": r.member_epoch, "previous_epoch": r.previous_member_epoch, "assigned": _tps(r.assigned)}
-        return _key(CURRENT_ASSIGNMENT, g, r.member_id), _value(fields)
-    return _key(CURRENT_ASSIGNMENT, g, r.member_id), None  # ShareGroupCurrentMemberAssignmentTombstone
+        fields = {"epoch": r.member_epoch, "previous_epoch": r.previous_member_epoch, "assigned": jr.pairs(r.assigned)}
+        return jr.key(CURRENT_ASSIGNMENT, g, r.member_id), jr.value(fields)
+    return jr.key(CURRENT_ASSIGNMENT, g, r.member_id), None  # ShareGroupCurrentMemberAssignmentTombstone
 
 
 def is_share_key(key: bytes) -> bool:
-    return len(key) >= 2 and struct.unpack_from(">h", key, 0)[0] in KEY_VERSIONS
-
-
-def _read_key(data: bytes) -> tuple[int, list[str]]:
-    (version,) = struct.unpack_from(">h", data, 0)
-    pos, parts = 2, []
-    while pos < len(data):
-        (n,) = struct.unpack_from(">h", data, pos)
-        parts.append(data[pos + 2 : pos + 2 + n].decode())
-        pos += 2 + n
-    return version, parts
+    return jr.key_version_in(key, KEY_VERSIONS)
 
 
 def _member(g: str, m: str, f: dict[str, Any]) -> GroupRecord:
@@ -126,9 +93,9 @@ _DECODE: dict[int, Callable[[str, str, dict[str, Any]], GroupRecord]] = {
     PARTITION_METADATA: lambda g, _m, f: ShareGroupPartitionMetadata(g, tuple((t, n) for t, n in f["topics"])),
     MEMBER_METADATA: _member,
     TARGET_METADATA: lambda g, _m, f: ShareGroupTargetAssignmentMetadata(g, f["epoch"]),
-    TARGET_MEMBER: lambda g, m, f: ShareGroupTargetAssignmentMember(g, m, _assignment(f["partitions"])),
+    TARGET_MEMBER: lambda g, m, f: ShareGroupTargetAssignmentMember(g, m, jr.partitions(f["partitions"])),
     CURRENT_ASSIGNMENT: lambda g, m, f: ShareGroupCurrentMemberAssignment(
-        g, m, f["epoch"], f["previous_epoch"], _assignment(f["assigned"])
+        g, m, f["epoch"], f["previous_epoch"], jr.partitions(f["assigned"])
     ),
 }
 _TOMBSTONES: dict[int, Callable[[str, str], GroupRecord | ShareGroupDeleted]] = {
@@ -141,17 +108,4 @@ _TOMBSTONES: dict[int, Callable[[str, str], GroupRecord | ShareGroupDeleted]] = 
 
 def decode(key: bytes, value: bytes | None) -> GroupRecord | ShareGroupDeleted | None:
     """The record a (key, value) of ours holds; None for another kind. Raises ValueError on bad bytes."""
-    try:
-        version, parts = _read_key(key)
-        if version not in KEY_VERSIONS or not parts:
-            return None
-        group_id, member_id = parts[0], parts[1] if len(parts) > 1 else ""
-        if value is None:
-            tomb = _TOMBSTONES.get(version)
-            return tomb(group_id, member_id) if tomb is not None else None
-        (value_version,) = struct.unpack_from(">h", value, 0)
-        if value_version != VALUE_VERSION:
-            raise ValueError(f"unknown value version {value_version} of key version {version}")
-        return _DECODE[version](group_id, member_id, json.loads(value[2:]))
-    except (struct.error, KeyError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"unreadable share group record: {e}") from e
+    return jr.decode(key, value, _DECODE, _TOMBSTONES, "share group")
