@@ -69,7 +69,7 @@ class World:
     epoch: int = -1
 
 
-Resource = tuple[str, Operation]  # ("topic" | "new" | "group" | "txn" | "cluster", operation)
+Resource = tuple[str, Operation]  # ("topic" | "new" | "group" | "share" | "txn" | "cluster", operation)
 
 
 def _resolve(w: World, res: Resource) -> AclBinding:
@@ -78,6 +78,7 @@ def _resolve(w: World, res: Resource) -> AclBinding:
         "topic": (ResourceType.TOPIC, w.topic),
         "new": (ResourceType.TOPIC, w.new_topic),
         "group": (ResourceType.GROUP, w.group),
+        "share": (ResourceType.GROUP, w.group + "-share"),
         "txn": (ResourceType.TRANSACTIONAL_ID, w.txn),
         "cluster": (ResourceType.CLUSTER, "kafka-cluster"),
     }[kind]
@@ -184,6 +185,17 @@ def nameless_by_id(resp: Any, w: World) -> None:
             assert r.name in (None, ""), "a topic id must not reveal the topic's name"
 
 
+def no_assignment(resp: Any, w: World) -> None:
+    if int(resp.error_code) in AUTH_CODES:
+        assert resp.assignment is None and resp.member_epoch in (-1, 0), resp
+
+
+def no_modern_group_detail(resp: Any, w: World) -> None:
+    for g in resp.groups:
+        if int(g.error_code) in AUTH_CODES:
+            assert not g.members and g.group_epoch in (-1, 0), g
+
+
 def no_txn_detail(rows: Any, w: World) -> None:
     for t in rows:
         if int(t.error_code) in AUTH_CODES:
@@ -242,6 +254,58 @@ def configs_resource(rtype: int, w: World, alter: bool = False, incremental: boo
     else:
         out["configs"] = [{"name": key, "value": "100000"}]
     return out
+
+
+def consumer_heartbeat(w: World) -> dict[str, Any]:
+    return {
+        "group_id": w.group,
+        "member_id": uuid.uuid4().hex,
+        "member_epoch": 0,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout": 30000,
+        "subscribed_topic_names": [w.topic],
+        "subscribed_topic_regex": None,
+        "server_assignor": None,
+        "topic_partitions": [],
+    }
+
+
+def share_heartbeat(w: World) -> dict[str, Any]:
+    return {
+        "group_id": w.group + "-share",
+        "member_id": uuid.uuid4().hex,
+        "member_epoch": 0,
+        "rack_id": None,
+        "subscribed_topic_names": [w.topic],
+    }
+
+
+def share_fetch(w: World) -> dict[str, Any]:
+    partitions = [{"partition_index": 0, "acknowledgement_batches": []}]
+    return {
+        "group_id": w.group + "-share",
+        "member_id": uuid.uuid4().hex,
+        "share_session_epoch": 0,
+        "max_wait": 0,
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "max_records": 100,
+        "batch_size": 100,
+        "topics": [{"topic_id": w.topic_id, "partitions": partitions}],
+        "forgotten_topics_data": [],
+    }
+
+
+def share_acknowledge(w: World) -> dict[str, Any]:
+    batch = {"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}
+    partitions = [{"partition_index": 0, "acknowledgement_batches": [batch]}]
+    return {
+        "group_id": w.group + "-share",
+        "member_id": uuid.uuid4().hex,
+        "share_session_epoch": 1,
+        "topics": [{"topic_id": w.topic_id, "partitions": partitions}],
+    }
 
 
 def _names(*path: str) -> Callable[[Any, World], list[str]]:
@@ -856,6 +920,63 @@ CASES: list[Case] = [
         lambda w: {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
         listed(_names("transaction_states", "transactional_id"), lambda w: w.txn, X53),
         (need(X53, ("txn", Operation.DESCRIBE)),),
+    ),
+    # The KIP-848 and KIP-932 APIs last: a heartbeat with every ACL granted turns the world's (empty, classic)
+    # group into a consumer group, which the cases above must not see.
+    Case(
+        "consumer-group-heartbeat",
+        68,
+        1,
+        consumer_heartbeat,
+        top,
+        (need(G30, ("group", Operation.READ)), need(T29, ("topic", Operation.DESCRIBE))),
+        no_assignment,
+    ),
+    Case(
+        "consumer-group-describe",
+        69,
+        1,
+        lambda w: {"group_ids": [w.group], "include_authorized_operations": False},
+        nested("groups"),
+        (need(G30, ("group", Operation.DESCRIBE)),),
+        no_modern_group_detail,
+    ),
+    Case(
+        "share-group-heartbeat",
+        76,
+        1,
+        share_heartbeat,
+        top,
+        (need(G30, ("share", Operation.READ)), need(T29, ("topic", Operation.DESCRIBE))),
+        no_assignment,
+    ),
+    Case(
+        "share-group-describe",
+        77,
+        1,
+        lambda w: {"group_ids": [w.group + "-share"], "include_authorized_operations": False},
+        nested("groups"),
+        (need(G30, ("share", Operation.DESCRIBE)),),
+        no_modern_group_detail,
+    ),
+    Case(
+        "share-fetch",
+        78,
+        1,
+        share_fetch,
+        nested("responses", "partitions", with_top=True),
+        (need(G30, ("share", Operation.READ)), need(T29, ("topic", Operation.READ))),
+        no_offsets("responses", "partitions", fields=("records", "acquired_records")),
+    ),
+    Case(
+        "share-acknowledge",
+        79,
+        1,
+        share_acknowledge,
+        nested("responses", "partitions", with_top=True),
+        # Topic READ is checked once the share session is found, as Kafka orders it; this request names no
+        # session the broker holds (SHARE_SESSION_NOT_FOUND), so only the group's READ shows here.
+        (need(G30, ("share", Operation.READ)),),
     ),
 ]
 
