@@ -208,9 +208,14 @@ def test_static_member_restarted_in_its_session_gets_its_partitions_back(quiet_c
     create_topic(bs, topic, 6, 3, {})
     members: list[Watched] = []
     try:
+        # One member at a time, each joining a settled group: what this test is about is the restart below.
+        # (A member joining while another is still taking partitions it was just given is the kill -9 test's
+        # ground; under heavy load one CI run saw a partition held by two members in that window: see the
+        # notes in docs/protocol.md, "KIP-848".)
         for name in ("s1", "s2", "s3"):
             members.append(new_watched(name, member_conf(bs, group, **{"group.instance.id": name}), [topic]))
-        poll_all(members, lambda: all(len(w.owned) == 2 for w in members), 30, "a 2/2/2 split")
+            share = 6 // len(members)
+            poll_all(members, lambda share=share: all(len(w.owned) == share for w in members), 30, "an even split")
         s1, s2, s3 = members
         mine = set(s2.owned)
         before = describe(bs, group)
