@@ -15,10 +15,12 @@ for a share group, answer GROUP_ID_NOT_FOUND, as Kafka does. DeleteGroups of a s
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from epochlog.config_defs import SHARE_HEARTBEAT_INTERVAL, SHARE_SESSION_TIMEOUT
 from epochlog.groups.consumer.messages import HeartbeatRequest, HeartbeatResponse
 from epochlog.groups.share.coordinator import ShareGroupCoordinator
 from epochlog.groups.share.group_records import GroupRecord
@@ -45,6 +47,10 @@ def _no_one(_group_id: str, _member_id: str) -> None:
     pass
 
 
+def _no_configs(_group_id: str) -> Mapping[str, str]:
+    return {}
+
+
 class ShareGroups(ConsumerGroups):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -57,6 +63,8 @@ class ShareGroups(ConsumerGroups):
         self.share_groups: dict[str, ShareGroupCoordinator] = {}
         # The broker's share-partition leaders release a departed member's records (server/share/).
         self.share_member_gone: Callable[[str, str], None] = _no_one
+        # A group's own configs (share.session.timeout.ms, share.heartbeat.interval.ms) from the metadata image.
+        self.group_configs: Callable[[str], Mapping[str, str]] = _no_configs
 
     # -- ShareGroupHeartbeat ------------------------------------------------------------------
     async def share_heartbeat(self, req: ShareHeartbeatRequest) -> ShareHeartbeatResponse:
@@ -73,6 +81,9 @@ class ShareGroups(ConsumerGroups):
             if req.member_epoch != 0:
                 return ShareHeartbeatResponse(Err.GROUP_ID_NOT_FOUND, f"Share group {gid} not found.")
             core = ShareGroupCoordinator(gid, self.share_config, self.topic_counts())
+        # A group config changed since the last heartbeat binds this one on (the next session deadline, the
+        # interval this answer gives).
+        core.config = self._share_config_of(gid)
         resp, effects = core.heartbeat(self._mono_ms(), req)
         records = self._share_records(effects)
         if created:
@@ -94,6 +105,18 @@ class ShareGroups(ConsumerGroups):
                 Err.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.", req.member_id
             )
         return await super().consumer_heartbeat(req)
+
+    def _share_config_of(self, gid: str) -> ShareGroupConfig:
+        own = self.group_configs(gid)
+        c = self.share_config
+        for name, field in (
+            (SHARE_SESSION_TIMEOUT, "session_timeout_ms"),
+            (SHARE_HEARTBEAT_INTERVAL, "heartbeat_interval_ms"),
+        ):
+            raw = own.get(name, "").strip()
+            if raw.isdigit():  # the controller validated it
+                c = dataclasses.replace(c, **{field: int(raw)})
+        return c
 
     # -- effects and timers -------------------------------------------------------------------
     @staticmethod

@@ -145,6 +145,11 @@ class SharePartitions:
             pcfg = dataclasses.replace(pcfg, auto_offset_reset=reset)
         return pcfg, start_from
 
+    def forget(self, group: str, topic: str, p: int) -> None:
+        """The share coordinator's state was changed from outside (AlterShareGroupOffsets and
+        DeleteShareGroupOffsets, on an empty group): the next request rebuilds the core from it."""
+        self._drop((group, topic, p))
+
     def _drop(self, key: CoreKey) -> None:
         e = self.entries.pop(key, None)
         if e is not None and e.timer is not None:

@@ -174,6 +174,37 @@ class ShareStateLog:
         code, records = shard.store.write(key, w.leader_epoch, w.state_epoch, w.start_offset, w.batches)
         if code or not records:
             return _answer(code)
+        return self._append(p, key, records)
+
+    def group_states(self, group: str) -> dict[tuple[str, int], PartitionState] | None:
+        """Every share-partition state of ``group`` by (topic id, partition), from the state partitions this
+        broker leads; None when another broker leads one of them (its states cannot be read from here)."""
+        out: dict[tuple[str, int], PartitionState] = {}
+        if self.broker.partition(SHARE_STATE_TOPIC, 0) is None and SHARE_STATE_TOPIC not in self.broker.image.topics:
+            return out  # no share group ever fetched: no state anywhere
+        for p in range(self.config.state_topic_num_partitions):
+            shard = self._shard(p)
+            if shard is None:
+                return None
+            for (g, topic_id, partition), state in shard.store.states.items():
+                if g == group:
+                    out[(topic_id, partition)] = state
+        return out
+
+    def initialize(self, key: SharePartitionKey, start_offset: int) -> Awaitable[int]:
+        """InitializeShareGroupState: the share-partition starts again at ``start_offset`` (-1: as never
+        consumed, at share.auto.offset.reset) with no state batches, under a new state epoch, which fences a
+        leader still writing under the old one. Durable once the awaitable answers NONE."""
+        p, shard = self._locate(key)
+        if shard is None:
+            return _answer(Err.COORDINATOR_NOT_AVAILABLE)
+        cur = shard.store.states.get(key)
+        code, records = shard.store.initialize(key, (cur.state_epoch + 1) if cur else 0, start_offset)
+        if code:
+            return _answer(code)
+        return self._append(p, key, records)
+
+    def _append(self, p: int, key: SharePartitionKey, records: list[Record]) -> Awaitable[int]:
         part = self.broker.partition(SHARE_STATE_TOPIC, p)
         assert part is not None  # _shard found it leading
         batch = build_batch([encode(r) for r in records], base_timestamp=now_ms())
