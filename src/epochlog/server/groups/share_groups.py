@@ -10,14 +10,16 @@ release what the member holds. Only the leaders on this broker hear it; elsewher
 locks run out (``group.share.record.lock.duration.ms``).
 
 A group id belongs to one type: a share heartbeat for a classic or consumer group, and a consumer heartbeat
-for a share group, answer GROUP_ID_NOT_FOUND, as Kafka does. DeleteGroups of a share group is not served.
+for a share group, answer GROUP_ID_NOT_FOUND, as Kafka does. DeleteGroups deletes an empty share group (a
+ShareGroupMetadata tombstone) and then its share-partition state (``share_group_deleted``), so a new group
+of that name starts at ``share.auto.offset.reset``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from epochlog.config_defs import SHARE_HEARTBEAT_INTERVAL, SHARE_SESSION_TIMEOUT
@@ -47,6 +49,10 @@ def _no_one(_group_id: str, _member_id: str) -> None:
     pass
 
 
+async def _nothing_kept(_group_id: str) -> int:
+    return Err.NONE
+
+
 def _no_configs(_group_id: str) -> Mapping[str, str]:
     return {}
 
@@ -63,6 +69,8 @@ class ShareGroups(ConsumerGroups):
         self.share_groups: dict[str, ShareGroupCoordinator] = {}
         # The broker's share-partition leaders release a departed member's records (server/share/).
         self.share_member_gone: Callable[[str, str], None] = _no_one
+        # The broker's share coordinator forgets a deleted group's share-partition states (server/share/).
+        self.share_group_deleted: Callable[[str], Awaitable[int]] = _nothing_kept
         # A group's own configs (share.session.timeout.ms, share.heartbeat.interval.ms) from the metadata image.
         self.group_configs: Callable[[str], Mapping[str, str]] = _no_configs
 
@@ -170,6 +178,17 @@ class ShareGroups(ConsumerGroups):
                 return Err.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.", None
             return Err.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
         return Err.NONE, None, core.describe()
+
+    async def delete_share_group(self, gid: str) -> int:
+        """DeleteGroups of a share group: only an empty one (NON_EMPTY_GROUP otherwise, as Kafka)."""
+        core = self.share_groups[gid]
+        if core.group.members:
+            return Err.NON_EMPTY_GROUP
+        del self.share_groups[gid]
+        if not await self._write(gid, [srec.group_tombstone(gid)]):
+            return Err.COORDINATOR_NOT_AVAILABLE
+        log.info("share group %s deleted", gid)
+        return await self.share_group_deleted(gid)
 
     def list_share_groups(self) -> list[tuple[str, str]]:
         return [(gid, core.describe().state) for gid, core in self.share_groups.items()]

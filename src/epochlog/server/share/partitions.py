@@ -150,6 +150,18 @@ class SharePartitions:
         DeleteShareGroupOffsets, on an empty group): the next request rebuilds the core from it."""
         self._drop((group, topic, p))
 
+    async def delete_group(self, group: str) -> int:
+        """The share group was deleted: every share-partition state it has becomes one never consumed (the
+        next group of that name starts at share.auto.offset.reset), and the cores here go."""
+        states = self.state.group_states(group)
+        if states is None:
+            return Err.COORDINATOR_NOT_AVAILABLE
+        keys = [(group, tid, p) for (tid, p), st in states.items() if st.start_offset != -1]
+        codes = await asyncio.gather(*(self.state.initialize(k, -1) for k in keys))
+        for key in [k for k in self.entries if k[0] == group]:
+            self._drop(key)
+        return next((c for c in codes if c), Err.NONE)
+
     def _drop(self, key: CoreKey) -> None:
         e = self.entries.pop(key, None)
         if e is not None and e.timer is not None:
