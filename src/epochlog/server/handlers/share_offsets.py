@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
 
 UNINITIALIZED = -1
+NOT_LED_HERE = "the share coordinator of this share-partition is on another broker"
 
 
 def _group_refusal(broker: Broker, group_id: str, must_be_empty: bool) -> tuple[int, str | None]:
@@ -74,33 +75,46 @@ def _describe_group(broker: Broker, header: RequestHeader, g: Any) -> dict[str, 
     code, message = _group_refusal(broker, g.group_id, must_be_empty=False)
     if code:
         return row | {"error_code": code, "error_message": message}
-    states = broker.shares.state.group_states(g.group_id)
-    if states is None:
-        return row | {"error_code": Err.COORDINATOR_NOT_AVAILABLE, "error_message": "share state not led here"}
     by_name: dict[str, dict[int, PartitionState | None]] = {}
-    for (topic_id, p), state in states.items():
-        name = broker.image.topic_name_for_id(uuid.UUID(topic_id))
-        if name is not None and (g.topics is not None or state.start_offset != UNINITIALIZED):
-            by_name.setdefault(name, {})[p] = state
-    if g.topics is not None:
-        wanted: dict[str, dict[int, PartitionState | None]] = {}
-        for t in g.topics:
-            have = by_name.get(t.topic_name, {})
-            wanted[t.topic_name] = {int(p): have.get(int(p)) for p in t.partitions}
-        by_name = wanted
+    if g.topics is None:
+        states, complete = broker.shares.state.group_states(g.group_id)
+        if not complete:
+            return row | {"error_code": Err.COORDINATOR_NOT_AVAILABLE, "error_message": NOT_LED_HERE}
+        for (topic_id, p), state in states.items():
+            name = broker.image.topic_name_for_id(uuid.UUID(topic_id))
+            if name is None or state.start_offset == UNINITIALIZED:
+                continue
+            if authz.topic_allowed(broker, header, Operation.DESCRIBE, name):  # the others are left out
+                by_name.setdefault(name, {})[p] = state
     topics = []
     for name, parts in sorted(by_name.items()):
         info = broker.image.topics.get(name)
-        if info is not None and not authz.topic_allowed(broker, header, Operation.DESCRIBE, name):
-            info = None  # as a topic that does not exist: nothing about it
-        if info is None:
-            missing = {"error_code": Err.UNKNOWN_TOPIC_OR_PARTITION, "error_message": f"Topic {name} does not exist."}
-            rows = [{"partition_index": p, "start_offset": -1, "leader_epoch": -1, "lag": -1} | missing for p in parts]
-            topics.append({"topic_name": name, "topic_id": uuid.UUID(int=0), "partitions": rows})
-            continue
         rows = [_partition_row(broker, name, p, st) for p, st in sorted(parts.items())]
-        topics.append({"topic_name": name, "topic_id": info.uuid, "partitions": rows})
+        topics.append({"topic_name": name, "topic_id": info.uuid if info else uuid.UUID(int=0), "partitions": rows})
+    for t in g.topics or ():
+        topics.append(_described_topic(broker, header, g.group_id, t.topic_name, [int(p) for p in t.partitions]))
     return row | {"topics": topics}
+
+
+def _described_topic(broker: Broker, header: RequestHeader, group_id: str, name: str, ps: list[int]) -> dict[str, Any]:
+    """The named partitions of a topic the request names, each state read where it lives."""
+    info = broker.image.topics.get(name)
+    if info is not None and not authz.topic_allowed(broker, header, Operation.DESCRIBE, name):
+        info = None  # as a topic that does not exist: nothing about it
+    if info is None:
+        missing = {"error_code": Err.UNKNOWN_TOPIC_OR_PARTITION, "error_message": f"Topic {name} does not exist."}
+        rows = [{"partition_index": p, "start_offset": -1, "leader_epoch": -1, "lag": -1} | missing for p in ps]
+        return {"topic_name": name, "topic_id": uuid.UUID(int=0), "partitions": rows}
+    rows = []
+    for p in ps:
+        code, state = broker.shares.state.state_of((group_id, str(info.uuid), p))
+        row = _partition_row(broker, name, p, state)
+        if code:
+            row |= {"error_code": code, "error_message": NOT_LED_HERE}
+        elif p not in info.partitions:
+            row |= {"error_code": Err.UNKNOWN_TOPIC_OR_PARTITION, "error_message": None}
+        rows.append(row)
+    return {"topic_name": name, "topic_id": info.uuid, "partitions": rows}
 
 
 def handle_describe_share_group_offsets(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
@@ -158,9 +172,6 @@ async def _delete(broker: Broker, header: RequestHeader, req: Any) -> dict[str, 
     code, message = _group_refusal(broker, req.group_id, must_be_empty=True)
     if code:
         return top | {"error_code": code, "error_message": message}
-    states = broker.shares.state.group_states(req.group_id)
-    if states is None:
-        return top | {"error_code": Err.COORDINATOR_NOT_AVAILABLE, "error_message": "share state not led here"}
     responses = []
     for t in req.topics:
         info = broker.image.topics.get(t.topic_name)
@@ -172,8 +183,10 @@ async def _delete(broker: Broker, header: RequestHeader, req: Any) -> dict[str, 
             message = f"Topic {t.topic_name} does not exist."
             responses.append(row | {"error_code": Err.UNKNOWN_TOPIC_OR_PARTITION, "error_message": message})
             continue
-        ps = sorted(p for (tid, p), st in states.items() if tid == str(info.uuid) and st.start_offset != -1)
-        codes = await asyncio.gather(*(_reset(broker, req.group_id, t.topic_name, p, UNINITIALIZED) for p in ps))
+        found = [broker.shares.state.state_of((req.group_id, str(info.uuid), p)) for p in sorted(info.partitions)]
+        ps = [p for p, (_c, st) in zip(sorted(info.partitions), found, strict=True) if st and st.start_offset != -1]
+        codes = [c for c, _st in found if c]
+        codes += await asyncio.gather(*(_reset(broker, req.group_id, t.topic_name, p, UNINITIALIZED) for p in ps))
         failed = next((c for c in codes if c), Err.NONE)
         responses.append(row | {"topic_id": info.uuid, "error_code": failed})
     return top | {"responses": responses}

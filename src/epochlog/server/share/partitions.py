@@ -153,14 +153,16 @@ class SharePartitions:
     async def delete_group(self, group: str) -> int:
         """The share group was deleted: every share-partition state it has becomes one never consumed (the
         next group of that name starts at share.auto.offset.reset), and the cores here go."""
-        states = self.state.group_states(group)
-        if states is None:
-            return Err.COORDINATOR_NOT_AVAILABLE
+        states, complete = self.state.group_states(group)
         keys = [(group, tid, p) for (tid, p), st in states.items() if st.start_offset != -1]
         codes = await asyncio.gather(*(self.state.initialize(k, -1) for k in keys))
         for key in [k for k in self.entries if k[0] == group]:
             self._drop(key)
-        return next((c for c in codes if c), Err.NONE)
+        if not complete or any(codes):
+            # The group is gone already (its tombstone is written): what is left is the in-process share
+            # coordinator's limit (state partitions led elsewhere), not a reason to fail the deletion.
+            log.warning("share group %s: deleted, but not all of its share-partition states could be reset", group)
+        return Err.NONE
 
     def _drop(self, key: CoreKey) -> None:
         e = self.entries.pop(key, None)

@@ -176,20 +176,31 @@ class ShareStateLog:
             return _answer(code)
         return self._append(p, key, records)
 
-    def group_states(self, group: str) -> dict[tuple[str, int], PartitionState] | None:
-        """Every share-partition state of ``group`` by (topic id, partition), from the state partitions this
-        broker leads; None when another broker leads one of them (its states cannot be read from here)."""
+    def group_states(self, group: str) -> tuple[dict[tuple[str, int], PartitionState], bool]:
+        """Every share-partition state of ``group`` by (topic id, partition) in the state partitions this
+        broker leads, and whether that is all of them (False: another broker leads some)."""
         out: dict[tuple[str, int], PartitionState] = {}
-        if self.broker.partition(SHARE_STATE_TOPIC, 0) is None and SHARE_STATE_TOPIC not in self.broker.image.topics:
-            return out  # no share group ever fetched: no state anywhere
+        if SHARE_STATE_TOPIC not in self.broker.image.topics:
+            return out, True  # no share group ever fetched: no state anywhere
+        complete = True
         for p in range(self.config.state_topic_num_partitions):
             shard = self._shard(p)
             if shard is None:
-                return None
+                complete = False
+                continue
             for (g, topic_id, partition), state in shard.store.states.items():
                 if g == group:
                     out[(topic_id, partition)] = state
-        return out
+        return out, complete
+
+    def state_of(self, key: SharePartitionKey) -> tuple[int, PartitionState | None]:
+        """The share-partition's state as it is (None: never initialized), without fencing any leader."""
+        if SHARE_STATE_TOPIC not in self.broker.image.topics:
+            return Err.NONE, None
+        _p, shard = self._locate(key)
+        if shard is None:
+            return Err.COORDINATOR_NOT_AVAILABLE, None
+        return Err.NONE, shard.store.states.get(key)
 
     def initialize(self, key: SharePartitionKey, start_offset: int) -> Awaitable[int]:
         """InitializeShareGroupState: the share-partition starts again at ``start_offset`` (-1: as never
