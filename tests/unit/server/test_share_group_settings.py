@@ -1,6 +1,7 @@
 """A new share-partition takes its group's configs from the metadata image: share.auto.offset.reset decides
 where it starts (earliest, latest, by_duration: the first record at most that old, else the high watermark)
-and share.record.lock.duration.ms its locks; a group without configs keeps the broker's settings."""
+and share.record.lock.duration.ms its locks; a group without configs keeps the broker's settings. And a
+share-partition's lag as DescribeShareGroupOffsets answers it."""
 
 from __future__ import annotations
 
@@ -59,3 +60,19 @@ def test_by_duration_starts_at_the_first_record_that_recent(found: int | None, e
     # "earliest" from that offset: clamped into [log start, high watermark]; no record that late: the HW.
     assert (cfg.auto_offset_reset, start_from) == ("earliest", expected)
     assert abs(log.asked[0] - (now_ms() - 3_600_000)) < 5_000
+
+
+def test_lag_counts_what_is_not_yet_acknowledged_or_archived_up_to_the_high_watermark() -> None:
+    from epochlog.groups.share.model import ACKNOWLEDGED, ARCHIVED, AVAILABLE
+    from epochlog.groups.share.records import PartitionState, StateBatch
+    from epochlog.server.handlers.share_offsets import _lag
+
+    part = SimpleNamespace(high_watermark=20, is_leader=True)
+    broker: Any = SimpleNamespace(partition=lambda _t, _p: part)
+    batches = (StateBatch(10, 11, ACKNOWLEDGED, 1), StateBatch(12, 12, AVAILABLE, 1), StateBatch(15, 24, ARCHIVED, 5))
+    # 10 records from 10 to the HW; 2 acknowledged and 5 archived below the HW: 3 left.
+    assert _lag(broker, "t", 0, PartitionState(1, 0, 10, batches)) == 3
+    assert _lag(broker, "t", 0, PartitionState(1, 0, 20, ())) == 0
+    assert _lag(broker, "t", 0, PartitionState()) == -1  # never consumed
+    part.is_leader = False
+    assert _lag(broker, "t", 0, PartitionState(1, 0, 10, batches)) == -1  # not led here: unknown
