@@ -45,7 +45,8 @@ SETTINGS = {"group.share.heartbeat.interval.ms": "300"}
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     b = BrokerProcess(Path(tmp_path_factory.mktemp("share-admin")) / "data", settings=SETTINGS).start()
     try:
-        AdminClient({"bootstrap.servers": b.bootstrap}).create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(15)
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})  # kept: a dropped handle fails its futures
+        admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(15)
         p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
         for v in BEFORE:
             p.produce(TOPIC, v)
