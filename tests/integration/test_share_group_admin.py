@@ -22,6 +22,11 @@ from kio.schema.alter_share_group_offsets.v0.request import (
     AlterShareGroupOffsetsRequestPartition,
     AlterShareGroupOffsetsRequestTopic,
 )
+from kio.schema.describe_share_group_offsets.v1.request import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+    DescribeShareGroupOffsetsRequestTopic,
+)
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i32, i64
 from typer.testing import CliRunner
@@ -142,6 +147,26 @@ def test_describe_offsets_shows_the_start_offset(
     rows = share_groups(broker, capsys, "--describe", "--group", GROUP, "--state")[1]
     assert rows[1][0] == GROUP and rows[1][-2:] == ["Stable", "1"]
     assert share_groups(broker, capsys, "--list")[1] == [[GROUP]]
+    # Named partitions: each read where its state lives; one the topic lacks and a topic that does not exist.
+    topics = (
+        DescribeShareGroupOffsetsRequestTopic(topic_name=TopicName(TOPIC), partitions=(i32(0), i32(7))),
+        DescribeShareGroupOffsetsRequestTopic(topic_name=TopicName("nope"), partitions=(i32(0),)),
+    )
+    req = DescribeShareGroupOffsetsRequest(
+        groups=(DescribeShareGroupOffsetsRequestGroup(group_id=GroupId(GROUP), topics=topics),)
+    )
+    host, port = broker.bootstrap.split(":")
+    with Connection(host, int(port), 10) as conn:
+        (g,) = conn.request(req).groups
+    assert g.error_code == Err.NONE
+    got = {
+        (t.topic_name, p.partition_index): (p.error_code, p.start_offset, p.lag) for t in g.topics for p in t.partitions
+    }
+    assert got == {
+        (TOPIC, 0): (Err.NONE, len(BEFORE), 0),
+        (TOPIC, 7): (Err.UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
+        ("nope", 0): (Err.UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
+    }
 
 
 def test_offsets_and_the_group_stay_while_it_has_a_member(
