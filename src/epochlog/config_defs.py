@@ -12,6 +12,7 @@ A leaf module (it imports nothing from epochlog), so that storage/ and the contr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
@@ -46,6 +47,7 @@ class ConfigSource(IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    DYNAMIC_GROUP_CONFIG = 8
 
 
 @dataclass(frozen=True)
@@ -401,4 +403,138 @@ def throttled_replicas_problem(value: str, bad: str) -> str | None:
         p, sep, b = item.partition(":")
         if not (sep and p.strip().isdigit() and b.strip().isdigit()):
             return f"{bad}: must be the single value '*' or a list of [partitionId]:[brokerId]"
+    return None
+
+
+# -- group configs (resource type GROUP, KIP-848 / KIP-932): a group's own overrides of broker settings --------
+
+SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
+SHARE_SESSION_TIMEOUT = "share.session.timeout.ms"
+SHARE_HEARTBEAT_INTERVAL = "share.heartbeat.interval.ms"
+SHARE_RECORD_LOCK_DURATION = "share.record.lock.duration.ms"
+
+_GROUP_DEFS = (
+    ConfigDef(
+        SHARE_AUTO_OFFSET_RESET, ConfigType.STRING, "latest", "",
+        doc="where a share-partition the group has never consumed starts: earliest, latest, or "
+        "by_duration:<ISO-8601 duration> (the first record at most that long ago)",
+    ),
+    ConfigDef(
+        SHARE_SESSION_TIMEOUT, ConfigType.INT, "45000", "group.share.session.timeout.ms", minimum=1,
+        doc="how long a share group member may go without a heartbeat before it is removed",
+    ),
+    ConfigDef(
+        SHARE_HEARTBEAT_INTERVAL, ConfigType.INT, "5000", "group.share.heartbeat.interval.ms", minimum=1,
+        doc="the heartbeat interval the group coordinator gives share group members",
+    ),
+    ConfigDef(
+        SHARE_RECORD_LOCK_DURATION, ConfigType.INT, "30000", "group.share.record.lock.duration.ms", minimum=1000,
+        doc="how long a share-partition keeps a delivered record acquired by its consumer (applied when a "
+        "share-partition starts at its leader)",
+    ),
+)  # fmt: skip
+GROUP_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _GROUP_DEFS}
+
+# The broker settings that bound a group's (name, default): Kafka's GroupCoordinatorConfig and ShareGroupConfig.
+GROUP_BOUNDS = {
+    "group.share.session.timeout.ms": 45_000,
+    "group.share.min.session.timeout.ms": 45_000,
+    "group.share.max.session.timeout.ms": 60_000,
+    "group.share.heartbeat.interval.ms": 5_000,
+    "group.share.min.heartbeat.interval.ms": 5_000,
+    "group.share.max.heartbeat.interval.ms": 15_000,
+    "group.share.record.lock.duration.ms": 30_000,
+    "group.share.min.record.lock.duration.ms": 15_000,
+    "group.share.max.record.lock.duration.ms": 60_000,
+}
+
+_DURATION = re.compile(
+    r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE
+)
+
+
+def parse_iso_duration_ms(text: str) -> int | None:
+    """Milliseconds of an ISO-8601 duration as Java's Duration.parse reads it (PnDTnHnMn.nS), or None."""
+    m = _DURATION.fullmatch(text.strip())
+    if m is None or text.strip().upper().endswith("T") or not any(m.group(i) for i in (2, 3, 4, 5)):
+        return None
+    days, hours, minutes, secs = (int(m.group(i) or 0) for i in (2, 3, 4, 5))
+    frac = (m.group(6) or "").ljust(9, "0")[:9]
+    ms = (
+        ((days * 24 + hours) * 60 + minutes) * 60_000 + secs * 1000 + (int(frac) // 1_000_000) * (-1 if secs < 0 else 1)
+    )
+    return -ms if m.group(1) == "-" else ms
+
+
+def share_auto_offset_reset(value: str) -> tuple[str, int]:
+    """("earliest"|"latest", 0) or ("by_duration", milliseconds) of a valid share.auto.offset.reset."""
+    v = value.strip().lower()
+    if v.startswith("by_duration:"):
+        return "by_duration", parse_iso_duration_ms(value.strip()[len("by_duration:") :]) or 0
+    return v, 0
+
+
+def _auto_offset_reset_problem(value: str) -> str | None:
+    v = value.strip().lower()
+    if v in ("earliest", "latest"):
+        return None
+    if v.startswith("by_duration:"):
+        ms = parse_iso_duration_ms(value.strip()[len("by_duration:") :])
+        if ms is not None and ms >= 0:
+            return None
+        return f"Invalid value {value} for configuration {SHARE_AUTO_OFFSET_RESET}: by_duration must be a "  \
+            "non-negative ISO-8601 duration (PnDTnHnMn.nS)"  # fmt: skip
+    return (
+        f"Invalid value {value} for configuration {SHARE_AUTO_OFFSET_RESET}: the value must be either "
+        "'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS.>'."
+    )
+
+
+def group_bounds(props: Mapping[str, str]) -> dict[str, int]:
+    """GROUP_BOUNDS as a node's server.properties sets them (a value that is not a number keeps the default)."""
+    out = dict(GROUP_BOUNDS)
+    for name in GROUP_BOUNDS:
+        raw = props.get(name, "").strip()
+        if raw.lstrip("-").isdigit():
+            out[name] = int(raw)
+    return out
+
+
+def group_default(name: str, bounds: Mapping[str, int]) -> str:
+    """A group config's value when the group does not set it: the broker setting it overrides."""
+    d = GROUP_CONFIGS[name]
+    return str(bounds[d.broker_name]) if d.broker_name in bounds else d.default
+
+
+def group_value_problem(name: str, value: str) -> str | None:
+    """Why one group config value is refused on its own (the broker's bounds aside), or None."""
+    d = GROUP_CONFIGS.get(name)
+    if d is None:
+        return f"Unknown group config name: {name}"
+    return _auto_offset_reset_problem(value) if name == SHARE_AUTO_OFFSET_RESET else validate_value(d, value)
+
+
+def group_configs_problem(configs: Mapping[str, str], bounds: Mapping[str, int] = GROUP_BOUNDS) -> str | None:
+    """Why a group's whole set of configs is refused (Kafka's GroupConfig.validate, INVALID_CONFIG), or None."""
+    for name, value in configs.items():
+        problem = group_value_problem(name, value)
+        if problem:
+            return problem
+    n = {
+        k: int(configs.get(k, group_default(k, bounds)).strip()) for k in GROUP_CONFIGS if k != SHARE_AUTO_OFFSET_RESET
+    }
+    for name, kind in (
+        (SHARE_HEARTBEAT_INTERVAL, "heartbeat.interval"),
+        (SHARE_SESSION_TIMEOUT, "session.timeout"),
+        (SHARE_RECORD_LOCK_DURATION, "record.lock.duration"),
+    ):
+        lo, hi = f"group.share.min.{kind}.ms", f"group.share.max.{kind}.ms"
+        if name not in configs:
+            continue  # the broker's own setting: bounded (or not) by the broker's configuration, not here
+        if n[name] < bounds[lo]:
+            return f"{name} must be greater than or equal to {lo}"
+        if n[name] > bounds[hi]:
+            return f"{name} must be less than or equal to {hi}"
+    if n[SHARE_SESSION_TIMEOUT] <= n[SHARE_HEARTBEAT_INTERVAL]:
+        return f"{SHARE_SESSION_TIMEOUT} must be greater than {SHARE_HEARTBEAT_INTERVAL}"
     return None

@@ -25,8 +25,10 @@ from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatReque
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
+from epochlog.client.configs import alter as alter_configs
 from epochlog.client.wire import Connection
 from epochlog.codes import Err
+from epochlog.config_defs import RESOURCE_GROUP
 from tests.broker_process import BrokerProcess
 
 TOPIC = "queue"
@@ -63,26 +65,14 @@ def records(c: ShareConsumer, timeout: float = 0.2) -> list[Message]:
 
 
 def setup(broker_factory: Any) -> BrokerProcess:
+    """A broker with the topic, where group "sg" starts reading at the log start (the group config
+    share.auto.offset.reset=earliest; the default, latest, would start it wherever the log ends when its
+    first consumer fetches, after some of what a test produces)."""
     b: BrokerProcess = broker_factory(SETTINGS)
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(15)
+    alter_configs(b.bootstrap, RESOURCE_GROUP, "sg", {"share.auto.offset.reset": "earliest"}, [])
     return b
-
-
-def warm_up(b: BrokerProcess, c: ShareConsumer, explicit: bool = False) -> None:
-    """The share-partition starts at the log end (share.auto.offset.reset=latest) when first fetched: produce
-    markers until the consumer gets one, so everything produced afterwards is the group's."""
-    deadline = time.monotonic() + 20
-    while True:
-        assert time.monotonic() < deadline, "the share consumer never got a record"
-        produce(b, [b"warm"])
-        got = records(c, 0.3)
-        if got:
-            if explicit:
-                for m in got:
-                    c.acknowledge(m, AcknowledgeType.ACCEPT)
-                c.commit_sync(10)
-            return
 
 
 def poll_until(
@@ -100,15 +90,12 @@ def test_two_share_consumers_share_a_partition(broker_factory: Any) -> None:
     b = setup(broker_factory)
     c1, c2 = share_consumer(b, "c1"), share_consumer(b, "c2")
     try:
-        warm_up(b, c1)
         values = [b"v%d" % i for i in range(300)]
         produce(b, values)
         seen: dict[bytes, str] = {}
 
         def take(c: ShareConsumer, m: Message) -> None:
             v = m.value()
-            if v == b"warm":
-                return
             assert v not in seen, f"{v!r} delivered twice"
             seen[v] = "c1" if c is c1 else "c2"
 
@@ -117,7 +104,7 @@ def test_two_share_consumers_share_a_partition(broker_factory: Any) -> None:
         produce(b, [b"end"])
         extra: list[bytes] = []
         poll_until([c1, c2], lambda: b"end" in extra, 10, lambda _c, m: extra.append(m.value()))
-        assert [v for v in extra if v != b"warm"] == [b"end"]
+        assert extra == [b"end"]
 
         host, port = b.bootstrap.split(":")
         with Connection(host, int(port), 10) as conn:
@@ -136,7 +123,6 @@ def test_release_reject_lock_timeout_and_delivery_limit(broker_factory: Any) -> 
     b = setup(broker_factory)
     c1 = share_consumer(b, "c1", explicit=True)
     try:
-        warm_up(b, c1, explicit=True)
         produce(b, [b"release", b"reject", b"accept"])
         counts: dict[bytes, list[int]] = {}
         deadline = time.monotonic() + 20
@@ -170,7 +156,6 @@ def test_a_stalled_consumers_records_go_to_another(broker_factory: Any) -> None:
     stalled = share_consumer(b, "stalled", explicit=True)
     other = share_consumer(b, "other")
     try:
-        warm_up(b, stalled, explicit=True)
         produce(b, [b"held-%d" % i for i in range(5)])
         held: list[Message] = []
         deadline = time.monotonic() + 15
@@ -193,7 +178,6 @@ def test_accepted_records_stay_accepted_across_a_restart(broker_factory: Any) ->
     b = setup(broker_factory)
     c = share_consumer(b, "c", explicit=True)
     try:
-        warm_up(b, c, explicit=True)
         produce(b, [b"r%d" % i for i in range(10)])
         got: list[Message] = []
         deadline = time.monotonic() + 15

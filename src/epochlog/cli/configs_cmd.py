@@ -1,5 +1,6 @@
-"""`epochlog configs`: describe and alter dynamic configs of topics, brokers and the cluster-wide broker
-default, and client quotas of users and client ids (cli/quotas_cmd.py), with kafka-configs.sh's options."""
+"""`epochlog configs`: describe and alter dynamic configs of topics, brokers, the cluster-wide broker
+default and groups (share.auto.offset.reset, ...), and client quotas of users and client ids
+(cli/quotas_cmd.py), with kafka-configs.sh's options."""
 
 from __future__ import annotations
 
@@ -9,10 +10,18 @@ import typer
 
 from epochlog.cli.quotas_cmd import QUOTA_TYPES
 from epochlog.codes import Err
-from epochlog.config_defs import DYNAMIC_BROKER_CONFIGS, RESOURCE_BROKER, RESOURCE_TOPIC, TOPIC_CONFIGS, validate_value
+from epochlog.config_defs import (
+    DYNAMIC_BROKER_CONFIGS,
+    RESOURCE_BROKER,
+    RESOURCE_GROUP,
+    RESOURCE_TOPIC,
+    TOPIC_CONFIGS,
+    group_value_problem,
+    validate_value,
+)
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER}
+ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER, "groups": RESOURCE_GROUP}
 
 
 def split_outside_brackets(text: str) -> list[str]:
@@ -50,6 +59,12 @@ def refused(resource_type: int, to_set: dict[str, str]) -> str | None:
     sent; None if they pass. A broker config the table does not list (read-only, or unknown) is the
     broker's to refuse. The codes are the controller's: a bad broker value is INVALID_REQUEST (KAFKA-13609)."""
     for name, value in to_set.items():
+        if resource_type == RESOURCE_GROUP:
+            # The bounds the broker's group.share.min/max.* settings put are the controller's to check.
+            problem = group_value_problem(name, value)
+            if problem:
+                return f"{Err.INVALID_CONFIG.name}: {problem}"
+            continue
         if resource_type == RESOURCE_TOPIC:
             d = TOPIC_CONFIGS.get(name)
             if d is None:
@@ -73,10 +88,11 @@ def _fail(msg: str) -> None:
 
 def configs(
     entity_types: Annotated[
-        list[str], typer.Option("--entity-type", help="topics, brokers, users or clients (users and clients together)")
+        list[str],
+        typer.Option("--entity-type", help="topics, brokers, groups, users or clients (users and clients together)"),
     ],
     entity_names: Annotated[
-        list[str], typer.Option("--entity-name", help="topic name, broker id, user or client id")
+        list[str], typer.Option("--entity-name", help="topic name, broker id, group id, user or client id")
     ] = [],  # noqa: B006
     entity_defaults: Annotated[
         int, typer.Option("--entity-default", count=True, help="the default broker, user or client")

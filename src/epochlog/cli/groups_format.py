@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from epochlog.client.groups import CONSUMER, GroupDescription, GroupListing
+from epochlog.client.groups import CONSUMER, SHARE, GroupDescription, GroupListing
 
 TP = tuple[str, int]
 MISSING = "-"
@@ -41,15 +41,16 @@ def list_output(groups: list[GroupListing], with_type: bool, with_state: bool) -
 
 # -- the notice before a group's rows ------------------------------------------------------------------------
 def notice(d: GroupDescription, rows: int | None) -> tuple[str | None, bool, bool]:
-    """(message, is_error, print_rows) as kafka-consumer-groups.sh decides: a missing group is an error,
-    an empty one has no active members, one between assignments is rebalancing; rows follow only for a
-    group that exists and has some."""
+    """(message, is_error, print_rows) as kafka-consumer-groups.sh (kafka-share-groups.sh for a share group)
+    decides: a missing group is an error, an empty one has no active members, one between assignments is
+    rebalancing; rows follow only for a group that exists and has some."""
+    kind = "Share" if d.type == SHARE else "Consumer"
     if rows is None or not d.exists:
-        return f"Consumer group '{d.group_id}' does not exist.", True, False
+        return f"{kind} group '{d.group_id}' does not exist.", True, False
     if d.state == "Empty":
-        return f"Consumer group '{d.group_id}' has no active members.", False, rows > 0
+        return f"{kind} group '{d.group_id}' has no active members.", False, rows > 0
     if d.state in ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"):
-        return f"Warning: Consumer group '{d.group_id}' is rebalancing.", False, rows > 0
+        return f"Warning: {kind} group '{d.group_id}' is rebalancing.", False, rows > 0
     return None, False, rows > 0
 
 
@@ -161,10 +162,20 @@ def members_table(d: GroupDescription, verbose: bool) -> str:
 # -- --describe --state --------------------------------------------------------------------------------------
 def state_table(d: GroupDescription, verbose: bool) -> str:
     """GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS; with --verbose a consumer-protocol group
-    adds its GROUP-EPOCH and TARGET-ASSIGNMENT-EPOCH (Kafka 4)."""
+    adds its GROUP-EPOCH and TARGET-ASSIGNMENT-EPOCH (Kafka 4). A share group has no ASSIGNMENT-STRATEGY
+    column and with --verbose adds GROUP-EPOCH and ASSIGNMENT-EPOCH, as kafka-share-groups.sh prints it."""
     c = d.coordinator
     coordinator = f"{c.host}:{c.port}  ({c.id})" if c is not None else MISSING
     group_w = max(25, len(coordinator), len(d.group_id))
+    if d.type == SHARE:
+        headers = ["GROUP", "COORDINATOR (ID)", "STATE", "#MEMBERS"]
+        values = [d.group_id, coordinator, d.state, str(len(d.members))]
+        widths = [group_w, max(25, len(coordinator)), 15]
+        if verbose:
+            headers += ["GROUP-EPOCH", "ASSIGNMENT-EPOCH"]
+            values += [_opt(d.group_epoch), _opt(d.assignment_epoch)]
+            widths += [15, 15]
+        return "\n".join([_pad(headers, widths), _pad(values, widths)])
     headers = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
     values = [d.group_id, coordinator, d.assignor or "", d.state, str(len(d.members))]
     widths = [group_w, max(25, len(coordinator)), 20, 15]
@@ -193,4 +204,24 @@ def delete_offsets_table(rows: Mapping[TP, str | None]) -> str:
     lines = [_pad(["TOPIC", "PARTITION", "STATUS"], widths)]
     for (t, p), err in sorted(rows.items()):
         lines.append(_pad([t, str(p) if p >= 0 else "Not Provided", f"Error: {err}" if err else "Successful"], widths))
+    return "\n".join(lines)
+
+
+# -- kafka-share-groups.sh --describe --offsets, --delete-offsets ------------------------------------------------
+def share_offsets_table(group: str, rows: Mapping[TP, tuple[int | None, int | None, int | None]]) -> str:
+    """GROUP TOPIC PARTITION LEADER-EPOCH START-OFFSET LAG, a row per (topic, partition): (leader epoch, start
+    offset, lag), '-' for one not known (a partition a member is assigned that the group never consumed)."""
+    widths = [max([15, len(group)]), max([15, *(len(t) for t, _p in rows)]), 10, 15, 15]
+    lines = [_pad(["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET", "LAG"], widths)]
+    for (t, p), (epoch, start, lag) in sorted(rows.items()):
+        shown = [None if v is None or v < 0 else v for v in (epoch, start, lag)]
+        lines.append(_pad([group, t, str(p), *map(_opt, shown)], widths))
+    return "\n".join(lines)
+
+
+def delete_share_offsets_table(rows: Mapping[str, str | None]) -> str:
+    widths = [30]
+    lines = [_pad(["TOPIC", "STATUS"], widths)]
+    for t, err in sorted(rows.items()):
+        lines.append(_pad([t, f"Error: {err}" if err else "Successful"], widths))
     return "\n".join(lines)

@@ -33,6 +33,7 @@ def _register_subcommands() -> None:
         "scram_cmd",
         "storage_cmd",
         "groups_cmd",
+        "share_groups_cmd",
     ):
         try:
             mod = importlib.import_module(f"epochlog.cli.{name}")

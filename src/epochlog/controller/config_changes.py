@@ -8,16 +8,21 @@ writes nothing, while the other resources of the request go ahead.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from epochlog.codes import Err
 from epochlog.config_defs import (
     DYNAMIC_BROKER_CONFIGS,
+    GROUP_BOUNDS,
+    GROUP_CONFIGS,
     RESOURCE_BROKER,
+    RESOURCE_GROUP,
     RESOURCE_TOPIC,
     STATIC_BROKER_CONFIGS,
     TOPIC_CONFIGS,
     ConfigDef,
+    group_configs_problem,
     is_list,
     split_list,
     validate_value,
@@ -73,11 +78,19 @@ def duplicates(changes: list[ConfigChange]) -> set[tuple[int, str]]:
     return dup
 
 
-def plan(image: ClusterImage, change: ConfigChange, incremental: bool) -> ConfigOutcome:
-    """The records that make ``change`` (nothing applied here), or why it is refused."""
+def plan(
+    image: ClusterImage, change: ConfigChange, incremental: bool, group_bounds: Mapping[str, int] = GROUP_BOUNDS
+) -> ConfigOutcome:
+    """The records that make ``change`` (nothing applied here), or why it is refused. ``group_bounds``: the
+    controller's group.share.min/max.* settings, which bound a group's configs (Kafka's GroupConfig.validate)."""
     try:
         current = _current(image, change)
         target = _apply_ops(change, current, incremental)
+        if change.resource_type == RESOURCE_GROUP:
+            # The group's whole set is checked, as Kafka does: a session timeout must stay above the interval.
+            problem = group_configs_problem(target, group_bounds)
+            if problem:
+                raise _Refused(Err.INVALID_CONFIG, problem)
     except _Refused as e:
         return ConfigOutcome(e.code, e.message)
     records = [
@@ -101,7 +114,13 @@ def _current(image: ClusterImage, change: ConfigChange) -> dict[str, str]:
         if name and not (name.isdigit() and int(name) <= 2**31 - 1):
             raise _Refused(Err.INVALID_REQUEST, f"Unable to parse broker id {name!r}: a broker is named by its id")
         return dict(image.broker_configs.get(name, {}))
-    raise _Refused(Err.INVALID_REQUEST, f"Unsupported resource type {change.resource_type}: only TOPIC and BROKER")
+    if change.resource_type == RESOURCE_GROUP:
+        if not change.resource_name:
+            raise _Refused(Err.INVALID_REQUEST, "Default group resources are not allowed.")
+        return dict(image.group_configs.get(change.resource_name, {}))
+    raise _Refused(
+        Err.INVALID_REQUEST, f"Unsupported resource type {change.resource_type}: only TOPIC, BROKER and GROUP"
+    )
 
 
 def _definition(change: ConfigChange, name: str) -> ConfigDef:
@@ -109,6 +128,11 @@ def _definition(change: ConfigChange, name: str) -> ConfigDef:
         d = TOPIC_CONFIGS.get(name)
         if d is None:
             raise _Refused(Err.INVALID_CONFIG, f"Unknown topic config name: {name}")
+        return d
+    if change.resource_type == RESOURCE_GROUP:
+        d = GROUP_CONFIGS.get(name)
+        if d is None:
+            raise _Refused(Err.INVALID_CONFIG, f"Unknown group config name: {name}")
         return d
     d = DYNAMIC_BROKER_CONFIGS.get(name)
     if d is not None:
@@ -151,6 +175,9 @@ def _apply_ops(change: ConfigChange, current: dict[str, str], incremental: bool)
             value = ",".join(items)
         else:
             value = op.value.strip() if d.type.name != "STRING" else op.value
+        if change.resource_type == RESOURCE_GROUP:
+            target[op.name] = value  # the whole set is validated together (plan)
+            continue
         problem = validate_value(d, value, shown)
         if problem:
             code = Err.INVALID_CONFIG if change.resource_type == RESOURCE_TOPIC else BROKER_VALIDATION_FAILED

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from epochlog.codes import Err
-from epochlog.config_defs import RESOURCE_TOPIC
+from epochlog.config_defs import GROUP_BOUNDS, RESOURCE_TOPIC
 from epochlog.controller import acls, client_quotas, partition_growth, reassignment, scram
 from epochlog.controller import records as rec
 from epochlog.controller.config_changes import ConfigChange, ConfigOutcome, duplicates, plan
@@ -369,7 +369,11 @@ class Controller(PartitionChanges):
 
     # -- dynamic configs ------------------------------------------------------------------
     def alter_configs(
-        self, changes: list[ConfigChange], incremental: bool, validate_only: bool = False
+        self,
+        changes: list[ConfigChange],
+        incremental: bool,
+        validate_only: bool = False,
+        group_bounds: Mapping[str, int] = GROUP_BOUNDS,
     ) -> list[ConfigOutcome]:
         """(Incremental)AlterConfigs: one outcome per resource, in request order. Accepted changes are
         recorded (unless ``validate_only``); turning unclean election on elects a leader, uncleanly, for
@@ -380,7 +384,7 @@ class Controller(PartitionChanges):
             if (change.resource_type, change.resource_name) in dup:
                 outcomes.append(ConfigOutcome(Err.INVALID_REQUEST, "Each resource may appear only once in a request"))
                 continue
-            outcome = plan(self.image, change, incremental)
+            outcome = plan(self.image, change, incremental, group_bounds)
             outcomes.append(outcome)
             if outcome.error_code or validate_only:
                 continue

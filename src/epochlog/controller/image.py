@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from epochlog.config_defs import RESOURCE_BROKER, RESOURCE_TOPIC
+from epochlog.config_defs import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC
 from epochlog.controller.records import (
     AclCreated,
     AclRemoved,
@@ -107,6 +107,8 @@ class ClusterImage:
         # Dynamic broker configs (broker names, e.g. log.retention.ms): per broker id as a string, and the
         # cluster-wide default under "". Topic overrides live in TopicInfo.configs.
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # Group configs (resource type GROUP: share.auto.offset.reset, ...) by group id; a group need not exist.
+        self.group_configs: dict[str, dict[str, str]] = {}
         self.acls: dict[str, AclBinding] = {}  # by the id the controller gave each
         self.acl_version = 0  # counts changes of ``acls``: an authorizer reloads when it moves
         self.scram: dict[tuple[str, str], ScramCredential] = {}  # by (user, mechanism)
@@ -202,6 +204,8 @@ class ClusterImage:
             configs = topic.configs
         elif record.resource_type == RESOURCE_BROKER:
             configs = self.broker_configs.setdefault(record.resource_name, {})
+        elif record.resource_type == RESOURCE_GROUP:
+            configs = self.group_configs.setdefault(record.resource_name, {})
         else:
             return
         if record.value is None:
@@ -210,6 +214,8 @@ class ClusterImage:
             configs[record.name] = record.value
         if record.resource_type == RESOURCE_BROKER and not configs:
             del self.broker_configs[record.resource_name]
+        if record.resource_type == RESOURCE_GROUP and not configs:
+            del self.group_configs[record.resource_name]
         out.configs.append((record.resource_type, record.resource_name))
 
     def _apply_quota(self, record: ClientQuotaRecord) -> None:
@@ -269,6 +275,9 @@ class ClusterImage:
         for resource, configs in sorted(self.broker_configs.items()):
             for name, value in sorted(configs.items()):
                 out.append(ConfigRecord(RESOURCE_BROKER, resource, name, value))
+        for group, configs in sorted(self.group_configs.items()):
+            for name, value in sorted(configs.items()):
+                out.append(ConfigRecord(RESOURCE_GROUP, group, name, value))
         for acl_id, acl in sorted(self.acls.items()):
             out.append(acl_record(acl_id, acl))
         for entity, quotas in self.client_quotas.items():

@@ -70,6 +70,9 @@ SERVED: dict[int, str] = {
     77: "ShareGroupDescribe",
     78: "ShareFetch",
     79: "ShareAcknowledge",
+    90: "DescribeShareGroupOffsets",
+    91: "AlterShareGroupOffsets",
+    92: "DeleteShareGroupOffsets",
 }
 
 # Produce is advertised from v0 because librdkafka refuses brokers that do not list the old

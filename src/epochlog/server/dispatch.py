@@ -40,6 +40,7 @@ def _load() -> None:
         scram,
         share,
         share_groups,
+        share_offsets,
         transaction_admin,
         transactions,
     )
@@ -100,6 +101,9 @@ def _load() -> None:
             77: share_groups.handle_share_group_describe,
             78: share.handle_share_fetch,
             79: share.handle_share_acknowledge,
+            90: share_offsets.handle_describe_share_group_offsets,
+            91: share_offsets.handle_alter_share_group_offsets,
+            92: share_offsets.handle_delete_share_group_offsets,
         }
     )
 

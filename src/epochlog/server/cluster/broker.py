@@ -232,6 +232,8 @@ class ClusterBroker:
         # KIP-848 groups assign the partitions of the topics the metadata image has now.
         gc.topic_counts = lambda: {name: len(info.partitions) for name, info in self.image.topics.items()}
         gc.share_member_gone = self.shares.member_left
+        gc.share_group_deleted = self.shares.delete_group
+        gc.group_configs = lambda gid: self.image.cluster.group_configs.get(gid, {})
         return gc
 
     async def stop(self) -> None:

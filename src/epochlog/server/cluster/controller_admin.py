@@ -8,6 +8,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from epochlog.config_defs import group_bounds
 from epochlog.controller.client_quotas import QuotaAlteration
 from epochlog.controller.config_changes import ConfigChange, ConfigOp
 from epochlog.controller.scram import ScramDeletion, ScramUpsertion
@@ -174,7 +175,7 @@ def alter_configs(server: ControllerServer, req: Any, incremental: bool) -> dict
         for r in req.resources
     ]
     validate_only = bool(req.validate_only)
-    outcomes = server.core.alter_configs(changes, incremental, validate_only)
+    outcomes = server.core.alter_configs(changes, incremental, validate_only, group_bounds(server.config.raw))
     rows = []
     for change, outcome in zip(changes, outcomes, strict=True):
         rows.append(
@@ -188,7 +189,7 @@ def alter_configs(server: ControllerServer, req: Any, incremental: bool) -> dict
         if outcome.records and not validate_only:
             log.info(
                 "configs of %s %r: %s",
-                "topic" if change.resource_type == 2 else "broker",
+                {2: "topic", 32: "group"}.get(change.resource_type, "broker"),
                 change.resource_name,
                 ", ".join(f"{r.name}={'(deleted)' if r.value is None else r.value}" for r in outcome.records),
             )

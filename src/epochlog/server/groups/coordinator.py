@@ -128,6 +128,8 @@ class GroupCoordinator(Membership, Offsets, Loading):
                 out.append((gid, Err.INVALID_GROUP_ID))
             elif gid in self.consumer_groups:
                 out.append((gid, await self.delete_consumer_group(gid)))
+            elif gid in self.share_groups:
+                out.append((gid, await self.delete_share_group(gid)))
             elif g is None or g.state == DEAD:
                 out.append((gid, Err.GROUP_ID_NOT_FOUND))
             elif g.state != EMPTY or g.members:

@@ -10,15 +10,19 @@ release what the member holds. Only the leaders on this broker hear it; elsewher
 locks run out (``group.share.record.lock.duration.ms``).
 
 A group id belongs to one type: a share heartbeat for a classic or consumer group, and a consumer heartbeat
-for a share group, answer GROUP_ID_NOT_FOUND, as Kafka does. DeleteGroups of a share group is not served.
+for a share group, answer GROUP_ID_NOT_FOUND, as Kafka does. DeleteGroups deletes an empty share group (a
+ShareGroupMetadata tombstone) and then its share-partition state (``share_group_deleted``), so a new group
+of that name starts at ``share.auto.offset.reset``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from epochlog.config_defs import SHARE_HEARTBEAT_INTERVAL, SHARE_SESSION_TIMEOUT
 from epochlog.groups.consumer.messages import HeartbeatRequest, HeartbeatResponse
 from epochlog.groups.share.coordinator import ShareGroupCoordinator
 from epochlog.groups.share.group_records import GroupRecord
@@ -45,6 +49,14 @@ def _no_one(_group_id: str, _member_id: str) -> None:
     pass
 
 
+async def _nothing_kept(_group_id: str) -> int:
+    return Err.NONE
+
+
+def _no_configs(_group_id: str) -> Mapping[str, str]:
+    return {}
+
+
 class ShareGroups(ConsumerGroups):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -57,6 +69,10 @@ class ShareGroups(ConsumerGroups):
         self.share_groups: dict[str, ShareGroupCoordinator] = {}
         # The broker's share-partition leaders release a departed member's records (server/share/).
         self.share_member_gone: Callable[[str, str], None] = _no_one
+        # The broker's share coordinator forgets a deleted group's share-partition states (server/share/).
+        self.share_group_deleted: Callable[[str], Awaitable[int]] = _nothing_kept
+        # A group's own configs (share.session.timeout.ms, share.heartbeat.interval.ms) from the metadata image.
+        self.group_configs: Callable[[str], Mapping[str, str]] = _no_configs
 
     # -- ShareGroupHeartbeat ------------------------------------------------------------------
     async def share_heartbeat(self, req: ShareHeartbeatRequest) -> ShareHeartbeatResponse:
@@ -73,6 +89,9 @@ class ShareGroups(ConsumerGroups):
             if req.member_epoch != 0:
                 return ShareHeartbeatResponse(Err.GROUP_ID_NOT_FOUND, f"Share group {gid} not found.")
             core = ShareGroupCoordinator(gid, self.share_config, self.topic_counts())
+        # A group config changed since the last heartbeat binds this one on (the next session deadline, the
+        # interval this answer gives).
+        core.config = self._share_config_of(gid)
         resp, effects = core.heartbeat(self._mono_ms(), req)
         records = self._share_records(effects)
         if created:
@@ -94,6 +113,18 @@ class ShareGroups(ConsumerGroups):
                 Err.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.", req.member_id
             )
         return await super().consumer_heartbeat(req)
+
+    def _share_config_of(self, gid: str) -> ShareGroupConfig:
+        own = self.group_configs(gid)
+        c = self.share_config
+        for name, field in (
+            (SHARE_SESSION_TIMEOUT, "session_timeout_ms"),
+            (SHARE_HEARTBEAT_INTERVAL, "heartbeat_interval_ms"),
+        ):
+            raw = own.get(name, "").strip()
+            if raw.isdigit():  # the controller validated it
+                c = dataclasses.replace(c, **{field: int(raw)})
+        return c
 
     # -- effects and timers -------------------------------------------------------------------
     @staticmethod
@@ -147,6 +178,17 @@ class ShareGroups(ConsumerGroups):
                 return Err.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.", None
             return Err.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
         return Err.NONE, None, core.describe()
+
+    async def delete_share_group(self, gid: str) -> int:
+        """DeleteGroups of a share group: only an empty one (NON_EMPTY_GROUP otherwise, as Kafka)."""
+        core = self.share_groups[gid]
+        if core.group.members:
+            return Err.NON_EMPTY_GROUP
+        del self.share_groups[gid]
+        if not await self._write(gid, [srec.group_tombstone(gid)]):
+            return Err.COORDINATOR_NOT_AVAILABLE
+        log.info("share group %s deleted", gid)
+        return await self.share_group_deleted(gid)
 
     def list_share_groups(self) -> list[tuple[str, str]]:
         return [(gid, core.describe().state) for gid, core in self.share_groups.items()]

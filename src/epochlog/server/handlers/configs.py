@@ -10,7 +10,15 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from epochlog.config_defs import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC
+from epochlog.config_defs import (
+    GROUP_CONFIGS,
+    RESOURCE_BROKER,
+    RESOURCE_GROUP,
+    RESOURCE_TOPIC,
+    ConfigSource,
+    group_bounds,
+    group_default,
+)
 from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.security.acl import Operation
@@ -78,11 +86,32 @@ def handle_describe_configs(broker: Broker, header: RequestHeader, frame: memory
                     error_message=f"Unexpected broker id, expected {broker.config.node_id} or empty string, "
                     f"but received {r.resource_name}",
                 )
+        elif r.resource_type == RESOURCE_GROUP:
+            if not r.resource_name:
+                row.update(error_code=Err.INVALID_REQUEST, error_message="Default group resources are not allowed.")
+            else:
+                own = broker.image.cluster.group_configs.get(r.resource_name)
+                entries = group_config_entries(broker.config.raw, own)
         else:
             row.update(error_code=Err.INVALID_REQUEST, error_message=f"resource type {r.resource_type} unsupported")
         row["configs"] = [_describe_row(e, synonyms, docs) for e in entries if keys is None or e.name in keys]
         results.append(row)
     return {"throttle_time": 0, "results": results}
+
+
+def group_config_entries(broker_raw: dict[str, str], dynamic: dict[str, str] | None) -> list[ConfigEntry]:
+    """Every group config (Kafka describes them all, for any group name): the group's own value, else the
+    broker setting it overrides (a group that does not exist yet has only those)."""
+    bounds = group_bounds(broker_raw)
+    rows = []
+    for name, d in GROUP_CONFIGS.items():
+        own = (dynamic or {}).get(name)
+        if own is not None:
+            value, src = own, int(ConfigSource.DYNAMIC_GROUP_CONFIG)
+        else:
+            value, src = group_default(name, bounds), int(ConfigSource.DEFAULT_CONFIG)
+        rows.append(ConfigEntry(name, value, src, config_type=int(d.type), doc=d.doc, synonyms=((name, value, src),)))
+    return rows
 
 
 def _describe_row(e: ConfigEntry, synonyms: bool, docs: bool) -> dict[str, Any]:
@@ -115,6 +144,8 @@ def _config_view(broker: Broker, resource: tuple[int, str]) -> dict[str, str] | 
     if rtype == RESOURCE_TOPIC:
         info = broker.image.topics.get(name)
         return dict(info.configs) if info is not None else None
+    if rtype == RESOURCE_GROUP:
+        return dict(broker.image.cluster.group_configs.get(name, {}))
     return dict(broker.image.cluster.broker_configs.get(name, {}))
 
 

@@ -3,8 +3,9 @@
 
 - A core is made on first use at the partition's current leader epoch: the share coordinator's state is read
   (ReadShareGroupState, which fences older leaders) and the core rebuilt from it, or started at
-  ``share.auto.offset.reset`` (the broker default ``latest``: the high watermark; group configs are not
-  served yet). A leader epoch that moved, or a partition no longer led here, drops the core.
+  the group's ``share.auto.offset.reset`` (group config; default ``latest``: the high watermark), with the
+  group's ``share.record.lock.duration.ms``; a group config changed later binds the cores made after it. A
+  leader epoch that moved, or a partition no longer led here, drops the core.
 - ``acquire`` reads the log from the core's next fetch offset up to the high watermark (share groups read
   uncommitted records, Kafka's default ``share.isolation.level``), gives the core the data batches' offset
   ranges (control batches are left out: the core treats their offsets as ones the log does not have) and
@@ -20,13 +21,17 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from epochlog.clock import now_ms
+from epochlog.config_defs import SHARE_AUTO_OFFSET_RESET, SHARE_RECORD_LOCK_DURATION, share_auto_offset_reset
 from epochlog.groups.share.messages import AckBatch, Acquired, PartitionEffect, RecordsAvailable, StateWrite, WakeAt
+from epochlog.groups.share.model import AUTO_OFFSET_RESETS, SharePartitionConfig
 from epochlog.groups.share.partition import SharePartition
 from epochlog.groups.share.records import SharePartitionKey
 from epochlog.protocol.errors import Err
@@ -110,13 +115,8 @@ class SharePartitions:
             code, state = await self.state.read(skey, part.leader_epoch)
             if code:
                 return code, None, None
-            core, effects = SharePartition.create(
-                self.config.partition_config(),
-                part.log.log_start_offset,
-                part.high_watermark,
-                state,
-                part.leader_epoch,
-            )
+            pcfg, start_from = self._group_settings(group, part)
+            core, effects = SharePartition.create(pcfg, start_from, part.high_watermark, state, part.leader_epoch)
             e = _Entry(core, part.leader_epoch, skey)
             self.entries[key] = e
             log.info("share group %s: %s-%d at epoch %d starts at offset %d", group, topic, p,
@@ -125,6 +125,44 @@ class SharePartitions:
             if code:
                 return code, None, None
             return Err.NONE, e, part
+
+    def _group_settings(self, group: str, part: Partition) -> tuple[SharePartitionConfig, int]:
+        """The core's settings with the group's own configs (share.record.lock.duration.ms and
+        share.auto.offset.reset, as the metadata log has them now), and the offset "earliest" starts at:
+        by_duration is the first record at most that old (none: the high watermark, as "latest")."""
+        own = self.broker.image.cluster.group_configs.get(group, {})
+        pcfg = self.config.partition_config()
+        lock_ms = own.get(SHARE_RECORD_LOCK_DURATION)
+        if lock_ms is not None and lock_ms.strip().isdigit():
+            pcfg = dataclasses.replace(pcfg, record_lock_duration_ms=int(lock_ms))
+        reset, back_ms = share_auto_offset_reset(own.get(SHARE_AUTO_OFFSET_RESET, "latest"))
+        start_from = part.log.log_start_offset
+        if reset == "by_duration":
+            found = part.log.offset_for_timestamp(now_ms() - back_ms)
+            start_from = part.high_watermark if found is None else min(max(found[0], start_from), part.high_watermark)
+            reset = "earliest"
+        if reset in AUTO_OFFSET_RESETS:
+            pcfg = dataclasses.replace(pcfg, auto_offset_reset=reset)
+        return pcfg, start_from
+
+    def forget(self, group: str, topic: str, p: int) -> None:
+        """The share coordinator's state was changed from outside (AlterShareGroupOffsets and
+        DeleteShareGroupOffsets, on an empty group): the next request rebuilds the core from it."""
+        self._drop((group, topic, p))
+
+    async def delete_group(self, group: str) -> int:
+        """The share group was deleted: every share-partition state it has becomes one never consumed (the
+        next group of that name starts at share.auto.offset.reset), and the cores here go."""
+        states, complete = self.state.group_states(group)
+        keys = [(group, tid, p) for (tid, p), st in states.items() if st.start_offset != -1]
+        codes = await asyncio.gather(*(self.state.initialize(k, -1) for k in keys))
+        for key in [k for k in self.entries if k[0] == group]:
+            self._drop(key)
+        if not complete or any(codes):
+            # The group is gone already (its tombstone is written): what is left is the in-process share
+            # coordinator's limit (state partitions led elsewhere), not a reason to fail the deletion.
+            log.warning("share group %s: deleted, but not all of its share-partition states could be reset", group)
+        return Err.NONE
 
     def _drop(self, key: CoreKey) -> None:
         e = self.entries.pop(key, None)

@@ -174,6 +174,48 @@ class ShareStateLog:
         code, records = shard.store.write(key, w.leader_epoch, w.state_epoch, w.start_offset, w.batches)
         if code or not records:
             return _answer(code)
+        return self._append(p, key, records)
+
+    def group_states(self, group: str) -> tuple[dict[tuple[str, int], PartitionState], bool]:
+        """Every share-partition state of ``group`` by (topic id, partition) in the state partitions this
+        broker leads, and whether that is all of them (False: another broker leads some)."""
+        out: dict[tuple[str, int], PartitionState] = {}
+        if SHARE_STATE_TOPIC not in self.broker.image.topics:
+            return out, True  # no share group ever fetched: no state anywhere
+        complete = True
+        for p in range(self.config.state_topic_num_partitions):
+            shard = self._shard(p)
+            if shard is None:
+                complete = False
+                continue
+            for (g, topic_id, partition), state in shard.store.states.items():
+                if g == group:
+                    out[(topic_id, partition)] = state
+        return out, complete
+
+    def state_of(self, key: SharePartitionKey) -> tuple[int, PartitionState | None]:
+        """The share-partition's state as it is (None: never initialized), without fencing any leader."""
+        if SHARE_STATE_TOPIC not in self.broker.image.topics:
+            return Err.NONE, None
+        _p, shard = self._locate(key)
+        if shard is None:
+            return Err.COORDINATOR_NOT_AVAILABLE, None
+        return Err.NONE, shard.store.states.get(key)
+
+    def initialize(self, key: SharePartitionKey, start_offset: int) -> Awaitable[int]:
+        """InitializeShareGroupState: the share-partition starts again at ``start_offset`` (-1: as never
+        consumed, at share.auto.offset.reset) with no state batches, under a new state epoch, which fences a
+        leader still writing under the old one. Durable once the awaitable answers NONE."""
+        p, shard = self._locate(key)
+        if shard is None:
+            return _answer(Err.COORDINATOR_NOT_AVAILABLE)
+        cur = shard.store.states.get(key)
+        code, records = shard.store.initialize(key, (cur.state_epoch + 1) if cur else 0, start_offset)
+        if code:
+            return _answer(code)
+        return self._append(p, key, records)
+
+    def _append(self, p: int, key: SharePartitionKey, records: list[Record]) -> Awaitable[int]:
         part = self.broker.partition(SHARE_STATE_TOPIC, p)
         assert part is not None  # _shard found it leading
         batch = build_batch([encode(r) for r in records], base_timestamp=now_ms())
