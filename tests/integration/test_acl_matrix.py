@@ -196,6 +196,12 @@ def no_modern_group_detail(resp: Any, w: World) -> None:
             assert not g.members and g.group_epoch in (-1, 0), g
 
 
+def no_share_offsets(resp: Any, w: World) -> None:
+    for g in resp.groups:
+        if int(g.error_code) in AUTH_CODES:
+            assert not g.topics, g
+
+
 def no_txn_detail(rows: Any, w: World) -> None:
     for t in rows:
         if int(t.error_code) in AUTH_CODES:
@@ -977,6 +983,39 @@ CASES: list[Case] = [
         # Topic READ is checked once the share session is found, as Kafka orders it; this request names no
         # session the broker holds (SHARE_SESSION_NOT_FOUND), so only the group's READ shows here.
         (need(G30, ("share", Operation.READ)),),
+    ),
+    Case(
+        "describe-share-group-offsets",
+        90,
+        1,
+        lambda w: {
+            "groups": [{"group_id": w.group + "-share", "topics": [{"topic_name": w.topic, "partitions": [0]}]}]
+        },
+        nested("groups"),
+        # A topic the caller may not describe is answered as one that does not exist (nothing about it).
+        (need(G30, ("share", Operation.DESCRIBE)),),
+        no_share_offsets,
+    ),
+    # Alter and delete check the topics only for a share group that exists and is empty (the group's state is
+    # checked first here); the world's share group is not known to be either, so the group's ACL is what shows.
+    Case(
+        "alter-share-group-offsets",
+        91,
+        0,
+        lambda w: {
+            "group_id": w.group + "-share",
+            "topics": [{"topic_name": w.topic, "partitions": [{"partition_index": 0, "start_offset": 0}]}],
+        },
+        nested("responses", "partitions", with_top=True),
+        (need(G30, ("share", Operation.READ)),),
+    ),
+    Case(
+        "delete-share-group-offsets",
+        92,
+        0,
+        lambda w: {"group_id": w.group + "-share", "topics": [{"topic_name": w.topic}]},
+        nested("responses", with_top=True),
+        (need(G30, ("share", Operation.DELETE)),),
     ),
 ]
 
