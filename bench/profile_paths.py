@@ -6,14 +6,15 @@ py-spy must be installed outside the project venv (bench/pyspy_stacks.py says ho
   produce   `epochlog up`, confluent-kafka producer, 1 KiB, acks=all, linger 5 ms (bench/produce_consume.py's)
   consume   the same node, 100 B messages read from offset 0 over and over by one consumer
   tls       the secure node of bench/security_bench.py: 1 KiB produce, then consume, over PLAINTEXT and over
-            SASL_SSL (SCRAM-SHA-512, TLS 1.3) on the same node; native frames too (--native-tls, default on),
-            so the C under `SSLObject.read` shows
+            SASL_SSL (SCRAM-SHA-512, TLS 1.3) on the same node
   rf3       a LocalCluster of 3 brokers (bench/cluster_bench.py's), RF=3 min ISR 2, 1 KiB acks=all; all three
             brokers profiled, labelled leader / follower
   spark     the exactly-once sink of bench/spark_sink_eos_bench.py (one warm-up run, then the profiled run):
             the broker on-CPU, and the Spark Python workers wall-clock (idle included), with the sink's time
             split by the line of epochlog/spark/sink.py it was on (which phase)
-Each load runs --seconds after a warm-up; sampling covers the load only. Prints the top self / inclusive
+Brokers are sampled with native frames and idle threads, the idle samples then dropped
+(bench/pyspy_stacks.py says why and how), so the C under `SSLObject.read` or uvloop shows. Each load runs
+--seconds after a warm-up; sampling covers the load only. Prints the top self / inclusive
 functions per process and writes bench/results/profile-*.json; the collapsed stacks stay in
 bench/results/profiles/ (gzipped).
 """
@@ -191,13 +192,13 @@ def case_tls(s: Session, seconds: float) -> None:
                 topic = f"prof-{uuid.uuid4().hex[:8]}"
                 create_topic(bootstrap, topic, client_conf=conf)
                 case = f"tls_node_{name}_produce_1KiB"
-                prod = produce_for(bootstrap, topic, 1024, seconds, s.rec(case, pid, native=s.args.native_tls),
+                prod = produce_for(bootstrap, topic, 1024, seconds, s.rec(case, pid),
                                    conf=conf)  # fmt: skip
                 s.done(case, prod)
                 case = f"tls_node_{name}_consume_1KiB"
                 end = prod["msgs"] + 1
                 s.done(case, consume_for(bootstrap, topic, end, 1024, seconds,
-                                         s.rec(case, pid, native=s.args.native_tls), conf=conf))  # fmt: skip
+                                         s.rec(case, pid), conf=conf))  # fmt: skip
         finally:
             node.broker.stop()
 
@@ -298,7 +299,7 @@ def case_spark(s: Session, records: int) -> None:
         warm = eos._run(spark, broker.bootstrap, src, records, tmp / "ckpt-warm")
         bpid = broker.proc.pid  # type: ignore[union-attr]
         on_cpu = Recording({"broker": bpid}, PROFILES, "spark_eos_sink", rate=s.args.rate).start()
-        workers = Recording({}, PROFILES, "spark_eos_sink_workers", rate=s.args.rate, idle=True,
+        workers = Recording({}, PROFILES, "spark_eos_sink_workers", rate=s.args.rate, native=False, lines=True,
                             subprocesses=True)  # fmt: skip
         attached: set[int] = {bpid}
         stop = threading.Event()
@@ -360,7 +361,6 @@ def main() -> None:
     ap.add_argument("--show", type=int, default=12, help="rows printed per table")
     ap.add_argument("--consume-fill", type=int, default=1_000_000, help="100 B messages the consume case reads")
     ap.add_argument("--spark-records", type=int, default=500_000)
-    ap.add_argument("--native-tls", action=argparse.BooleanOptionalAction, default=True)
     args = ap.parse_args()
     args.cases = set(filter(None, args.cases.split(",")))
     s = Session(args)
