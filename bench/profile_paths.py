@@ -353,6 +353,7 @@ def _gzip_profiles(names: list[str]) -> int:
 
 
 def main() -> None:
+    global PROFILES
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=12)
     ap.add_argument("--cases", default="produce,consume,tls,rf3,spark")
@@ -361,8 +362,10 @@ def main() -> None:
     ap.add_argument("--show", type=int, default=12, help="rows printed per table")
     ap.add_argument("--consume-fill", type=int, default=1_000_000, help="100 B messages the consume case reads")
     ap.add_argument("--spark-records", type=int, default=500_000)
+    ap.add_argument("--profiles-dir", default=str(PROFILES), help="where the collapsed stacks go")
     args = ap.parse_args()
     args.cases = set(filter(None, args.cases.split(",")))
+    PROFILES = Path(args.profiles_dir).resolve()
     s = Session(args)
     started = time.strftime("%Y-%m-%dT%H:%M:%S")
     if args.cases & {"produce", "consume"}:

@@ -33,6 +33,7 @@ from rich.table import Table
 PY_SPY = os.environ.get("EPOCHLOG_PY_SPY", "/tmp/pyspy/bin/py-spy")
 _FRAME = re.compile(r"^(?P<fn>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
 _ADDRESS = re.compile(r"^0x[0-9a-f]+$")
+_TICK = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -48,6 +49,8 @@ class Spy:
     cpu_s: float = 0.0
     wall_s: float = 0.0
     log: str = ""
+    user_sys0: tuple[float, float] = (0.0, 0.0)
+    sys_s: float = 0.0
 
 
 @dataclass
@@ -92,12 +95,13 @@ class Recording:
             if b"Sampling process" in logf.read_bytes():
                 break
             time.sleep(0.05)
-        spy.cpu0, spy.t0 = _cpu_or_zero(pid), time.monotonic()
+        spy.cpu0, spy.t0, spy.user_sys0 = _cpu_or_zero(pid), time.monotonic(), _user_sys(pid)
         self.spies.append(spy)
 
     def stop(self) -> None:
         for spy in self.spies:
             spy.cpu_s = _cpu_or_zero(spy.pid) - spy.cpu0
+            spy.sys_s = _user_sys(spy.pid)[1] - spy.user_sys0[1]
             spy.wall_s = time.monotonic() - spy.t0
             if spy.proc is not None and spy.proc.poll() is None:
                 spy.proc.send_signal(signal.SIGINT)  # py-spy writes its file on Ctrl-C
@@ -123,8 +127,8 @@ class Recording:
                 s = summarize(spy.out, top, classify=self.native)
             else:
                 s = {"samples": 0, "error": _tail(spy.log)}
-            s.update(pid=spy.pid, cpu_s=round(spy.cpu_s, 2), wall_s=round(spy.wall_s, 2), rate=self.rate,
-                     native=self.native, idle=self.idle, file=spy.out.name)  # fmt: skip
+            s.update(pid=spy.pid, cpu_s=round(spy.cpu_s, 2), sys_s=round(spy.sys_s, 2), wall_s=round(spy.wall_s, 2),
+                     rate=self.rate, native=self.native, idle=self.idle, file=spy.out.name)  # fmt: skip
             out[spy.name] = s
         return out
 
@@ -134,6 +138,15 @@ def _cpu_or_zero(pid: int) -> float:
         return cpu_seconds(pid)
     except (OSError, IndexError, ValueError):
         return 0.0
+
+
+def _user_sys(pid: int) -> tuple[float, float]:
+    """User and system (kernel: the syscalls' own work) CPU seconds of ``pid`` so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) / _TICK, int(fields[12]) / _TICK
+    except (OSError, IndexError, ValueError):
+        return 0.0, 0.0
 
 
 def _tail(path: str) -> str:
@@ -254,7 +267,7 @@ def show(case: str, summaries: dict[str, Any], top: int = 12, console: Console |
         else:
             mode = "wall clock, idle included"
         title = (f"{case} / {name}: {s['samples']} samples at {s['rate']} Hz ({mode}); "
-                 f"/proc CPU {s['cpu_s']} s in {s['wall_s']} s")  # fmt: skip
+                 f"/proc CPU {s['cpu_s']} s ({s.get('sys_s', '?')} s system) in {s['wall_s']} s")  # fmt: skip
         t = Table(title=title, title_justify="left")
         t.add_column("self", overflow="fold")
         t.add_column("%", justify="right")
@@ -269,3 +282,32 @@ def show(case: str, summaries: dict[str, Any], top: int = 12, console: Console |
                 cells += [col[i]["name"], f"{col[i]['pct']:.1f}"] if i < len(col) else ["", ""]
             t.add_row(*cells)
         console.print(t)
+
+
+def under(path: Path, frame: str, top: int = 15) -> list[dict[str, Any]]:
+    """Busy samples whose stack passes through ``frame`` (a module:function substring), by their leaf: what
+    the time under that function is spent on."""
+    by: Counter[str] = Counter()
+    total = 0
+    for frames, n in read_stacks(path).items():
+        if is_idle(frames):
+            continue
+        keys = [":".join(frame_key(f)) for f in frames]
+        hits = [i for i, k in enumerate(keys) if frame in k]
+        if hits:
+            total += n
+            by[keys[-1]] += n
+    return [{"name": k, "samples": v, "pct": round(100 * v / max(total, 1), 1)} for k, v in by.most_common(top)]
+
+
+if __name__ == "__main__":
+    import sys
+
+    # python bench/pyspy_stacks.py FILE [FRAME]: a file's tables, or what the time under FRAME goes to
+    if len(sys.argv) > 2:
+        for r in under(Path(sys.argv[1]), sys.argv[2]):
+            print(f"{r['pct']:5.1f}% {r['samples']:6d}  {r['name']}")
+    else:
+        s = summarize(Path(sys.argv[1]))
+        s.update(rate=100, cpu_s="?", wall_s="?", native=True, idle=True)
+        show(Path(sys.argv[1]).name, {"": s})

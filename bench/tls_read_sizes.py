@@ -81,12 +81,19 @@ def _pair(sctx: ssl.SSLContext, cctx: ssl.SSLContext) -> tuple[ssl.SSLObject, ss
     return client, c_out, server, s_in, s_out
 
 
-def _ciphertext(client: ssl.SSLObject, c_out: ssl.MemoryBIO, total: int, write: int) -> bytes:
-    payload = os.urandom(write)
+def _ciphertext(client: ssl.SSLObject, c_out: ssl.MemoryBIO, total: int, writes: tuple[int, ...]) -> bytes:
+    """``total`` bytes written as application writes of the sizes in ``writes``, in turn: each write of up to
+    16 KiB is one TLS record."""
+    payloads = [os.urandom(w) for w in writes]
     parts = []
-    for _ in range(total // write):
-        client.write(payload)
-        parts.append(c_out.read())
+    done = 0
+    while done < total:
+        for p in payloads:
+            client.write(p)
+            done += len(p)
+        if len(parts) % 64 == 0 or done >= total:
+            parts.append(c_out.read())
+    parts.append(c_out.read())
     return b"".join(parts)
 
 
@@ -176,11 +183,16 @@ def bio_experiment(mib: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="tls-sizes-") as tmp:
         sctx, cctx = _contexts(Path(tmp))
         res: dict[str, Any] = {"plaintext_bytes": total, "read": []}
-        for chunk in (4096, 16384, 65536, 262144):
-            client, c_out, server, s_in, _ = _pair(sctx, cctx)
-            wire = _ciphertext(client, c_out, total, MIB)
-            res["cipher"], res["wire_bytes"] = server.cipher(), len(wire)
-            res["read"].append(drain(server, s_in, wire, chunk))
+        # 1 MiB writes: full 16 KiB records; 16 B + 1008 B: the records librdkafka sent a broker producing
+        # 1 KiB messages over SASL_SSL (this script's broker part counted them), one per message piece.
+        for writes in ((MIB,), (16, 1008)):
+            for chunk in (4096, 16384, 65536, 262144) if writes == (MIB,) else (65536, 262144):
+                client, c_out, server, s_in, _ = _pair(sctx, cctx)
+                wire = _ciphertext(client, c_out, total if writes == (MIB,) else total // 4, writes)
+                res["cipher"] = server.cipher()
+                row = drain(server, s_in, wire, chunk)
+                row["records_written"] = "+".join(map(str, writes))
+                res["read"].append(row)
         res["floors"] = floors(total)
         _, _, server, _, s_out = _pair(sctx, cctx)
         res["write"] = write_side(server, s_out)
@@ -238,10 +250,11 @@ def show(res: dict[str, Any]) -> None:
     if "bio" in res:
         b = res["bio"]
         t = Table(title=f"broker-side SSLObject.read, {b['plaintext_bytes'] // MIB} MiB, {b['cipher']}; {b['floors']}")
-        for col in ("chunk", "mb_per_s", "read_calls", "bytes_per_call", "us_per_call", "want_read_errors"):
+        for col in ("app writes", "chunk", "mb_per_s", "read_calls", "bytes_per_call", "us_per_call", "want_read"):
             t.add_column(col, justify="right")
         for r in b["read"]:
-            t.add_row(*(f"{r[k]:,}" for k in ("chunk", "mb_per_s", "read_calls", "bytes_per_call")),
+            cells = [f"{r[k]:,}" for k in ("chunk", "mb_per_s", "read_calls", "bytes_per_call")]
+            t.add_row(r["records_written"], *cells,
                       str(r["us_per_call"]), f"{r['want_read_errors']:,}")  # fmt: skip
         c.print(t)
         t = Table(title="SSLObject.write: one call per piece (uvloop's writelines) or joined first")
