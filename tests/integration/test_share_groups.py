@@ -108,8 +108,16 @@ def test_two_share_consumers_share_a_partition(broker_factory: Any) -> None:
 
         host, port = b.bootstrap.split(":")
         with Connection(host, int(port), 10) as conn:
-            r = conn.request(ShareGroupDescribeRequest(group_ids=(GroupId("sg"),), include_authorized_operations=False))
-            g = r.groups[0]
+
+            def described() -> Any:
+                req = ShareGroupDescribeRequest(group_ids=(GroupId("sg"),), include_authorized_operations=False)
+                return conn.request(req).groups[0]
+
+            # A consumer that found nothing left to read may still be joining: both keep polling (and so
+            # heartbeating) until the group holds them both.
+            poll_until([c1, c2], lambda: len(described().members) == 2, 15, lambda _c, m: extra.append(m.value()))
+            assert extra == [b"end"]
+            g = described()
             assert g.error_code == Err.NONE and g.group_state == "Stable" and len(g.members) == 2
             assert {m.client_id for m in g.members} == {"c1", "c2"}
             listed = conn.request(ListGroupsRequest(states_filter=(), types_filter=()))
