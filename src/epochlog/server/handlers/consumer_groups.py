@@ -39,7 +39,8 @@ def _owned(broker: Broker, topics: Any) -> Assignment | None:
     return frozenset(owned)
 
 
-def _by_topic(broker: Broker, tps: Iterable[tuple[str, int]], names: bool) -> list[dict[str, Any]]:
+def by_topic(broker: Broker, tps: Iterable[tuple[str, int]], names: bool) -> list[dict[str, Any]]:
+    """Partitions as a heartbeat or describe answer lists them: by topic id (and name), topics gone left out."""
     grouped: dict[str, list[int]] = {}
     for t, p in sorted(tps):
         grouped.setdefault(t, []).append(p)
@@ -55,7 +56,8 @@ def _by_topic(broker: Broker, tps: Iterable[tuple[str, int]], names: bool) -> li
     return rows
 
 
-def _refused(code: int, message: str | None, member_id: str) -> dict[str, Any]:
+def refused_heartbeat(code: int, message: str | None, member_id: str) -> dict[str, Any]:
+    """A consumer or share group heartbeat's answer to a request refused before the group saw it."""
     return {
         "throttle_time": 0,
         "error_code": code,
@@ -85,7 +87,7 @@ async def _heartbeat(broker: Broker, header: RequestHeader, req: Any) -> dict[st
     r = await broker.groups.consumer_heartbeat(hb)
     assignment = None
     if r.assignment is not None:
-        assignment = {"topic_partitions": _by_topic(broker, r.assignment, names=False)}
+        assignment = {"topic_partitions": by_topic(broker, r.assignment, names=False)}
     return {
         "throttle_time": 0,
         "error_code": r.error_code,
@@ -100,12 +102,12 @@ async def _heartbeat(broker: Broker, header: RequestHeader, req: Any) -> dict[st
 def handle_consumer_group_heartbeat(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = decode_body(frame, header)
     if not authz.group_allowed(broker, header, Operation.READ, req.group_id):
-        return _refused(Err.GROUP_AUTHORIZATION_FAILED, None, req.member_id)
+        return refused_heartbeat(Err.GROUP_AUTHORIZATION_FAILED, None, req.member_id)
     if req.subscribed_topic_names:
         denied = authz.denied_topics(broker, header, Operation.DESCRIBE, req.subscribed_topic_names)
         if denied:
             message = f"not authorized to describe {', '.join(sorted(denied))}"
-            return _refused(Err.TOPIC_AUTHORIZATION_FAILED, message, req.member_id)
+            return refused_heartbeat(Err.TOPIC_AUTHORIZATION_FAILED, message, req.member_id)
     return _heartbeat(broker, header, req)
 
 
@@ -119,8 +121,8 @@ def _member(broker: Broker, m: Any) -> dict[str, Any]:
         "client_host": m.client_host,
         "subscribed_topic_names": list(m.subscribed_topic_names),
         "subscribed_topic_regex": m.subscribed_topic_regex,
-        "assignment": {"topic_partitions": _by_topic(broker, m.assignment, names=True)},
-        "target_assignment": {"topic_partitions": _by_topic(broker, m.target_assignment, names=True)},
+        "assignment": {"topic_partitions": by_topic(broker, m.assignment, names=True)},
+        "target_assignment": {"topic_partitions": by_topic(broker, m.target_assignment, names=True)},
         "member_type": CONSUMER_MEMBER,
     }
 

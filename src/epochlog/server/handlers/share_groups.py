@@ -4,7 +4,6 @@ the metadata does not know (deleted meanwhile) are left out of the answers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from epochlog.groups.share.messages import ShareHeartbeatRequest
@@ -12,37 +11,10 @@ from epochlog.protocol.codec import RequestHeader, decode_body
 from epochlog.protocol.errors import Err
 from epochlog.security.acl import Operation
 from epochlog.server import authz
+from epochlog.server.handlers.consumer_groups import by_topic, refused_heartbeat
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
-
-
-def _by_topic(broker: Broker, tps: Iterable[tuple[str, int]], names: bool) -> list[dict[str, Any]]:
-    grouped: dict[str, list[int]] = {}
-    for t, p in sorted(tps):
-        grouped.setdefault(t, []).append(p)
-    rows = []
-    for t, parts in grouped.items():
-        info = broker.image.topics.get(t)
-        if info is None:
-            continue
-        row: dict[str, Any] = {"topic_id": info.uuid, "partitions": parts}
-        if names:
-            row["topic_name"] = t
-        rows.append(row)
-    return rows
-
-
-def _refused(code: int, message: str | None, member_id: str) -> dict[str, Any]:
-    return {
-        "throttle_time": 0,
-        "error_code": code,
-        "error_message": message,
-        "member_id": member_id or None,
-        "member_epoch": 0,
-        "heartbeat_interval": 0,
-        "assignment": None,
-    }
 
 
 async def _heartbeat(broker: Broker, header: RequestHeader, req: Any) -> dict[str, Any]:
@@ -58,7 +30,7 @@ async def _heartbeat(broker: Broker, header: RequestHeader, req: Any) -> dict[st
     r = await broker.groups.share_heartbeat(hb)
     assignment = None
     if r.assignment is not None:
-        assignment = {"topic_partitions": _by_topic(broker, r.assignment, names=False)}
+        assignment = {"topic_partitions": by_topic(broker, r.assignment, names=False)}
     return {
         "throttle_time": 0,
         "error_code": r.error_code,
@@ -73,12 +45,12 @@ async def _heartbeat(broker: Broker, header: RequestHeader, req: Any) -> dict[st
 def handle_share_group_heartbeat(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     req = decode_body(frame, header)
     if not authz.group_allowed(broker, header, Operation.READ, req.group_id):
-        return _refused(Err.GROUP_AUTHORIZATION_FAILED, None, req.member_id)
+        return refused_heartbeat(Err.GROUP_AUTHORIZATION_FAILED, None, req.member_id)
     if req.subscribed_topic_names:
         denied = authz.denied_topics(broker, header, Operation.DESCRIBE, req.subscribed_topic_names)
         if denied:
             message = f"not authorized to describe {', '.join(sorted(denied))}"
-            return _refused(Err.TOPIC_AUTHORIZATION_FAILED, message, req.member_id)
+            return refused_heartbeat(Err.TOPIC_AUTHORIZATION_FAILED, message, req.member_id)
     return _heartbeat(broker, header, req)
 
 
@@ -105,7 +77,7 @@ def _described(broker: Broker, header: RequestHeader, group_id: str) -> dict[str
             "client_id": m.client_id,
             "client_host": m.client_host,
             "subscribed_topic_names": list(m.subscribed_topic_names),
-            "assignment": {"topic_partitions": _by_topic(broker, m.assignment, names=True)},
+            "assignment": {"topic_partitions": by_topic(broker, m.assignment, names=True)},
         }
         for m in d.members
     ]
