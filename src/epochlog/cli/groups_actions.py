@@ -13,6 +13,7 @@ import typer
 
 if TYPE_CHECKING:
     from epochlog.client.groups import GroupDescription
+    from epochlog.client.security import ClientSecurity
 
 # The --describe --offsets rows of one group: how many, and the table.
 OffsetsOf = Callable[["GroupDescription"], tuple[int, str]]
@@ -113,3 +114,23 @@ def report_offsets_deletion(
     typer.echo("")
     typer.echo(table)
     return 0 if top is None and not failed_rows else 1
+
+
+def add_command_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties (security.protocol, sasl.*, ssl.*) for the connections, as Kafka's tools take",
+    )
+
+
+def security(p: argparse.ArgumentParser, opts: argparse.Namespace) -> ClientSecurity | None:
+    """The --command-config file's settings (None without one); a bad file is a usage error naming it."""
+    from epochlog.client.security import load_command_config
+
+    if opts.command_config is None:
+        return None
+    try:
+        return load_command_config(opts.command_config)
+    except (OSError, ValueError) as e:
+        usage(p, f"--command-config {opts.command_config}: {e}")

@@ -58,6 +58,7 @@ def parser() -> argparse.ArgumentParser:
     for name in ("to-earliest", "to-latest", "to-current"):
         p.add_argument(f"--{name}", action="store_true")
     p.add_argument("--timeout", type=int, default=10_000, help="ms to wait for the cluster (default 10000)")
+    actions.add_command_config(p)
     return p
 
 
@@ -81,7 +82,7 @@ def run(argv: list[str]) -> int:
         actions.usage(p, "--members and --offsets can only be used with --describe")
     if action in ("describe", "delete", "reset_offsets") and not opts.group and not opts.all_groups:
         actions.usage(p, f"--{action.replace('_', '-')} needs --group or --all-groups")
-    with GroupsClient(opts.bootstrap_server, opts.timeout / 1000) as client:
+    with GroupsClient(opts.bootstrap_server, opts.timeout / 1000, security=actions.security(p, opts)) as client:
         try:
             return {
                 "list": _list,

@@ -47,6 +47,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--to-earliest", action="store_true")
     p.add_argument("--to-latest", action="store_true")
     p.add_argument("--timeout", type=int, default=10_000, help="ms to wait for the cluster (default 10000)")
+    actions.add_command_config(p)
     return p
 
 
@@ -71,7 +72,7 @@ def run(argv: list[str]) -> int:
         actions.usage(p, f"--{action} needs --group or --all-groups")
     if action in ("reset_offsets", "delete_offsets") and len(opts.group) != 1:
         actions.usage(p, f"--{action.replace('_', '-')} takes one --group: it supports one share group at a time")
-    with GroupsClient(opts.bootstrap_server, opts.timeout / 1000) as groups:
+    with GroupsClient(opts.bootstrap_server, opts.timeout / 1000, security=actions.security(p, opts)) as groups:
         client = ShareGroupsClient(groups)
         try:
             return {
