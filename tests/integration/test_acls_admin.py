@@ -453,5 +453,53 @@ def test_scram_login_with_formatted_and_altered_credentials(tmp_path: Path) -> N
         )
         listed = epochlog("acls", "--bootstrap-server", bs, "--command-config", str(config), "--list").stdout
         assert "principal=User:alice" in listed
+        _groups_cli_through_command_config(bs, config)
     finally:
         b.stop()
+
+
+def _groups_cli_through_command_config(bs: str, config: Path) -> None:
+    """`epochlog groups` and `share-groups` connect as the --command-config file says: a KIP-848 group is
+    described (its admin calls and ConsumerGroupDescribe over the wire both log in); without the file the
+    same commands cannot reach the SASL listener."""
+    import time
+
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import NewTopic
+
+    sasl = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "admin",
+        "sasl.password": "admin-secret",
+    }
+    admin = AdminClient({"bootstrap.servers": bs, **sasl})
+    admin.create_topics([NewTopic("grouped", 2, 1)])["grouped"].result(TIMEOUT)
+    c = Consumer({"bootstrap.servers": bs, "group.id": "g848", "group.protocol": "consumer", **sasl})
+    try:
+        c.subscribe(["grouped"])
+        deadline = time.monotonic() + 30
+        while not c.assignment() and time.monotonic() < deadline:
+            c.poll(0.2)
+        assert c.assignment(), "the KIP-848 member got no assignment"
+        out = epochlog(
+            "groups", "--bootstrap-server", bs, "--command-config", str(config), "--describe", "--group", "g848",
+            "--members", "--verbose",
+        ).stdout  # fmt: skip
+        # Member epochs come from ConsumerGroupDescribe, sent over the wire connection, not the AdminClient.
+        assert "g848" in out and "CURRENT-EPOCH" in out and "grouped(0,1)" in out, out
+        listed = epochlog("share-groups", "--bootstrap-server", bs, "--command-config", str(config), "--list")
+        assert listed.returncode == 0
+        cut = epochlog("groups", "--bootstrap-server", bs, "--list", "--timeout", "2000", check=False)
+        assert cut.returncode != 0 and "g848" not in cut.stdout, (cut.stdout, cut.stderr)
+        bad = tmp_bad_config(config)
+        refused = epochlog("groups", "--bootstrap-server", bs, "--command-config", str(bad), "--list", check=False)
+        assert refused.returncode == 2 and "--command-config" in refused.stderr, refused.stderr
+    finally:
+        c.close()
+
+
+def tmp_bad_config(config: Path) -> Path:
+    bad = config.with_name("bad.properties")
+    bad.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n")
+    return bad

@@ -7,9 +7,11 @@ value (--list --state, --list --state Stable, --describe --state); argparse does
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import typer
+
+from epochlog.cli import groups_actions as actions
 
 if TYPE_CHECKING:
     from epochlog.cli.groups_reset import Scenario
@@ -56,15 +58,9 @@ def parser() -> argparse.ArgumentParser:
     for name in ("to-earliest", "to-latest", "to-current"):
         p.add_argument(f"--{name}", action="store_true")
     p.add_argument("--timeout", type=int, default=10_000, help="ms to wait for the cluster (default 10000)")
+    actions.add_command_config(p)
     return p
 
-
-def _usage(p: argparse.ArgumentParser, msg: str) -> NoReturn:
-    p.error(msg)  # exits with status 2, as a usage error
-
-
-def _err(msg: str) -> None:
-    typer.echo(f"Error: {msg}", err=True)
 
 
 def run(argv: list[str]) -> int:
@@ -75,18 +71,18 @@ def run(argv: list[str]) -> int:
     opts = p.parse_args(argv)
     chosen = [a for a in ACTIONS if getattr(opts, a)]
     if len(chosen) != 1:
-        _usage(
+        actions.usage(
             p,
             "Command must include exactly one action: --list, --describe, --delete, --reset-offsets, --delete-offsets",
         )
     action = chosen[0]
     if opts.type is not None and action != "list":
-        _usage(p, "--type can only be used with --list")
+        actions.usage(p, "--type can only be used with --list")
     if (opts.members or opts.offsets) and action != "describe":
-        _usage(p, "--members and --offsets can only be used with --describe")
+        actions.usage(p, "--members and --offsets can only be used with --describe")
     if action in ("describe", "delete", "reset_offsets") and not opts.group and not opts.all_groups:
-        _usage(p, f"--{action.replace('_', '-')} needs --group or --all-groups")
-    with GroupsClient(opts.bootstrap_server, opts.timeout / 1000) as client:
+        actions.usage(p, f"--{action.replace('_', '-')} needs --group or --all-groups")
+    with GroupsClient(opts.bootstrap_server, opts.timeout / 1000, security=actions.security(p, opts)) as client:
         try:
             return {
                 "list": _list,
@@ -96,12 +92,12 @@ def run(argv: list[str]) -> int:
                 "delete_offsets": _delete_offsets,
             }[action](p, opts, client)
         except GroupsError as e:
-            _err(f"Executing consumer group command failed due to {e}")
+            actions.err(f"Executing consumer group command failed due to {e}")
             return 1
 
 
 def _group_ids(opts: argparse.Namespace, client: GroupsClient) -> list[str]:
-    return [g.group_id for g in client.list_groups()] if opts.all_groups else list(dict.fromkeys(opts.group))
+    return actions.group_ids(opts, lambda: (g.group_id for g in client.list_groups()))
 
 
 def _split(value: str | None) -> list[str]:
@@ -114,9 +110,9 @@ def _list(p: argparse.ArgumentParser, opts: argparse.Namespace, client: GroupsCl
 
     types, states = _split(opts.type), _split(opts.state)
     if bad := [t for t in types if t.lower() not in GROUP_TYPES]:
-        _usage(p, f"Invalid types list '{','.join(bad)}'. Valid types are: {', '.join(GROUP_TYPES)}")
+        actions.usage(p, f"Invalid types list '{','.join(bad)}'. Valid types are: {', '.join(GROUP_TYPES)}")
     if bad := [s for s in states if s.lower() not in {x.lower() for x in STATES}]:
-        _usage(p, f"Invalid state list '{','.join(bad)}'. Valid states are: {', '.join(STATES)}")
+        actions.usage(p, f"Invalid state list '{','.join(bad)}'. Valid states are: {', '.join(STATES)}")
     groups = client.list_groups(types, states)
     out = list_output(groups, opts.type is not None, opts.state is not None)
     if out:
@@ -125,32 +121,14 @@ def _list(p: argparse.ArgumentParser, opts: argparse.Namespace, client: GroupsCl
 
 
 def _describe(p: argparse.ArgumentParser, opts: argparse.Namespace, client: GroupsClient) -> int:
-    from epochlog.cli import groups_format as fmt
+    types: dict[str, str] = {}
 
-    if sum(map(bool, (opts.members, opts.offsets, opts.state is not None))) > 1:
-        _usage(p, "--describe takes one of --members, --offsets and --state")
-    failed = False
-    types = {g.group_id: g.type for g in client.list_groups()}
-    for gid in sorted(_group_ids(opts, client)):
-        d = client.describe(gid, types.get(gid, ""))
-        if opts.members:
-            rows, text = len(d.members), fmt.members_table(d, opts.verbose)
-        elif opts.state is not None:
-            rows, text = 1, fmt.state_table(d, opts.verbose)
-        else:
-            rows, text = _offsets(client, d)
-        message, is_error, show = fmt.notice(d, rows if d.exists else None)
-        if message:
-            typer.echo("", err=True)
-            if is_error:
-                _err(message)
-                failed = True
-            else:
-                typer.echo(message, err=True)
-        if show:
-            typer.echo("")
-            typer.echo(text)
-    return 1 if failed else 0
+    def one(gid: str) -> GroupDescription:
+        if not types:  # listed once, after the options were checked: a KIP-848 group is described its own way
+            types.update({g.group_id: g.type for g in client.list_groups()})
+        return client.describe(gid, types.get(gid, ""))
+
+    return actions.describe(p, opts, _group_ids(opts, client), one, lambda d: _offsets(client, d))
 
 
 def _offsets(client: GroupsClient, d: GroupDescription) -> tuple[int, str]:
@@ -171,17 +149,7 @@ def _delete(p: argparse.ArgumentParser, opts: argparse.Namespace, client: Groups
     if not ids:
         return 0
     results = client.delete_groups(ids)
-    ok = [g for g, e in results.items() if e is None]
-    failed = {g: e for g, e in results.items() if e is not None}
-    if not failed:
-        typer.echo(f"Deletion of requested consumer groups ('{', '.join(ok)}') was successful.")
-        return 0
-    _err("Deletion of some consumer groups failed:")
-    for g, e in failed.items():
-        typer.echo(f"* Group '{g}' could not be deleted due to: {e}", err=True)
-    if ok:
-        typer.echo(f"\nThese consumer groups were deleted successfully: '{', '.join(ok)}'")
-    return 1
+    return actions.report_deletion(results, "consumer group")
 
 
 def _scenario(p: argparse.ArgumentParser, opts: argparse.Namespace) -> Scenario:
@@ -189,19 +157,19 @@ def _scenario(p: argparse.ArgumentParser, opts: argparse.Namespace) -> Scenario:
 
     chosen = [s for s in SCENARIOS if getattr(opts, s.replace("-", "_")) not in (None, False)]
     if len(chosen) != 1:
-        _usage(p, f"--reset-offsets needs exactly one of: {', '.join('--' + s for s in SCENARIOS)}")
+        actions.usage(p, f"--reset-offsets needs exactly one of: {', '.join('--' + s for s in SCENARIOS)}")
     value = getattr(opts, chosen[0].replace("-", "_"))
     return Scenario(chosen[0], value if isinstance(value, str) else None)
 
 
 def _reset(p: argparse.ArgumentParser, opts: argparse.Namespace, client: GroupsClient) -> int:
     from epochlog.cli.groups_format import reset_table
-    from epochlog.cli.groups_reset import ResetError, parse_topic, plan
+    from epochlog.cli.groups_reset import ResetError, plan
 
     if opts.dry_run and opts.execute:
-        _usage(p, "--reset-offsets only accepts one of --execute and --dry-run")
+        actions.usage(p, "--reset-offsets only accepts one of --execute and --dry-run")
     if bool(opts.topic) == bool(opts.all_topics):
-        _usage(p, "One of the reset scopes should be defined: --all-topics, --topic.")
+        actions.usage(p, "One of the reset scopes should be defined: --all-topics, --topic.")
     scenario = _scenario(p, opts)
     if not opts.dry_run and not opts.execute:
         typer.echo(
@@ -214,21 +182,17 @@ def _reset(p: argparse.ArgumentParser, opts: argparse.Namespace, client: GroupsC
     for gid in _group_ids(opts, client):
         d = client.describe(gid)
         if d.state not in _INACTIVE:
-            _err(f"Assignments can only be reset if the group '{gid}' is inactive, but the current state is {d.state}.")
+            actions.err(
+                f"Assignments can only be reset if the group '{gid}' is inactive, but the current state is {d.state}."
+            )
             failed = True
             continue
         committed = client.committed(gid)
         try:
-            if opts.all_topics:
-                partitions = list(committed)
-            else:
-                partitions = []
-                for arg in opts.topic:
-                    topic, parts = parse_topic(arg)
-                    partitions += client.partitions([topic]) if parts is None else [(topic, n) for n in parts]
+            partitions = list(committed) if opts.all_topics else actions.named_partitions(opts.topic, client.partitions)
             new = plan(client, partitions, scenario, committed)
         except ResetError as e:
-            _usage(p, str(e))
+            actions.usage(p, str(e))
         if opts.execute and new:
             client.alter_offsets(gid, new)
         plans[gid] = new
@@ -245,35 +209,29 @@ def _reset(p: argparse.ArgumentParser, opts: argparse.Namespace, client: GroupsC
 
 def _delete_offsets(p: argparse.ArgumentParser, opts: argparse.Namespace, client: GroupsClient) -> int:
     from epochlog.cli.groups_format import delete_offsets_table
-    from epochlog.cli.groups_reset import ResetError, parse_topic
+    from epochlog.cli.groups_reset import ResetError
 
     if len(opts.group) != 1 or not opts.topic:
-        _usage(p, "--delete-offsets takes one --group and at least one --topic")
+        actions.usage(p, "--delete-offsets takes one --group and at least one --topic")
     gid = opts.group[0]
-    partitions: list[tuple[str, int]] = []
     try:
-        for arg in opts.topic:
-            topic, parts = parse_topic(arg)
-            partitions += client.partitions([topic]) if parts is None else [(topic, n) for n in parts]
+        partitions = actions.named_partitions(opts.topic, client.partitions)
     except ResetError as e:
-        _usage(p, str(e))
+        actions.usage(p, str(e))
     top, rows = client.delete_offsets(gid, partitions)
     messages = {
-        None: None,
         "INVALID_GROUP_ID": f"'{gid}' is not valid.",
         "GROUP_ID_NOT_FOUND": f"'{gid}' does not exist.",
         "GROUP_AUTHORIZATION_FAILED": f"Access to '{gid}' is not authorized.",
         "NON_EMPTY_GROUP": f"Deleting offsets of a consumer group '{gid}' is forbidden if the group is not empty.",
     }
-    if top is None and not any(rows.values()):
-        typer.echo(f"Request succeed for deleting offsets with topic {', '.join(opts.topic)} group {gid}")
-    elif top is None:
-        _err("Encounter some partition level error, see the follow-up details:")
-    else:
-        _err(messages.get(top) or f"Encounter some unknown error: {top}")
-    typer.echo("")
-    typer.echo(delete_offsets_table(rows or dict.fromkeys(partitions, top)))
-    return 0 if top is None and not any(rows.values()) else 1
+    return actions.report_offsets_deletion(
+        top,
+        any(rows.values()),
+        f"Request succeed for deleting offsets with topic {', '.join(opts.topic)} group {gid}",
+        messages,
+        delete_offsets_table(rows or dict.fromkeys(partitions, top)),
+    )
 
 
 def register(app: typer.Typer) -> None:

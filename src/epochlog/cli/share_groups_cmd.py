@@ -6,9 +6,11 @@ group's committed offsets. Changing offsets needs a group with no active members
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import typer
+
+from epochlog.cli import groups_actions as actions
 
 if TYPE_CHECKING:
     from epochlog.client.groups import GroupDescription
@@ -45,15 +47,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--to-earliest", action="store_true")
     p.add_argument("--to-latest", action="store_true")
     p.add_argument("--timeout", type=int, default=10_000, help="ms to wait for the cluster (default 10000)")
+    actions.add_command_config(p)
     return p
 
-
-def _usage(p: argparse.ArgumentParser, msg: str) -> NoReturn:
-    p.error(msg)
-
-
-def _err(msg: str) -> None:
-    typer.echo(f"Error: {msg}", err=True)
 
 
 def run(argv: list[str]) -> int:
@@ -65,18 +61,18 @@ def run(argv: list[str]) -> int:
     opts = p.parse_args(argv)
     chosen = [a for a in ACTIONS if getattr(opts, a)]
     if len(chosen) != 1:
-        _usage(
+        actions.usage(
             p,
             "Command must include exactly one action: --list, --describe, --delete, --reset-offsets, --delete-offsets",
         )
     action = chosen[0]
     if (opts.members or opts.offsets) and action != "describe":
-        _usage(p, "--members and --offsets can only be used with --describe")
+        actions.usage(p, "--members and --offsets can only be used with --describe")
     if action in ("describe", "delete") and not opts.group and not opts.all_groups:
-        _usage(p, f"--{action} needs --group or --all-groups")
+        actions.usage(p, f"--{action} needs --group or --all-groups")
     if action in ("reset_offsets", "delete_offsets") and len(opts.group) != 1:
-        _usage(p, f"--{action.replace('_', '-')} takes one --group: it supports one share group at a time")
-    with GroupsClient(opts.bootstrap_server, opts.timeout / 1000) as groups:
+        actions.usage(p, f"--{action.replace('_', '-')} takes one --group: it supports one share group at a time")
+    with GroupsClient(opts.bootstrap_server, opts.timeout / 1000, security=actions.security(p, opts)) as groups:
         client = ShareGroupsClient(groups)
         try:
             return {
@@ -87,12 +83,12 @@ def run(argv: list[str]) -> int:
                 "delete_offsets": _delete_offsets,
             }[action](p, opts, client)
         except GroupsError as e:
-            _err(f"Executing share group command failed due to {e}")
+            actions.err(f"Executing share group command failed due to {e}")
             return 1
 
 
 def _group_ids(opts: argparse.Namespace, client: ShareGroupsClient) -> list[str]:
-    return [g.group_id for g in client.list_groups()] if opts.all_groups else list(dict.fromkeys(opts.group))
+    return actions.group_ids(opts, lambda: (g.group_id for g in client.list_groups()))
 
 
 def _list(p: argparse.ArgumentParser, opts: argparse.Namespace, client: ShareGroupsClient) -> int:
@@ -107,31 +103,7 @@ def _list(p: argparse.ArgumentParser, opts: argparse.Namespace, client: ShareGro
 
 
 def _describe(p: argparse.ArgumentParser, opts: argparse.Namespace, client: ShareGroupsClient) -> int:
-    from epochlog.cli import groups_format as fmt
-
-    if sum(map(bool, (opts.members, opts.offsets, opts.state is not None))) > 1:
-        _usage(p, "--describe takes one of --members, --offsets and --state")
-    failed = False
-    for gid in sorted(_group_ids(opts, client)):
-        d = client.describe(gid)
-        if opts.members:
-            rows, text = len(d.members), fmt.members_table(d, opts.verbose)
-        elif opts.state is not None:
-            rows, text = 1, fmt.state_table(d, opts.verbose)
-        else:
-            rows, text = _offsets(client, d)
-        message, is_error, show = fmt.notice(d, rows if d.exists else None)
-        if message:
-            typer.echo("", err=True)
-            if is_error:
-                _err(message)
-                failed = True
-            else:
-                typer.echo(message, err=True)
-        if show:
-            typer.echo("")
-            typer.echo(text)
-    return 1 if failed else 0
+    return actions.describe(p, opts, _group_ids(opts, client), client.describe, lambda d: _offsets(client, d))
 
 
 def _offsets(client: ShareGroupsClient, d: GroupDescription) -> tuple[int, str]:
@@ -153,30 +125,20 @@ def _delete(p: argparse.ArgumentParser, opts: argparse.Namespace, client: ShareG
     if not ids:
         return 0
     results = client.groups.delete_groups(ids)
-    ok = [g for g, e in results.items() if e is None]
-    failed = {g: e for g, e in results.items() if e is not None}
-    if not failed:
-        typer.echo(f"Deletion of requested share groups ('{', '.join(ok)}') was successful.")
-        return 0
-    _err("Deletion of some share groups failed:")
-    for g, e in failed.items():
-        typer.echo(f"* Share group '{g}' could not be deleted due to: {e}", err=True)
-    if ok:
-        typer.echo(f"\nThese share groups were deleted successfully: '{', '.join(ok)}'")
-    return 1
+    return actions.report_deletion(results, "share group")
 
 
 def _reset(p: argparse.ArgumentParser, opts: argparse.Namespace, client: ShareGroupsClient) -> int:
     from epochlog.cli.groups_format import reset_table
-    from epochlog.cli.groups_reset import ResetError, Scenario, parse_topic, plan
+    from epochlog.cli.groups_reset import ResetError, Scenario, plan
 
     if opts.dry_run and opts.execute:
-        _usage(p, "--reset-offsets only accepts one of --execute and --dry-run")
+        actions.usage(p, "--reset-offsets only accepts one of --execute and --dry-run")
     if bool(opts.topic) == bool(opts.all_topics):
-        _usage(p, "One of the reset scopes should be defined: --all-topics, --topic.")
+        actions.usage(p, "One of the reset scopes should be defined: --all-topics, --topic.")
     chosen = [s for s in SCENARIOS if getattr(opts, s.replace("-", "_")) not in (None, False)]
     if len(chosen) != 1:
-        _usage(p, f"--reset-offsets needs exactly one of: {', '.join('--' + s for s in SCENARIOS)}")
+        actions.usage(p, f"--reset-offsets needs exactly one of: {', '.join('--' + s for s in SCENARIOS)}")
     scenario = Scenario(chosen[0], opts.to_datetime if chosen[0] == "to-datetime" else None)
     if not opts.dry_run and not opts.execute:
         typer.echo(
@@ -187,23 +149,20 @@ def _reset(p: argparse.ArgumentParser, opts: argparse.Namespace, client: ShareGr
     gid = opts.group[0]
     d = client.describe(gid)
     if not d.exists:
-        _err(f"Share group '{gid}' does not exist.")
+        actions.err(f"Share group '{gid}' does not exist.")
         return 1
     if d.members:
-        _err(f"Share group '{gid}' is not empty.")
+        actions.err(f"Share group '{gid}' is not empty.")
         return 1
     current = {tp: s.start_offset for tp, s in client.start_offsets(gid).items() if s.start_offset >= 0}
     try:
         if opts.all_topics:
             partitions = list(current)
         else:
-            partitions = []
-            for arg in opts.topic:
-                topic, parts = parse_topic(arg)
-                partitions += client.groups.partitions([topic]) if parts is None else [(topic, n) for n in parts]
+            partitions = actions.named_partitions(opts.topic, client.groups.partitions)
         new = plan(client.groups, partitions, scenario, current)
     except ResetError as e:
-        _usage(p, str(e))
+        actions.usage(p, str(e))
     if opts.execute and new:
         client.alter_offsets(gid, new)
     if new:
@@ -216,7 +175,7 @@ def _delete_offsets(p: argparse.ArgumentParser, opts: argparse.Namespace, client
     from epochlog.cli.groups_format import delete_share_offsets_table
 
     if not opts.topic:
-        _usage(p, "--delete-offsets takes one --group and at least one --topic")
+        actions.usage(p, "--delete-offsets takes one --group and at least one --topic")
     gid = opts.group[0]
     topics = [t.partition(":")[0] for t in opts.topic]
     top, rows = client.delete_offsets(gid, topics)
@@ -225,15 +184,13 @@ def _delete_offsets(p: argparse.ArgumentParser, opts: argparse.Namespace, client
         "GROUP_AUTHORIZATION_FAILED": f"Access to '{gid}' is not authorized.",
         "NON_EMPTY_GROUP": f"Deleting offsets of a share group '{gid}' is forbidden if the group is not empty.",
     }
-    if top is None and not any(rows.values()):
-        typer.echo(f"Request succeed for deleting offsets from group {gid}.")
-    elif top is None:
-        _err("Encounter some partition level error, see the follow-up details:")
-    else:
-        _err(messages.get(top) or f"Encounter some unknown error: {top}")
-    typer.echo("")
-    typer.echo(delete_share_offsets_table(rows or dict.fromkeys(topics, top)))
-    return 0 if top is None and not any(rows.values()) else 1
+    return actions.report_offsets_deletion(
+        top,
+        any(rows.values()),
+        f"Request succeed for deleting offsets from group {gid}.",
+        messages,
+        delete_share_offsets_table(rows or dict.fromkeys(topics, top)),
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -21,6 +21,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, ConsumerGroupType, Kaf
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from epochlog.client.admin import EARLIEST_SPEC, LATEST_SPEC
+from epochlog.client.security import ClientSecurity, librdkafka_config
 from epochlog.client.transactions import Cluster, TxnAdminError
 from epochlog.client.wire import Connection, WireError
 from epochlog.codes import Err
@@ -120,10 +121,22 @@ def _error_code(e: BaseException) -> int | None:
 class GroupsClient:
     """One AdminClient and, when a consumer group or OffsetDelete needs it, wire connections to the brokers."""
 
-    def __init__(self, bootstrap: str, timeout: float = 10.0, admin: AdminClient | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        timeout: float = 10.0,
+        admin: AdminClient | None = None,
+        security: ClientSecurity | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
         self.timeout = timeout
-        self.admin = admin or AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000)})
+        self.security = security
+        conf: dict[str, str | int | float | bool] = {
+            "bootstrap.servers": bootstrap,
+            "socket.timeout.ms": int(timeout * 1000),
+        }
+        conf.update(librdkafka_config(security) if security else {})
+        self.admin = admin or AdminClient(conf)
         self._cluster: _GroupsCluster | None = None
 
     def close(self) -> None:
@@ -140,7 +153,7 @@ class GroupsClient:
     def _wire(self) -> _GroupsCluster:
         if self._cluster is None:
             try:
-                self._cluster = _GroupsCluster(self.bootstrap, self.timeout)
+                self._cluster = _GroupsCluster(self.bootstrap, self.timeout, self.security)
             except WireError as e:
                 raise GroupsError(f"cannot reach {self.bootstrap}: {e}") from e
         return self._cluster
@@ -368,8 +381,12 @@ def _err_name(code: int) -> str:
 class _GroupsCluster(Cluster):
     """The wire connections: the bootstrap broker for FindCoordinator and Metadata, the coordinator for the rest."""
 
+    def __init__(self, bootstrap: str, timeout: float, security: ClientSecurity | None) -> None:
+        self.security = security  # before the base class opens the bootstrap connection
+        super().__init__(bootstrap, timeout)
+
     def _open(self, host: str, port: int) -> Connection:
-        return Connection(host, port, timeout=self.timeout, client_id="epochlog-groups")
+        return Connection(host, port, timeout=self.timeout, client_id="epochlog-groups", security=self.security)
 
     def coordinator(self, group_id: str) -> int:
         from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest

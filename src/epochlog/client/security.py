@@ -115,6 +115,28 @@ class ClientSecurity:
         return ctx
 
 
+def librdkafka_config(security: ClientSecurity) -> dict[str, str]:
+    """The same settings in librdkafka's property names, for confluent-kafka clients."""
+    out = {"security.protocol": security.protocol}
+    if security.uses_sasl:
+        out["sasl.mechanism"] = str(security.mechanism)
+        out["sasl.username"] = str(security.username)
+        out["sasl.password"] = str(security.password)
+    if security.uses_tls:
+        if security.ca_location is not None:
+            out["ssl.ca.location"] = security.ca_location
+        if security.ca_pem is not None:
+            out["ssl.ca.pem"] = security.ca_pem
+        if security.cert_location is not None:
+            out["ssl.certificate.location"] = security.cert_location
+            # A PEM chain may hold its key too (Kafka's PEM keystore does); librdkafka wants it named.
+            out["ssl.key.location"] = security.key_location or security.cert_location
+        if security.key_password is not None:
+            out["ssl.key.password"] = security.key_password
+        out["ssl.endpoint.identification.algorithm"] = "https" if security.check_hostname else "none"
+    return out
+
+
 def load_command_config(path: str | Path) -> ClientSecurity:
     """A tool's ``--command-config`` properties file. Raises ValueError (ConfigError) with the reason."""
     return ClientSecurity.from_properties(load_properties(Path(path)))

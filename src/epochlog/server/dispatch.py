@@ -114,5 +114,5 @@ def dispatch(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
     handler = _TABLE.get(header.api_key)
     if handler is None:
         raise UnsupportedVersion(f"api key {header.api_key} has no handler")
-    broker.metrics.requests.labels(SERVED[header.api_key], str(header.api_version)).inc()
+    broker.metrics.requests_of(SERVED[header.api_key], header.api_version).inc()
     return handler(broker, header, frame)

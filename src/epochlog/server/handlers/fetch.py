@@ -79,7 +79,7 @@ async def _read_deferred(broker: Broker, deferred: list[_Deferred], spliced: lis
         size = sum(len(c) for c in chunks)
         if size:
             spliced[d.row["records"]] = chunks
-            broker.metrics.bytes_out.labels(d.topic).inc(size)
+            broker.metrics.bytes_out_of(d.topic).inc(size)
             broker.metrics.client_fetched(d.client, d.topic, size)
         else:
             d.row["records"] = b""
@@ -211,7 +211,7 @@ def _client(header: RequestHeader, req: Any, replica_id: int) -> _Client | None:
 
 
 def _count_out(broker: Broker, topic: str | None, client: _Client | None, size: int) -> None:
-    broker.metrics.bytes_out.labels(topic).inc(size)
+    broker.metrics.bytes_out_of(topic).inc(size)
     broker.metrics.client_fetched(client.client_id if client else "", topic, size)
 
 

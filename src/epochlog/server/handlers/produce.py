@@ -71,7 +71,7 @@ def _append(
         out["error_code"] = e.code
         out["error_message"] = e.message[:500]
         out["record_errors"] = [{"batch_index": i, "batch_index_error_message": m[:500]} for i, m in e.record_errors]
-        broker.metrics.failed_produce.labels(part.topic).inc()
+        broker.metrics.failed_produce_of(part.topic).inc()
         return out, -1
     if read_header(records).is_transactional and transactional_id is None:
         # No coordinator could ever decide such a batch: it would open a transaction nothing closes and
@@ -90,15 +90,15 @@ def _append(
             log.info("produce to %s-%d refused (%s): %s", part.topic, part.partition, Err(refused).name, e)
         out["error_code"] = refused
         out["error_message"] = str(e)[:500]
-        broker.metrics.failed_produce.labels(part.topic).inc()
+        broker.metrics.failed_produce_of(part.topic).inc()
         out["log_start_offset"] = plog.log_start_offset
         return out, -1
     if result.error:
         out["error_code"] = Err(result.error)
         return out, -1
     if not result.duplicate:
-        broker.metrics.messages_in.labels(part.topic).inc(result.record_count)
-        broker.metrics.bytes_in.labels(part.topic).inc(len(records))
+        broker.metrics.messages_in_of(part.topic).inc(result.record_count)
+        broker.metrics.bytes_in_of(part.topic).inc(len(records))
     out["error_code"] = Err.NONE
     out["base_offset"] = result.first_offset
     out["log_append_time"] = result.log_append_time_ms
