@@ -347,11 +347,14 @@ class PartitionLog:
         return last_stable_offset(self.producer_state.first_unstable_offset(self._hw), self._hw)
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        """The aborted transactions a read_committed reader of [fetch_offset, upper_bound) must know of."""
+        """The aborted transactions a read_committed reader of [fetch_offset, upper_bound) must know of.
+
+        An entry is indexed with its ABORT marker, which may sit in a segment at or past ``upper_bound``
+        (another transaction opened meanwhile held the LSO down, and the log rolled): so the search goes on
+        through later segments until an entry written once the LSO had passed the bound says nothing later
+        can overlap, as Kafka's does. The indexes are read once and kept, so the walk is in memory."""
         out: list[AbortedTxn] = []
         for seg in self.segments[self._segment_index(fetch_offset) :]:
-            if seg.base_offset >= upper_bound:
-                break
             found, done = seg.txn_index.collect(fetch_offset, upper_bound)
             out += found
             if done:

@@ -91,6 +91,24 @@ def test_an_abort_is_indexed_with_the_stable_offset_after_it(tmp_path: Path) -> 
     assert (log.active.txn_index.path.stat().st_size) == ENTRY_SIZE
 
 
+def test_an_abort_whose_marker_lands_in_a_later_segment_is_found(tmp_path: Path) -> None:
+    """A's transaction starts below the LSO that B's open transaction holds, and A's ABORT marker lands in a
+    segment rolled after B began: a read_committed read up to that LSO must still learn of A (the index
+    entry lives with the marker, in a segment that starts at or past the bound), or it hands out A's
+    aborted records."""
+    log = open_log(tmp_path, segment_bytes=200)
+    append(log, txn_batch(A, 0))  # 0-1
+    append(log, txn_batch(B, 0))  # 2-3: B opens after A
+    seq = 2
+    while len(log.segments) == 1:  # B grows until the log rolls
+        append(log, txn_batch(B, seq))
+        seq += 2
+    rolled_at = log.segments[-1].base_offset
+    append(log, marker(A, ControlType.ABORT))
+    assert log.segments[-1].base_offset == rolled_at > 2 and log.last_stable_offset == 2
+    assert log.aborted_transactions(0, log.last_stable_offset) == [AbortedTxn(A, 0, log.log_end_offset - 1, 2)]
+
+
 def test_transactions_survive_a_clean_restart_and_a_crash(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     append(log, txn_batch(A, 0))  # 0-1 aborted below
