@@ -41,8 +41,8 @@ from epochlog.groups.share.model import (
     ACKNOWLEDGED,
     ACQUIRED,
     AVAILABLE,
-    REJECT,
     READ_COMMITTED,
+    REJECT,
     RELEASE,
     SharePartitionConfig,
 )
