@@ -412,6 +412,7 @@ SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
 SHARE_SESSION_TIMEOUT = "share.session.timeout.ms"
 SHARE_HEARTBEAT_INTERVAL = "share.heartbeat.interval.ms"
 SHARE_RECORD_LOCK_DURATION = "share.record.lock.duration.ms"
+SHARE_ISOLATION_LEVEL = "share.isolation.level"
 
 _GROUP_DEFS = (
     ConfigDef(
@@ -431,6 +432,13 @@ _GROUP_DEFS = (
         SHARE_RECORD_LOCK_DURATION, ConfigType.INT, "30000", "group.share.record.lock.duration.ms", minimum=1000,
         doc="how long a share-partition keeps a delivered record acquired by its consumer (applied when a "
         "share-partition starts at its leader)",
+    ),
+    ConfigDef(
+        SHARE_ISOLATION_LEVEL, ConfigType.STRING, "read_uncommitted", "",
+        choices=("read_committed", "read_uncommitted"),
+        doc="how the group reads records written transactionally: read_committed delivers only records of "
+        "committed transactions (up to the last stable offset; records of aborted transactions are archived), "
+        "read_uncommitted every record up to the high watermark",
     ),
 )  # fmt: skip
 GROUP_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _GROUP_DEFS}
@@ -521,7 +529,9 @@ def group_configs_problem(configs: Mapping[str, str], bounds: Mapping[str, int] 
         if problem:
             return problem
     n = {
-        k: int(configs.get(k, group_default(k, bounds)).strip()) for k in GROUP_CONFIGS if k != SHARE_AUTO_OFFSET_RESET
+        k: int(configs.get(k, group_default(k, bounds)).strip())
+        for k, d in GROUP_CONFIGS.items()
+        if d.type is ConfigType.INT
     }
     for name, kind in (
         (SHARE_HEARTBEAT_INTERVAL, "heartbeat.interval"),

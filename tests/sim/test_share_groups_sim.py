@@ -15,12 +15,14 @@ The checkers, after every step, hold the core to what members were actually told
 - an acknowledgement succeeds only from the member holding every record it names, and is refused only
   when some record is not held (expired, taken over) by that member;
 - the coordinator's state equals what the leader would write (``durable_view``);
+- the group reads read_committed and some runs of the log are aborted transactions: no record of an aborted
+  transaction is ever delivered (the driver splits what it read with isolation.py, the core archives them);
 - once faults stop, every record ends ACKNOWLEDGED or ARCHIVED: the start offset reaches the log's end, and
-  each record was accepted once, rejected, or delivered as often as allowed.
+  each record was accepted once, rejected, or delivered as often as allowed (an aborted one: never).
 
-Three deliberate bugs must be caught: a core that forgets to check who holds a record, one that delivers
-accepted records again after a failover, and one that does not persist acquisitions (Kafka 4.0's choice),
-whose delivery counts restart after a failover.
+Four deliberate bugs must be caught: a core that forgets to check who holds a record, one that delivers
+accepted records again after a failover, one that does not persist acquisitions (Kafka 4.0's choice),
+whose delivery counts restart after a failover, and one that delivers aborted transactions' records.
 """
 
 from __future__ import annotations
@@ -32,12 +34,14 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from epochlog.codes import Err
+from epochlog.groups.share.isolation import AbortedTxn, LogBatch, offered
 from epochlog.groups.share.messages import AckBatch, Acquired, PartitionEffect, StateWrite
 from epochlog.groups.share.model import (
     ACCEPT,
     ACKNOWLEDGED,
     ACQUIRED,
     AVAILABLE,
+    READ_COMMITTED,
     REJECT,
     RELEASE,
     SharePartitionConfig,
@@ -72,6 +76,7 @@ class Sim:
     partition_cls: type[SharePartition]
     log_offsets: list[int]  # the offsets the log has (gaps: compacted away)
     log_end: int
+    aborted: dict[int, AbortedTxn] = field(default_factory=dict)  # offset -> the aborted transaction holding it
     now: int = 0
     members: list[Member] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)  # __share_group_state as written
@@ -125,22 +130,34 @@ class Sim:
         batches, run = [], []
         for off in self.log_offsets:
             if start <= off < upto:
-                if run and (off != run[-1] + 1 or len(run) >= self.rng.randint(1, 4)):
-                    batches.append((run[0], run[-1]))
+                txn = self.aborted.get(off)
+                if run and (
+                    off != run[-1] + 1 or len(run) >= self.rng.randint(1, 4) or txn != self.aborted.get(run[-1])
+                ):
+                    batches.append(self.batch(run[0], run[-1]))
                     run = []
                 run.append(off)
         if run:
-            batches.append((run[0], run[-1]))
-        got, eff = sp.acquire(self.now, m.member_id, batches, self.rng.randint(1, 8), min(upto, self.log_end))
+            batches.append(self.batch(run[0], run[-1]))
+        data, dead = offered(READ_COMMITTED, batches, set(self.aborted.values()))
+        got, eff = sp.acquire(
+            self.now, m.member_id, data, self.rng.randint(1, 8), min(upto, self.log_end), aborted=dead
+        )
         if not self.persist(sp, eff):
             return  # the write failed: the fetch is answered with an error, nothing is delivered
         for a in got:
             for off in range(a.first_offset, a.last_offset + 1):
                 self.delivered(m, off, a)
 
+    def batch(self, first: int, last: int) -> LogBatch:
+        txn = self.aborted.get(first)
+        return LogBatch(first, last) if txn is None else LogBatch(first, last, txn.producer_id, True)
+
     def delivered(self, m: Member, off: int, a: Acquired) -> None:
         if off not in self.log_offsets:
             self.violations.append(f"offset {off} is not in the log but was delivered")
+        if off in self.aborted:
+            self.violations.append(f"offset {off} of an aborted transaction delivered under read_committed")
         holder = self.lock_holder(off)
         if holder is not None:
             self.violations.append(f"offset {off} delivered to {m.member_id} while {holder} holds it: both hold it")
@@ -262,8 +279,24 @@ class Sim:
         for off in self.log_offsets:
             if self.accepted[off] > 1:
                 self.violations.append(f"offset {off} accepted {self.accepted[off]} times")
+            if off in self.aborted:
+                continue  # archived undelivered (any delivery was a violation already)
             if not self.accepted[off] and off not in self.rejected and self.deliveries[off] < LIMIT:
                 self.violations.append(f"offset {off} ended after {self.deliveries[off]} deliveries without an ack")
+
+
+def aborted_txns(seed: int, offsets: list[int]) -> dict[int, AbortedTxn]:
+    """A few runs of the log as aborted transactions, each its own producer's, its marker past its last record
+    (a random of its own, so the crowd's draws stay as they were without them)."""
+    rng = random.Random(seed * 7919 + 1)
+    out: dict[int, AbortedTxn] = {}
+    for i in range(rng.randint(0, 3)):
+        at = rng.randrange(len(offsets))
+        run = [o for o in offsets[at : at + rng.randint(1, 5)] if o not in out]
+        if run:
+            txn = AbortedTxn(100 + i, run[0], run[-1] + 1)
+            out.update(dict.fromkeys(run, txn))
+    return out
 
 
 def run(
@@ -272,7 +305,7 @@ def run(
     rng = random.Random(seed)
     n = rng.randint(20, 60)
     offsets = sorted(rng.sample(range(n + n // 5), n))  # a few gaps, as compaction leaves
-    sim = Sim(rng, partition_cls, offsets, offsets[-1] + 1, check_durable=check_durable)
+    sim = Sim(rng, partition_cls, offsets, offsets[-1] + 1, aborted_txns(seed, offsets), check_durable=check_durable)
     sim.members = [Member(f"m{i}") for i in range(rng.randint(2, 5))]
     for _ in range(steps):
         sim.step()
@@ -297,6 +330,7 @@ def test_the_crowd_exercises_the_faults() -> None:
     assert sum(s.fenced for s in sims) >= 1, "no zombie leader was ever fenced"
     assert sum(s.refused_acks for s in sims) >= 10
     assert any(c == LIMIT for s in sims for c in s.deliveries.values()), "no record reached the delivery limit"
+    assert sum(len(s.aborted) for s in sims) >= 10, "too few records of aborted transactions"
 
 
 class ForgetsTheOwner(SharePartition):
@@ -329,10 +363,31 @@ class ForgetsDeliveryAttempts(SharePartition):
     """A deliberate bug (Kafka 4.0's choice): acquisitions are not persisted, so counts restart on failover."""
 
     def acquire(  # type: ignore[override]
-        self, now_ms: int, member: str, batches: list[tuple[int, int]], max_records: int, fetched_end: int | None = None
+        self,
+        now_ms: int,
+        member: str,
+        batches: list[tuple[int, int]],
+        max_records: int,
+        fetched_end: int | None = None,
+        aborted: list[tuple[int, int]] = (),  # type: ignore[assignment]
     ) -> tuple[list[Acquired], list[PartitionEffect]]:
-        got, eff = super().acquire(now_ms, member, batches, max_records, fetched_end)
+        got, eff = super().acquire(now_ms, member, batches, max_records, fetched_end, aborted)
         return got, [e for e in eff if not isinstance(e, StateWrite)]
+
+
+class DeliversAborted(SharePartition):
+    """A deliberate bug: aborted transactions' records are acquired as any other (read_uncommitted's way)."""
+
+    def acquire(  # type: ignore[override]
+        self,
+        now_ms: int,
+        member: str,
+        batches: list[tuple[int, int]],
+        max_records: int,
+        fetched_end: int | None = None,
+        aborted: list[tuple[int, int]] = (),  # type: ignore[assignment]
+    ) -> tuple[list[Acquired], list[PartitionEffect]]:
+        return super().acquire(now_ms, member, sorted([*batches, *aborted]), max_records, fetched_end)
 
 
 @pytest.mark.parametrize(
@@ -343,6 +398,7 @@ class ForgetsDeliveryAttempts(SharePartition):
         (ForgetsAcceptedOnFailover, "coordinator state", True),
         (ForgetsDeliveryAttempts, "delivered with count", False),
         (ForgetsDeliveryAttempts, "coordinator state", True),
+        (DeliversAborted, "of an aborted transaction delivered", True),
     ],
 )
 def test_the_checkers_catch_a_broken_core(bug: type[SharePartition], symptom: str, check_durable: bool) -> None:

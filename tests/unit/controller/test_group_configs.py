@@ -56,6 +56,8 @@ def test_a_group_config_is_recorded_for_a_group_that_does_not_exist_yet_and_surv
         ("share.heartbeat.interval.ms", "15001", "less than or equal to group.share.max.heartbeat.interval.ms"),
         ("share.heartbeat.interval.ms", "abc", "Not a number of type INT"),
         ("share.isolation.levelx", "x", "Unknown group config name: share.isolation.levelx"),
+        ("share.isolation.level", "READ_COMMITTED", "String must be one of: read_committed, read_uncommitted"),
+        ("share.isolation.level", "", "String must be one of: read_committed, read_uncommitted"),
     ],
 )
 def test_bad_values_are_refused_with_invalid_config_and_nothing_is_written(name: str, value: str, message: str) -> None:
@@ -109,6 +111,15 @@ def test_auto_offset_reset_values() -> None:
     assert group_configs_problem({"share.auto.offset.reset": "by_duration:PT10M"}) is None
 
 
+def test_isolation_level_values_are_accepted_beside_the_numeric_configs() -> None:
+    for level in ("read_committed", "read_uncommitted"):
+        assert group_configs_problem({"share.isolation.level": level, "share.record.lock.duration.ms": "20000"}) is None
+    c = Controller(session_timeout_ms=1000)
+    [out] = c.alter_configs([group("g", ConfigOp("share.isolation.level", "read_committed"))], incremental=True)
+    assert out.error_code == Err.NONE
+    assert c.image.group_configs == {"g": {"share.isolation.level": "read_committed"}}
+
+
 def test_describe_shows_every_group_config_the_groups_own_first_else_the_broker_setting() -> None:
     from epochlog.config_defs import ConfigSource
     from epochlog.server.handlers.configs import group_config_entries
@@ -117,10 +128,12 @@ def test_describe_shows_every_group_config_the_groups_own_first_else_the_broker_
         "share.auto.offset.reset": "earliest"})}  # fmt: skip
     assert set(rows) == {
         "share.auto.offset.reset", "share.session.timeout.ms", "share.heartbeat.interval.ms",
-        "share.record.lock.duration.ms",
+        "share.record.lock.duration.ms", "share.isolation.level",
     }  # fmt: skip
     assert (rows["share.auto.offset.reset"].value, rows["share.auto.offset.reset"].source) == (
         "earliest", ConfigSource.DYNAMIC_GROUP_CONFIG)  # fmt: skip
     assert (rows["share.record.lock.duration.ms"].value, rows["share.record.lock.duration.ms"].source) == (
         "20000", ConfigSource.DEFAULT_CONFIG)  # fmt: skip
     assert rows["share.session.timeout.ms"].value == "45000"
+    assert (rows["share.isolation.level"].value, rows["share.isolation.level"].source) == (
+        "read_uncommitted", ConfigSource.DEFAULT_CONFIG)  # fmt: skip

@@ -1,6 +1,7 @@
 """A new share-partition takes its group's configs from the metadata image: share.auto.offset.reset decides
 where it starts (earliest, latest, by_duration: the first record at most that old, else the high watermark)
-and share.record.lock.duration.ms its locks; a group without configs keeps the broker's settings. And a
+and share.record.lock.duration.ms its locks; a group without configs keeps the broker's settings;
+share.isolation.level bounds each read (the LSO under read_committed) and names the aborted batches. And a
 share-partition's lag as DescribeShareGroupOffsets answers it."""
 
 from __future__ import annotations
@@ -76,3 +77,32 @@ def test_lag_counts_what_is_not_yet_acknowledged_or_archived_up_to_the_high_wate
     assert _lag(broker, "t", 0, PartitionState()) == -1  # never consumed
     part.is_leader = False
     assert _lag(broker, "t", 0, PartitionState(1, 0, 10, batches)) == -1  # not led here: unknown
+
+
+def test_the_groups_isolation_level_bounds_the_read_and_names_the_aborted_batches() -> None:
+    from epochlog.protocol.record_batch import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
+    from epochlog.server.share.reads import isolation_level, read_bound, split_read
+    from epochlog.storage.transaction_index import AbortedTxn
+
+    asked: list[tuple[int, int]] = []
+
+    def aborted_transactions(start: int, bound: int) -> list[AbortedTxn]:
+        asked.append((start, bound))
+        return [AbortedTxn(7, 12, 14, 12)]
+
+    log = SimpleNamespace(aborted_transactions=aborted_transactions)
+    part: Any = SimpleNamespace(high_watermark=50, replica=SimpleNamespace(last_stable_offset=lambda: 30), log=log)
+    shares = _shares({"rc": {"share.isolation.level": "read_committed"}})
+    assert (isolation_level(shares.broker, "rc"), isolation_level(shares.broker, "other")) == (
+        "read_committed", "read_uncommitted")  # fmt: skip
+    assert (read_bound(part, "read_committed"), read_bound(part, "read_uncommitted")) == (30, 50)
+
+    def header(base: int, last: int, pid: int, attributes: int) -> BatchHeader:
+        return BatchHeader(base, 0, 0, 0, 0, attributes, last - base, 0, 0, pid, 0, 0, 1)
+
+    txn, marker = TRANSACTIONAL_MASK, TRANSACTIONAL_MASK | CONTROL_MASK
+    headers = [header(10, 11, -1, 0), header(12, 13, 7, txn), header(14, 14, 7, marker)]
+    assert split_read(part, "read_committed", 10, 30, headers) == ([(10, 11)], [(12, 13)])
+    assert asked == [(10, 30)]
+    assert split_read(part, "read_uncommitted", 10, 50, headers) == ([(10, 11), (12, 13)], [])
+    assert asked == [(10, 30)]  # read_uncommitted never asks the transaction index

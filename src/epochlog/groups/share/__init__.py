@@ -6,6 +6,8 @@
   write for the share coordinator;
 - ``records.py``: the share coordinator's ShareSnapshot/ShareUpdate records of ``__share_group_state``, how
   state batches combine, ``replay``, and ``ShareStateStore`` (the coordinator's fencing of stale writers);
+- ``isolation.py``: what a share-partition offers of what it read, by ``share.isolation.level``: read_committed
+  stops at the last stable offset and archives aborted transactions' records undelivered;
 - ``assignor.py``: the ``simple`` assignor, which may give one partition to several members;
 - ``group_records.py`` and ``coordinator.py``: ShareGroupHeartbeat membership and its records; ``describe``.
 

@@ -33,6 +33,10 @@ GROUP_STABLE = "Stable"
 
 AUTO_OFFSET_RESETS = ("earliest", "latest")
 
+# The group config share.isolation.level (Kafka 4.1).
+READ_UNCOMMITTED = "read_uncommitted"
+READ_COMMITTED = "read_committed"
+
 
 @dataclass(frozen=True)
 class SharePartitionConfig:

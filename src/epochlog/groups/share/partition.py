@@ -8,9 +8,10 @@ fetched into the share-partition) that the log has is in flight, with Kafka's re
                               \\--RELEASE, lock timeout, member gone--> AVAILABLE, or ARCHIVED at the limit
 
 - ``acquire`` takes the offset ranges the driver read from the log (from ``next_fetch_offset``, as far as the
-  isolation level lets it read: read_committed stops at the LSO and leaves aborted ranges out) and locks for
-  ``member`` every AVAILABLE one and every new one, for ``group.share.record.lock.duration.ms``; each
-  acquisition adds one to the record's delivery count. ``max_records`` is a soft limit (a log batch is taken
+  isolation level lets it read: read_committed stops at the LSO, isolation.py) and locks for ``member`` every
+  AVAILABLE one and every new one, for ``group.share.record.lock.duration.ms``; each acquisition adds one to
+  the record's delivery count. The ranges read that hold aborted transactions (read_committed) are archived
+  instead, never delivered, as Kafka 4.1 does. ``max_records`` is a soft limit (a log batch is taken
   whole, as Kafka does); no new records are taken while SPEO - SPSO is ``group.share.partition.max.record.locks``.
 - ``acknowledge`` is all or nothing, as Kafka's: every offset named must be ACQUIRED by the member (else
   INVALID_RECORD_STATE), inside what was fetched (else INVALID_REQUEST), with a known type (INVALID_REQUEST).
@@ -161,18 +162,27 @@ class SharePartition:
         batches: Sequence[tuple[int, int]],
         max_records: int,
         fetched_end: int | None = None,
+        aborted: Sequence[tuple[int, int]] = (),
     ) -> tuple[list[Acquired], list[PartitionEffect]]:
         """Lock for ``member`` what it may have of the fetched ``batches`` ((first, last) offsets, as the log
-        has them). ``fetched_end``: the offset after everything the fetch read, the left-out ranges included."""
+        has them). ``fetched_end``: the offset after everything the fetch read, the left-out ranges included.
+        ``aborted``: ranges read that hold aborted transactions' records (read_committed): archived, never
+        delivered, taking nothing of ``max_records``."""
         out = self._expire(now_ms)
         got: list[tuple[int, int, int]] = []
+        archived: list[tuple[int, int, int]] = []
         budget = max_records
         deadline = now_ms + self.config.record_lock_duration_ms
         complete = True
-        for first, last in sorted(batches):
+        for first, last, dead in sorted([(f, la, False) for f, la in batches] + [(f, la, True) for f, la in aborted]):
             if budget <= 0:
                 complete = False
                 break
+            if dead:
+                if not self._archive_aborted(first, last, archived):
+                    complete = False
+                    break
+                continue
             off = max(first, self.start_offset)
             while off <= last and off < self.end_offset and budget > 0:
                 rec = self.inflight.get(off)
@@ -196,9 +206,11 @@ class SharePartition:
         if complete and fetched_end is not None and fetched_end > self.end_offset and budget > 0:
             self.end_offset = fetched_end
         got.sort()
+        moved = self._advance() if archived else False
+        if got or archived or moved:
+            out.append(self._write([(off, AVAILABLE, count) for off, count, _ in got] + archived))
         if got:
             self._next_deadline = min(self._next_deadline, deadline)
-            out.append(self._write([(off, AVAILABLE, count) for off, count, _ in got]))
             out.append(WakeAt(self._next_deadline))
         return [Acquired(f, last, c) for f, last, c, _ in _ranges(got)], out
 
@@ -255,6 +267,25 @@ class SharePartition:
     def _lock(rec: InFlight, member: str, deadline: int) -> None:
         rec.state, rec.member, rec.deadline_ms = ACQUIRED, member, deadline
         rec.delivery_count += 1
+
+    def _archive_aborted(self, first: int, last: int, archived: list[tuple[int, int, int]]) -> bool:
+        """Archive an aborted transaction's records: the available ones in flight (read before the group read
+        committed) and the new ones. False if the in-flight limit stops it before the range's end."""
+        for off in range(max(first, self.start_offset), min(last + 1, self.end_offset)):
+            rec = self.inflight.get(off)
+            if rec is not None and rec.state == AVAILABLE:
+                rec.state = ARCHIVED
+                archived.append((off, ARCHIVED, rec.delivery_count))
+        new = max(first, self.start_offset, self.end_offset)
+        if new > last:
+            return True
+        if self.in_flight_limit_reached():
+            return False
+        for off in range(new, last + 1):
+            self.inflight[off] = InFlight(ARCHIVED, 0)
+            archived.append((off, ARCHIVED, 0))
+        self.end_offset = last + 1
+        return True
 
     def _release(self, rec: InFlight) -> bool:
         """ACQUIRED -> AVAILABLE, or ARCHIVED once delivered as often as allowed; True if available again."""

@@ -6,10 +6,11 @@
   the group's ``share.auto.offset.reset`` (group config; default ``latest``: the high watermark), with the
   group's ``share.record.lock.duration.ms``; a group config changed later binds the cores made after it. A
   leader epoch that moved, or a partition no longer led here, drops the core.
-- ``acquire`` reads the log from the core's next fetch offset up to the high watermark (share groups read
-  uncommitted records, Kafka's default ``share.isolation.level``), gives the core the data batches' offset
-  ranges (control batches are left out: the core treats their offsets as ones the log does not have) and
-  returns the batches that hold acquired records.
+- ``acquire`` reads the log from the core's next fetch offset up to the high watermark, or the last stable
+  offset when the group's ``share.isolation.level`` is read_committed (reads.py), gives the core the data
+  batches' offset ranges (control batches are left out: the core treats their offsets as ones the log does not
+  have) and, under read_committed, the aborted transactions' ranges to archive, and returns the batches that
+  hold acquired records.
 - Every ``StateWrite`` the core returns is issued to the share coordinator (state_log.py) at once, in the
   order made, and awaited before the request is answered; one that fails drops the core, so the next request
   rebuilds it from what is durable and the answer carries the error.
@@ -36,6 +37,7 @@ from epochlog.groups.share.partition import SharePartition
 from epochlog.groups.share.records import SharePartitionKey
 from epochlog.protocol.errors import Err
 from epochlog.protocol.record_batch import BatchHeader, iter_batches
+from epochlog.server.share.reads import isolation_level, read_bound, split_read
 from epochlog.server.share.sessions import ShareSessions
 from epochlog.server.share.state_log import ShareStateLog
 from epochlog.storage.errors import KafkaStorageError
@@ -254,19 +256,21 @@ class SharePartitions:
             return code, None
         key = (group, topic, p)
         core = e.core
-        start, hw = core.next_fetch_offset(), part.high_watermark
+        level = isolation_level(self.broker, group)
+        start, hw = core.next_fetch_offset(), read_bound(part, level)
+        read_from = max(start, part.log.log_start_offset)
         data = b""
         headers: list[tuple[int, BatchHeader]] = []
         if start < hw and not (core.in_flight_limit_reached() and start >= core.end_offset):
             try:
-                result = part.log.read(max(start, part.log.log_start_offset), max(max_bytes, 1), max_offset=hw)
+                result = part.log.read(read_from, max(max_bytes, 1), max_offset=hw)
             except KafkaStorageError:
                 return Err.KAFKA_STORAGE_ERROR, None
             data = b"".join(bytes(c) for c in result.chunks)
             headers = [(pos, h) for pos, h in iter_batches(data, validate_crc=False) if h.base_offset < hw]
-        ranges = [(h.base_offset, h.last_offset) for _pos, h in headers if not h.is_control]
+        ranges, aborted = split_read(part, level, read_from, hw, [h for _pos, h in headers])
         fetched_end = headers[-1][1].next_offset if headers else None
-        acquired, effects = core.acquire(mono_ms(), member, ranges, max(max_records, 1), fetched_end)
+        acquired, effects = core.acquire(mono_ms(), member, ranges, max(max_records, 1), fetched_end, aborted)
         written = await self._carry_out(key, e, effects)
         if written:
             return written, None
