@@ -1,9 +1,7 @@
 """How the KIP-848 group records (epochlog.groups.consumer.records) are kept in ``__consumer_offsets``: in Kafka's
 own record types and binary layout, so that Kafka's tooling reads them and the format is Kafka's.
 
-A key is the record type (int16) followed by the key struct (not flexible: int16-length strings); a value is
-the value's version (int16, 0 for all of these) followed by the value struct (flexible: compact strings and
-arrays, tagged fields after each struct); a tombstone is a key with no value. The schemas below are Kafka's
+Keys, values and tombstones are laid out as kafka_records.py says. The schemas below are Kafka's
 (group-coordinator's ``ConsumerGroup*Key/Value.json``), field for field in wire order:
 
     3 ConsumerGroupMetadata                  key: GroupId
@@ -29,10 +27,8 @@ Logs written before this format (key versions 1003-1008, JSON values: consumer_r
 
 from __future__ import annotations
 
-import logging
-import struct
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from epochlog.groups.consumer.model import STABLE, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS
@@ -50,9 +46,8 @@ from epochlog.groups.consumer.records import (
 )
 from epochlog.protocol import struct_schema as s
 from epochlog.server.groups import consumer_records_json as old
+from epochlog.server.groups import kafka_records as kr
 from epochlog.server.groups.consumer_records_json import GroupDeleted as GroupDeleted
-
-log = logging.getLogger("epochlog.groups")
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4
@@ -61,38 +56,14 @@ TARGET_METADATA = 6
 TARGET_MEMBER = 7
 CURRENT_ASSIGNMENT = 8
 KEY_VERSIONS = frozenset(range(GROUP_METADATA, CURRENT_ASSIGNMENT + 1)) | old.KEY_VERSIONS
-VALUE_VERSION = 0
-NO_TOPIC_ID = uuid.UUID(int=0)
 
 # Kafka's MemberState byte values.
 MEMBER_STATES = {STABLE: 0, UNREVOKED_PARTITIONS: 1, UNRELEASED_PARTITIONS: 2}
 _STATES_BY_VALUE = {v: k for k, v in MEMBER_STATES.items()}
 
-GROUP_KEY = s.Struct((("GroupId", s.STRING),))
-MEMBER_KEY = s.Struct((("GroupId", s.STRING), ("MemberId", s.STRING)))
-TOPIC_PARTITIONS = s.Struct((("TopicId", s.UUID), ("Partitions", s.Array(s.INT32))))
 VALUES: dict[int, s.Struct] = {
     GROUP_METADATA: s.Struct((("Epoch", s.INT32),)),
-    PARTITION_METADATA: s.Struct(
-        (
-            (
-                "Topics",
-                s.Array(
-                    s.Struct(
-                        (
-                            ("TopicId", s.UUID),
-                            ("TopicName", s.STRING),
-                            ("NumPartitions", s.INT32),
-                            (
-                                "PartitionMetadata",
-                                s.Array(s.Struct((("Partition", s.INT32), ("Racks", s.Array(s.STRING))))),
-                            ),
-                        )
-                    )
-                ),
-            ),
-        )
-    ),
+    PARTITION_METADATA: kr.PARTITION_METADATA,
     MEMBER_METADATA: s.Struct(
         (
             ("InstanceId", s.NULLABLE_STRING),
@@ -107,51 +78,28 @@ VALUES: dict[int, s.Struct] = {
         )
     ),
     TARGET_METADATA: s.Struct((("AssignmentEpoch", s.INT32),)),
-    TARGET_MEMBER: s.Struct((("TopicPartitions", s.Array(TOPIC_PARTITIONS)),)),
+    TARGET_MEMBER: s.Struct((("TopicPartitions", s.Array(kr.TOPIC_PARTITIONS)),)),
     CURRENT_ASSIGNMENT: s.Struct(
         (
             ("MemberEpoch", s.INT32),
             ("PreviousMemberEpoch", s.INT32),
             ("State", s.INT8),
-            ("AssignedPartitions", s.Array(TOPIC_PARTITIONS)),
-            ("PartitionsPendingRevocation", s.Array(TOPIC_PARTITIONS)),
+            ("AssignedPartitions", s.Array(kr.TOPIC_PARTITIONS)),
+            ("PartitionsPendingRevocation", s.Array(kr.TOPIC_PARTITIONS)),
         )
     ),
 }
 _MEMBER_KEYED = frozenset({MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT})
 
 
-def _key(record_type: int, group_id: str, member_id: str | None = None) -> bytes:
-    if member_id is None:
-        return struct.pack(">h", record_type) + s.encode(GROUP_KEY, {"GroupId": group_id}, flexible=False)
-    fields = {"GroupId": group_id, "MemberId": member_id}
-    return struct.pack(">h", record_type) + s.encode(MEMBER_KEY, fields, flexible=False)
-
-
 def _value(record_type: int, fields: dict[str, Any]) -> bytes:
-    return struct.pack(">h", VALUE_VERSION) + s.encode(VALUES[record_type], fields, flexible=True)
+    return kr.value(VALUES[record_type], fields)
 
 
 def group_tombstones(group_id: str) -> list[tuple[bytes, bytes | None]]:
     """What deletes a group with no members left: its group-level records' tombstones, ConsumerGroupMetadata's
     last (Kafka's order)."""
-    return [(_key(t, group_id), None) for t in (TARGET_METADATA, PARTITION_METADATA, GROUP_METADATA)]
-
-
-def _by_topic_id(
-    partitions: Collection[tuple[str, int]], topic_ids: Mapping[str, uuid.UUID], what: str
-) -> list[dict[str, Any]]:
-    by_topic: dict[str, list[int]] = {}
-    for t, p in partitions:
-        by_topic.setdefault(t, []).append(p)
-    out = []
-    for t, ps in sorted(by_topic.items()):
-        tid = topic_ids.get(t)
-        if tid is None:
-            log.warning("%s: topic %s has no id any more; its partitions %s are left out", what, t, sorted(ps))
-            continue
-        out.append({"TopicId": tid, "Partitions": sorted(ps)})
-    return out
+    return [(kr.key(t, group_id), None) for t in (TARGET_METADATA, PARTITION_METADATA, GROUP_METADATA)]
 
 
 def encode(r: Record, topic_ids: Mapping[str, uuid.UUID]) -> tuple[bytes, bytes | None] | None:
@@ -159,13 +107,9 @@ def encode(r: Record, topic_ids: Mapping[str, uuid.UUID]) -> tuple[bytes, bytes 
     here (offsets go as OffsetCommit records)."""
     g = r.group_id
     if isinstance(r, ConsumerGroupMetadata):
-        return _key(GROUP_METADATA, g), _value(GROUP_METADATA, {"Epoch": r.epoch})
+        return kr.key(GROUP_METADATA, g), _value(GROUP_METADATA, {"Epoch": r.epoch})
     if isinstance(r, ConsumerGroupPartitionMetadata):
-        topics = [
-            {"TopicId": topic_ids.get(t, NO_TOPIC_ID), "TopicName": t, "NumPartitions": n, "PartitionMetadata": []}
-            for t, n in r.topics
-        ]
-        return _key(PARTITION_METADATA, g), _value(PARTITION_METADATA, {"Topics": topics})
+        return kr.key(PARTITION_METADATA, g), _value(PARTITION_METADATA, kr.partition_metadata(r.topics, topic_ids))
     if isinstance(r, ConsumerGroupMemberMetadata):
         fields: dict[str, Any] = {
             "InstanceId": r.instance_id,
@@ -177,42 +121,35 @@ def encode(r: Record, topic_ids: Mapping[str, uuid.UUID]) -> tuple[bytes, bytes 
             "RebalanceTimeoutMs": r.rebalance_timeout_ms,
             "ServerAssignor": r.server_assignor,
         }
-        return _key(MEMBER_METADATA, g, r.member_id), _value(MEMBER_METADATA, fields)
+        return kr.key(MEMBER_METADATA, g, r.member_id), _value(MEMBER_METADATA, fields)
     if isinstance(r, ConsumerGroupTargetAssignmentMetadata):
-        return _key(TARGET_METADATA, g), _value(TARGET_METADATA, {"AssignmentEpoch": r.assignment_epoch})
+        return kr.key(TARGET_METADATA, g), _value(TARGET_METADATA, {"AssignmentEpoch": r.assignment_epoch})
     if isinstance(r, ConsumerGroupTargetAssignmentMember):
         what = f"consumer group {g} target of {r.member_id}"
-        value = {"TopicPartitions": _by_topic_id(r.partitions, topic_ids, what)}
-        return _key(TARGET_MEMBER, g, r.member_id), _value(TARGET_MEMBER, value)
+        value = {"TopicPartitions": kr.by_topic_id(r.partitions, topic_ids, what)}
+        return kr.key(TARGET_MEMBER, g, r.member_id), _value(TARGET_MEMBER, value)
     if isinstance(r, ConsumerGroupCurrentMemberAssignment):
         what = f"consumer group {g} assignment of {r.member_id}"
         fields = {
             "MemberEpoch": r.member_epoch,
             "PreviousMemberEpoch": r.previous_member_epoch,
             "State": MEMBER_STATES[r.state],
-            "AssignedPartitions": _by_topic_id(r.assigned, topic_ids, what),
-            "PartitionsPendingRevocation": _by_topic_id(r.pending_revocation, topic_ids, what),
+            "AssignedPartitions": kr.by_topic_id(r.assigned, topic_ids, what),
+            "PartitionsPendingRevocation": kr.by_topic_id(r.pending_revocation, topic_ids, what),
         }
-        return _key(CURRENT_ASSIGNMENT, g, r.member_id), _value(CURRENT_ASSIGNMENT, fields)
+        return kr.key(CURRENT_ASSIGNMENT, g, r.member_id), _value(CURRENT_ASSIGNMENT, fields)
     if isinstance(r, ConsumerGroupMemberMetadataTombstone):
-        return _key(MEMBER_METADATA, g, r.member_id), None
+        return kr.key(MEMBER_METADATA, g, r.member_id), None
     if isinstance(r, ConsumerGroupTargetAssignmentMemberTombstone):
-        return _key(TARGET_MEMBER, g, r.member_id), None
+        return kr.key(TARGET_MEMBER, g, r.member_id), None
     if isinstance(r, ConsumerGroupCurrentMemberAssignmentTombstone):
-        return _key(CURRENT_ASSIGNMENT, g, r.member_id), None
+        return kr.key(CURRENT_ASSIGNMENT, g, r.member_id), None
     return None
 
 
 def is_consumer_key(key: bytes) -> bool:
     """A KIP-848 group record's key, in Kafka's format or our old one."""
-    return len(key) >= 2 and struct.unpack_from(">h", key, 0)[0] in KEY_VERSIONS
-
-
-def _partitions(topics: list[dict[str, Any]], topic_names: Mapping[uuid.UUID, str]) -> frozenset[tuple[str, int]]:
-    """By topic name; the partitions of a topic id the cluster no longer has are dropped (the topic is gone)."""
-    return frozenset(
-        (name, p) for t in topics if (name := topic_names.get(t["TopicId"])) is not None for p in t["Partitions"]
-    )
+    return kr.record_type(key) in KEY_VERSIONS
 
 
 def _state(value: int) -> str:
@@ -225,9 +162,7 @@ def _state(value: int) -> str:
 _Decoder = Callable[[str, str, dict[str, Any], Mapping[uuid.UUID, str]], Record]
 _DECODE: dict[int, _Decoder] = {
     GROUP_METADATA: lambda g, _m, f, _n: ConsumerGroupMetadata(g, f["Epoch"]),
-    PARTITION_METADATA: lambda g, _m, f, _n: ConsumerGroupPartitionMetadata(
-        g, tuple((t["TopicName"], t["NumPartitions"]) for t in f["Topics"])
-    ),
+    PARTITION_METADATA: lambda g, _m, f, _n: ConsumerGroupPartitionMetadata(g, kr.topics_of(f)),
     MEMBER_METADATA: lambda g, m, f, _n: ConsumerGroupMemberMetadata(
         g,
         m,
@@ -241,15 +176,17 @@ _DECODE: dict[int, _Decoder] = {
         f["RebalanceTimeoutMs"],
     ),
     TARGET_METADATA: lambda g, _m, f, _n: ConsumerGroupTargetAssignmentMetadata(g, f["AssignmentEpoch"]),
-    TARGET_MEMBER: lambda g, m, f, n: ConsumerGroupTargetAssignmentMember(g, m, _partitions(f["TopicPartitions"], n)),
+    TARGET_MEMBER: lambda g, m, f, n: ConsumerGroupTargetAssignmentMember(
+        g, m, kr.by_topic_name(f["TopicPartitions"], n)
+    ),
     CURRENT_ASSIGNMENT: lambda g, m, f, n: ConsumerGroupCurrentMemberAssignment(
         g,
         m,
         f["MemberEpoch"],
         f["PreviousMemberEpoch"],
         _state(f["State"]),
-        _partitions(f["AssignedPartitions"], n),
-        _partitions(f["PartitionsPendingRevocation"], n),
+        kr.by_topic_name(f["AssignedPartitions"], n),
+        kr.by_topic_name(f["PartitionsPendingRevocation"], n),
     ),
 }
 _TOMBSTONES: dict[int, Callable[[str, str], Record]] = {
@@ -263,24 +200,16 @@ def decode(key: bytes, value: bytes | None, topic_names: Mapping[uuid.UUID, str]
     """The record a (key, value) holds, topics named by ``topic_names`` (id to name); None for another kind of
     record or a tombstone that deletes nothing on its own (partition and target metadata go with the group).
     Raises ValueError on bytes that do not parse."""
-    if len(key) < 2:
-        return None
-    (record_type,) = struct.unpack_from(">h", key, 0)
+    record_type = kr.record_type(key)
     if record_type in old.KEY_VERSIONS:
         return old.decode(key, value)
-    if record_type not in _DECODE:
+    if record_type is None or record_type not in _DECODE:
         return None
-    k, _ = s.decode(MEMBER_KEY if record_type in _MEMBER_KEYED else GROUP_KEY, key, 2, flexible=False)
-    g, m = k["GroupId"], k.get("MemberId", "")
+    g, m = kr.read_key(key, record_type in _MEMBER_KEYED)
     if value is None:
         if record_type == GROUP_METADATA:
             return GroupDeleted(g)
         tomb = _TOMBSTONES.get(record_type)
         return tomb(g, m) if tomb is not None else None
-    if len(value) < 2:
-        raise ValueError(f"consumer group record type {record_type}: value too short")
-    (version,) = struct.unpack_from(">h", value, 0)
-    if version != VALUE_VERSION:
-        raise ValueError(f"consumer group record type {record_type}: unknown value version {version}")
-    fields, _ = s.decode(VALUES[record_type], value, 2, flexible=True)
+    fields = kr.read_value(VALUES[record_type], value, f"consumer group record type {record_type}")
     return _DECODE[record_type](g, m, fields, topic_names)
