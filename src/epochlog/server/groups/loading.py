@@ -40,7 +40,7 @@ class Loading(ShareGroups):
                     elif r.key is not None and is_consumer_key(r.key):
                         self._replay_consumer_record(r.key, r.value, consumer, topic_names)
                     elif r.key is not None and is_share_key(r.key):
-                        self._replay_share_record(r.key, r.value, share)
+                        self._replay_share_record(r.key, r.value, share, topic_names)
                     else:
                         self._replay(r)
             except ValueError as e:  # CorruptBatchError included: skip what we cannot read
