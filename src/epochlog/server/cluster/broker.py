@@ -231,6 +231,7 @@ class ClusterBroker:
         gc = GroupCoordinator(LogOffsetsStore(self), cfg)
         # KIP-848 groups assign the partitions of the topics the metadata image has now.
         gc.topic_counts = lambda: {name: len(info.partitions) for name, info in self.image.topics.items()}
+        gc.topic_ids = lambda: {name: info.uuid for name, info in self.image.topics.items() if info.topic_id}
         gc.share_member_gone = self.shares.member_left
         gc.share_group_deleted = self.shares.delete_group
         gc.group_configs = lambda gid: self.image.cluster.group_configs.get(gid, {})

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Iterator
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from epochlog.groups.consumer.coordinator import ConsumerGroupCoordinator, validate_offset_commit
@@ -107,12 +108,14 @@ class ConsumerGroups(CoordinatorState):
         return [(rec.group_key(gid), None)]
 
     # -- effects, writes, timers --------------------------------------------------------------
-    @staticmethod
-    def _records(effects: Iterable[Effect]) -> list[_KeyValue]:
-        out = []
+    def _records(self, effects: Iterable[Effect]) -> list[_KeyValue]:
+        out: list[_KeyValue] = []
+        topic_ids: Mapping[str, uuid.UUID] | None = None
         for e in effects:
             if isinstance(e, RECORD_TYPES):
-                kv = crec.encode(e)  # type: ignore[arg-type]  # RECORD_TYPES are the Record union's members
+                if topic_ids is None:
+                    topic_ids = self.topic_ids()
+                kv = crec.encode(e, topic_ids)  # type: ignore[arg-type]  # RECORD_TYPES are the Record union's members
                 if kv is not None:
                     out.append(kv)
         return out
@@ -240,7 +243,7 @@ class ConsumerGroups(CoordinatorState):
         shell = self.groups.get(gid)
         offsets = list(shell.offsets) if shell is not None else []
         tombstones: list[_KeyValue] = [(rec.offset_key(gid, t, p), None) for t, p in offsets]
-        tombstones.append(crec.group_tombstone(gid))
+        tombstones += crec.group_tombstones(gid)
         del self.consumer_groups[gid]
         self.groups.pop(gid, None)
         if not await self._write(gid, tombstones):
@@ -249,8 +252,14 @@ class ConsumerGroups(CoordinatorState):
         return Err.NONE
 
     # -- loading ------------------------------------------------------------------------------
-    def _replay_consumer_record(self, key: bytes, value: bytes | None, into: dict[str, list[Record]]) -> None:
-        r = crec.decode(key, value)
+    def _topic_names(self) -> dict[uuid.UUID, str]:
+        """Topic names by id, for reading the KIP-848 records (which name topics by id)."""
+        return {tid: name for name, tid in self.topic_ids().items()}
+
+    def _replay_consumer_record(
+        self, key: bytes, value: bytes | None, into: dict[str, list[Record]], topic_names: Mapping[uuid.UUID, str]
+    ) -> None:
+        r = crec.decode(key, value, topic_names)
         if isinstance(r, crec.GroupDeleted):
             into.pop(r.group_id, None)
         elif r is not None:
@@ -286,10 +295,11 @@ class ConsumerGroups(CoordinatorState):
         if p not in self.owned:
             return
         loaded: dict[str, list[Record]] = {}
+        topic_names = self._topic_names()
         try:
             for key, value in self._partition_records(p):
                 if crec.is_consumer_key(key):
-                    self._replay_consumer_record(key, value, loaded)
+                    self._replay_consumer_record(key, value, loaded, topic_names)
         except Exception:
             log.exception("consumer group %s: cannot reread __consumer_offsets-%d", gid, p)
             return

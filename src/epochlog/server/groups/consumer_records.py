@@ -1,29 +1,37 @@
-"""How the KIP-848 group records (epochlog.groups.consumer.records) are kept in ``__consumer_offsets``.
+"""How the KIP-848 group records (epochlog.groups.consumer.records) are kept in ``__consumer_offsets``: in Kafka's
+own record types and binary layout, so that Kafka's tooling reads them and the format is Kafka's.
 
-Kafka writes these records with key versions 3-8 and values that name topics by id. Our records name topics
-by name, so their values are not Kafka's; writing them under Kafka's key versions would make a Kafka broker
-reading our data dir misread them. They get key versions of their own, Kafka's plus 1000, which Kafka's
-loader skips as unknown record types and our classic loader (records.decode_key) ignores:
+Keys, values and tombstones are laid out as kafka_records.py says. The schemas below are Kafka's
+(group-coordinator's ``ConsumerGroup*Key/Value.json``), field for field in wire order:
 
-    1003 ConsumerGroupMetadata                 key: group
-    1004 ConsumerGroupPartitionMetadata        key: group
-    1005 ConsumerGroupMemberMetadata           key: group, member id
-    1006 ConsumerGroupTargetAssignmentMetadata key: group
-    1007 ConsumerGroupTargetAssignmentMember   key: group, member id
-    1008 ConsumerGroupCurrentMemberAssignment  key: group, member id
+    3 ConsumerGroupMetadata                  key: GroupId
+    4 ConsumerGroupPartitionMetadata         key: GroupId
+    5 ConsumerGroupMemberMetadata            key: GroupId, MemberId
+    6 ConsumerGroupTargetAssignmentMetadata  key: GroupId
+    7 ConsumerGroupTargetAssignmentMember    key: GroupId, MemberId
+    8 ConsumerGroupCurrentMemberAssignment   key: GroupId, MemberId
 
-Keys: version int16, then int16-length strings, as Kafka's keys. A value is a version int16 (0) followed by
-the record's fields as UTF-8 JSON (partitions as [topic, partition] pairs, sorted). A tombstone is a key with
-no value, as Kafka deletes. A ConsumerGroupMetadata tombstone deletes the whole group: every record of the
-group before it is void (DeleteGroups writes it last).
+Kafka's records name a topic by its id where ours name it by name: the writer maps names to the ids the
+cluster's metadata has now, the reader maps ids back. A partition of a topic without an id (gone before its
+record is written, or deleted before the log is read) cannot be named and is left out; the group's next
+epoch, which the topic's going starts anyway, assigns without it. PartitionMetadata carries the name too,
+so it is read by name. What our core does not track is written as Kafka's default: no racks per partition,
+no ClassicMemberMetadata (tag 0, null: our members speak the consumer protocol only).
+
+A ConsumerGroupMetadata tombstone deletes the whole group, as Kafka's loader takes it: every record of the
+group before it is void. The group's other records are tombstoned before it, as Kafka does, so compaction
+leaves nothing of a deleted group.
+
+Logs written before this format (key versions 1003-1008, JSON values: consumer_records_json.py) still load.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import uuid
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from epochlog.groups.consumer.model import STABLE, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS
 from epochlog.groups.consumer.records import (
     ConsumerGroupCurrentMemberAssignment,
     ConsumerGroupCurrentMemberAssignmentTombstone,
@@ -36,118 +44,172 @@ from epochlog.groups.consumer.records import (
     ConsumerGroupTargetAssignmentMetadata,
     Record,
 )
-from epochlog.server.groups import json_records as jr
+from epochlog.protocol import struct_schema as s
+from epochlog.server.groups import consumer_records_json as old
+from epochlog.server.groups import kafka_records as kr
+from epochlog.server.groups.consumer_records_json import GroupDeleted as GroupDeleted
 
-GROUP_METADATA = 1003
-PARTITION_METADATA = 1004
-MEMBER_METADATA = 1005
-TARGET_METADATA = 1006
-TARGET_MEMBER = 1007
-CURRENT_ASSIGNMENT = 1008
-KEY_VERSIONS = frozenset(range(GROUP_METADATA, CURRENT_ASSIGNMENT + 1))
+GROUP_METADATA = 3
+PARTITION_METADATA = 4
+MEMBER_METADATA = 5
+TARGET_METADATA = 6
+TARGET_MEMBER = 7
+CURRENT_ASSIGNMENT = 8
+KEY_VERSIONS = frozenset(range(GROUP_METADATA, CURRENT_ASSIGNMENT + 1)) | old.KEY_VERSIONS
+
+# Kafka's MemberState byte values.
+MEMBER_STATES = {STABLE: 0, UNREVOKED_PARTITIONS: 1, UNRELEASED_PARTITIONS: 2}
+_STATES_BY_VALUE = {v: k for k, v in MEMBER_STATES.items()}
+
+VALUES: dict[int, s.Struct] = {
+    GROUP_METADATA: s.Struct((("Epoch", s.INT32),)),
+    PARTITION_METADATA: kr.PARTITION_METADATA,
+    MEMBER_METADATA: s.Struct(
+        (
+            ("InstanceId", s.NULLABLE_STRING),
+            ("RackId", s.NULLABLE_STRING),
+            ("ClientId", s.STRING),
+            ("ClientHost", s.STRING),
+            ("SubscribedTopicNames", s.Array(s.STRING)),
+            ("SubscribedTopicRegex", s.NULLABLE_STRING),
+            ("RebalanceTimeoutMs", s.INT32),
+            ("ServerAssignor", s.NULLABLE_STRING),
+            # ClassicMemberMetadata: tag 0, null unless the member speaks the classic protocol (ours never do)
+        )
+    ),
+    TARGET_METADATA: s.Struct((("AssignmentEpoch", s.INT32),)),
+    TARGET_MEMBER: s.Struct((("TopicPartitions", s.Array(kr.TOPIC_PARTITIONS)),)),
+    CURRENT_ASSIGNMENT: s.Struct(
+        (
+            ("MemberEpoch", s.INT32),
+            ("PreviousMemberEpoch", s.INT32),
+            ("State", s.INT8),
+            ("AssignedPartitions", s.Array(kr.TOPIC_PARTITIONS)),
+            ("PartitionsPendingRevocation", s.Array(kr.TOPIC_PARTITIONS)),
+        )
+    ),
+}
+_MEMBER_KEYED = frozenset({MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT})
 
 
-@dataclass(frozen=True)
-class GroupDeleted:
-    """The ConsumerGroupMetadata tombstone: the group and all its records before it are gone."""
-
-    group_id: str
+def _value(record_type: int, fields: dict[str, Any]) -> bytes:
+    return kr.value(VALUES[record_type], fields)
 
 
-def group_tombstone(group_id: str) -> tuple[bytes, None]:
-    return jr.key(GROUP_METADATA, group_id), None
+def group_tombstones(group_id: str) -> list[tuple[bytes, bytes | None]]:
+    """What deletes a group with no members left: its group-level records' tombstones, ConsumerGroupMetadata's
+    last (Kafka's order)."""
+    return [(kr.key(t, group_id), None) for t in (TARGET_METADATA, PARTITION_METADATA, GROUP_METADATA)]
 
 
-def encode(r: Record) -> tuple[bytes, bytes | None] | None:
-    """The (key, value) to write for ``r``; None for what is not kept here (offsets go as OffsetCommit records)."""
+def encode(r: Record, topic_ids: Mapping[str, uuid.UUID]) -> tuple[bytes, bytes | None] | None:
+    """The (key, value) to write for ``r``, naming topics by the ids in ``topic_ids``; None for what is not kept
+    here (offsets go as OffsetCommit records)."""
     g = r.group_id
     if isinstance(r, ConsumerGroupMetadata):
-        return jr.key(GROUP_METADATA, g), jr.value({"epoch": r.epoch})
+        return kr.key(GROUP_METADATA, g), _value(GROUP_METADATA, {"Epoch": r.epoch})
     if isinstance(r, ConsumerGroupPartitionMetadata):
-        return jr.key(PARTITION_METADATA, g), jr.value({"topics": [[t, n] for t, n in r.topics]})
+        return kr.key(PARTITION_METADATA, g), _value(PARTITION_METADATA, kr.partition_metadata(r.topics, topic_ids))
     if isinstance(r, ConsumerGroupMemberMetadata):
         fields: dict[str, Any] = {
-            "instance_id": r.instance_id,
-            "rack_id": r.rack_id,
-            "client_id": r.client_id,
-            "client_host": r.client_host,
-            "topics": list(r.subscribed_topic_names),
-            "regex": r.subscribed_topic_regex,
-            "assignor": r.server_assignor,
-            "rebalance_timeout_ms": r.rebalance_timeout_ms,
+            "InstanceId": r.instance_id,
+            "RackId": r.rack_id,
+            "ClientId": r.client_id,
+            "ClientHost": r.client_host,
+            "SubscribedTopicNames": list(r.subscribed_topic_names),
+            "SubscribedTopicRegex": r.subscribed_topic_regex,
+            "RebalanceTimeoutMs": r.rebalance_timeout_ms,
+            "ServerAssignor": r.server_assignor,
         }
-        return jr.key(MEMBER_METADATA, g, r.member_id), jr.value(fields)
-    if isinstance(r, ConsumerGroupMemberMetadataTombstone):
-        return jr.key(MEMBER_METADATA, g, r.member_id), None
+        return kr.key(MEMBER_METADATA, g, r.member_id), _value(MEMBER_METADATA, fields)
     if isinstance(r, ConsumerGroupTargetAssignmentMetadata):
-        return jr.key(TARGET_METADATA, g), jr.value({"epoch": r.assignment_epoch})
+        return kr.key(TARGET_METADATA, g), _value(TARGET_METADATA, {"AssignmentEpoch": r.assignment_epoch})
     if isinstance(r, ConsumerGroupTargetAssignmentMember):
-        return jr.key(TARGET_MEMBER, g, r.member_id), jr.value({"partitions": jr.pairs(r.partitions)})
-    if isinstance(r, ConsumerGroupTargetAssignmentMemberTombstone):
-        return jr.key(TARGET_MEMBER, g, r.member_id), None
+        what = f"consumer group {g} target of {r.member_id}"
+        value = {"TopicPartitions": kr.by_topic_id(r.partitions, topic_ids, what)}
+        return kr.key(TARGET_MEMBER, g, r.member_id), _value(TARGET_MEMBER, value)
     if isinstance(r, ConsumerGroupCurrentMemberAssignment):
+        what = f"consumer group {g} assignment of {r.member_id}"
         fields = {
-            "epoch": r.member_epoch,
-            "previous_epoch": r.previous_member_epoch,
-            "state": r.state,
-            "assigned": jr.pairs(r.assigned),
-            "pending_revocation": jr.pairs(r.pending_revocation),
+            "MemberEpoch": r.member_epoch,
+            "PreviousMemberEpoch": r.previous_member_epoch,
+            "State": MEMBER_STATES[r.state],
+            "AssignedPartitions": kr.by_topic_id(r.assigned, topic_ids, what),
+            "PartitionsPendingRevocation": kr.by_topic_id(r.pending_revocation, topic_ids, what),
         }
-        return jr.key(CURRENT_ASSIGNMENT, g, r.member_id), jr.value(fields)
+        return kr.key(CURRENT_ASSIGNMENT, g, r.member_id), _value(CURRENT_ASSIGNMENT, fields)
+    if isinstance(r, ConsumerGroupMemberMetadataTombstone):
+        return kr.key(MEMBER_METADATA, g, r.member_id), None
+    if isinstance(r, ConsumerGroupTargetAssignmentMemberTombstone):
+        return kr.key(TARGET_MEMBER, g, r.member_id), None
     if isinstance(r, ConsumerGroupCurrentMemberAssignmentTombstone):
-        return jr.key(CURRENT_ASSIGNMENT, g, r.member_id), None
+        return kr.key(CURRENT_ASSIGNMENT, g, r.member_id), None
     return None
 
 
 def is_consumer_key(key: bytes) -> bool:
-    return jr.key_version_in(key, KEY_VERSIONS)
+    """A KIP-848 group record's key, in Kafka's format or our old one."""
+    return kr.record_type(key) in KEY_VERSIONS
 
 
-def _member_metadata(g: str, m: str, f: dict[str, Any]) -> Record:
-    return ConsumerGroupMemberMetadata(
+def _state(value: int) -> str:
+    state = _STATES_BY_VALUE.get(value)
+    if state is None:
+        raise ValueError(f"unknown member state {value}")
+    return state
+
+
+_Decoder = Callable[[str, str, dict[str, Any], Mapping[uuid.UUID, str]], Record]
+_DECODE: dict[int, _Decoder] = {
+    GROUP_METADATA: lambda g, _m, f, _n: ConsumerGroupMetadata(g, f["Epoch"]),
+    PARTITION_METADATA: lambda g, _m, f, _n: ConsumerGroupPartitionMetadata(g, kr.topics_of(f)),
+    MEMBER_METADATA: lambda g, m, f, _n: ConsumerGroupMemberMetadata(
         g,
         m,
-        f["instance_id"],
-        f["rack_id"],
-        f["client_id"],
-        f["client_host"],
-        tuple(f["topics"]),
-        f["regex"],
-        f["assignor"],
-        f["rebalance_timeout_ms"],
-    )
-
-
-def _current(g: str, m: str, f: dict[str, Any]) -> Record:
-    return ConsumerGroupCurrentMemberAssignment(
+        f["InstanceId"],
+        f["RackId"],
+        f["ClientId"],
+        f["ClientHost"],
+        tuple(f["SubscribedTopicNames"]),
+        f["SubscribedTopicRegex"],
+        f["ServerAssignor"],
+        f["RebalanceTimeoutMs"],
+    ),
+    TARGET_METADATA: lambda g, _m, f, _n: ConsumerGroupTargetAssignmentMetadata(g, f["AssignmentEpoch"]),
+    TARGET_MEMBER: lambda g, m, f, n: ConsumerGroupTargetAssignmentMember(
+        g, m, kr.by_topic_name(f["TopicPartitions"], n)
+    ),
+    CURRENT_ASSIGNMENT: lambda g, m, f, n: ConsumerGroupCurrentMemberAssignment(
         g,
         m,
-        f["epoch"],
-        f["previous_epoch"],
-        f["state"],
-        jr.partitions(f["assigned"]),
-        jr.partitions(f["pending_revocation"]),
-    )
-
-
-_DECODE: dict[int, Callable[[str, str, dict[str, Any]], Record]] = {
-    GROUP_METADATA: lambda g, _m, f: ConsumerGroupMetadata(g, f["epoch"]),
-    PARTITION_METADATA: lambda g, _m, f: ConsumerGroupPartitionMetadata(g, tuple((t, n) for t, n in f["topics"])),
-    MEMBER_METADATA: _member_metadata,
-    TARGET_METADATA: lambda g, _m, f: ConsumerGroupTargetAssignmentMetadata(g, f["epoch"]),
-    TARGET_MEMBER: lambda g, m, f: ConsumerGroupTargetAssignmentMember(g, m, jr.partitions(f["partitions"])),
-    CURRENT_ASSIGNMENT: _current,
+        f["MemberEpoch"],
+        f["PreviousMemberEpoch"],
+        _state(f["State"]),
+        kr.by_topic_name(f["AssignedPartitions"], n),
+        kr.by_topic_name(f["PartitionsPendingRevocation"], n),
+    ),
 }
-_TOMBSTONES: dict[int, Callable[[str, str], Record | GroupDeleted]] = {
-    GROUP_METADATA: lambda g, _m: GroupDeleted(g),
+_TOMBSTONES: dict[int, Callable[[str, str], Record]] = {
     MEMBER_METADATA: ConsumerGroupMemberMetadataTombstone,
     TARGET_MEMBER: ConsumerGroupTargetAssignmentMemberTombstone,
     CURRENT_ASSIGNMENT: ConsumerGroupCurrentMemberAssignmentTombstone,
 }
 
 
-def decode(key: bytes, value: bytes | None) -> Record | GroupDeleted | None:
-    """The record a (key, value) of ours holds; None for another kind of record (or a tombstone of a record
-    that has none: partition and target metadata are only ever overwritten). Raises ValueError on bytes that
-    do not parse."""
-    return jr.decode(key, value, _DECODE, _TOMBSTONES, "consumer group")
+def decode(key: bytes, value: bytes | None, topic_names: Mapping[uuid.UUID, str]) -> Record | GroupDeleted | None:
+    """The record a (key, value) holds, topics named by ``topic_names`` (id to name); None for another kind of
+    record or a tombstone that deletes nothing on its own (partition and target metadata go with the group).
+    Raises ValueError on bytes that do not parse."""
+    record_type = kr.record_type(key)
+    if record_type in old.KEY_VERSIONS:
+        return old.decode(key, value)
+    if record_type is None or record_type not in _DECODE:
+        return None
+    g, m = kr.read_key(key, record_type in _MEMBER_KEYED)
+    if value is None:
+        if record_type == GROUP_METADATA:
+            return GroupDeleted(g)
+        tomb = _TOMBSTONES.get(record_type)
+        return tomb(g, m) if tomb is not None else None
+    fields = kr.read_value(VALUES[record_type], value, f"consumer group record type {record_type}")
+    return _DECODE[record_type](g, m, fields, topic_names)

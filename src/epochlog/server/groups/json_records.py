@@ -1,41 +1,22 @@
-"""The layout the KIP-848 and KIP-932 group records share in ``__consumer_offsets`` (consumer_records.py and
-share_records.py): a key is an int16 key version and int16-length strings (group id, then member id), as
-Kafka's keys are; a value is int16 VALUE_VERSION and the record's fields as UTF-8 JSON, partitions as sorted
-[topic, partition] pairs; a tombstone is a key without a value."""
+"""The layout epochlog wrote the KIP-848 and KIP-932 group records in before it wrote Kafka's, read (never
+written) so that those logs still load (consumer_records_json.py and share_records_json.py): a key is an int16
+key version and int16-length strings (group id, then member id), as Kafka's keys are; a value is int16
+VALUE_VERSION and the record's fields as UTF-8 JSON, partitions as sorted [topic, partition] pairs; a tombstone
+is a key without a value."""
 
 from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 VALUE_VERSION = 0
 T = TypeVar("T")
 
 
-def key(version: int, *parts: str) -> bytes:
-    out = bytearray(struct.pack(">h", version))
-    for s in parts:
-        b = s.encode()
-        out += struct.pack(">h", len(b)) + b
-    return bytes(out)
-
-
-def value(fields: dict[str, Any]) -> bytes:
-    return struct.pack(">h", VALUE_VERSION) + json.dumps(fields, separators=(",", ":"), sort_keys=True).encode()
-
-
-def pairs(partitions: Collection[tuple[str, int]]) -> list[list[Any]]:
-    return [[t, p] for t, p in sorted(partitions)]
-
-
 def partitions(v: list[list[Any]]) -> frozenset[tuple[str, int]]:
     return frozenset((str(t), int(p)) for t, p in v)
-
-
-def key_version_in(data: bytes, versions: Collection[int]) -> bool:
-    return len(data) >= 2 and struct.unpack_from(">h", data, 0)[0] in versions
 
 
 def read_key(data: bytes) -> tuple[int, list[str]]:

@@ -25,6 +25,7 @@ class Loading(ShareGroups):
     def _read_partition(self, p: int) -> None:
         consumer: dict[str, list[ConsumerRecord]] = {}
         share: dict[str, list[ShareRecord]] = {}
+        topic_names = self._topic_names()
         for batch in self.store.read_batches(p):
             try:
                 h = read_header(batch)
@@ -37,9 +38,9 @@ class Loading(ShareGroups):
                     if h.is_transactional:
                         self._replay_txn_offset(h.producer_id, r)
                     elif r.key is not None and is_consumer_key(r.key):
-                        self._replay_consumer_record(r.key, r.value, consumer)
+                        self._replay_consumer_record(r.key, r.value, consumer, topic_names)
                     elif r.key is not None and is_share_key(r.key):
-                        self._replay_share_record(r.key, r.value, share)
+                        self._replay_share_record(r.key, r.value, share, topic_names)
                     else:
                         self._replay(r)
             except ValueError as e:  # CorruptBatchError included: skip what we cannot read

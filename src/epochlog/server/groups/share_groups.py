@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -127,9 +128,12 @@ class ShareGroups(ConsumerGroups):
         return c
 
     # -- effects and timers -------------------------------------------------------------------
-    @staticmethod
-    def _share_records(effects: Iterable[GroupEffect]) -> list[_KeyValue]:
-        return [srec.encode(e) for e in effects if not isinstance(e, WakeAt | MemberGone | Note)]
+    def _share_records(self, effects: Iterable[GroupEffect]) -> list[_KeyValue]:
+        records = [e for e in effects if not isinstance(e, WakeAt | MemberGone | Note)]
+        if not records:
+            return []
+        topic_ids = self.topic_ids()
+        return [srec.encode(r, topic_ids) for r in records]
 
     def _carry_out_share(self, effects: Iterable[GroupEffect]) -> None:
         for e in effects:
@@ -185,7 +189,7 @@ class ShareGroups(ConsumerGroups):
         if core.group.members:
             return Err.NON_EMPTY_GROUP
         del self.share_groups[gid]
-        if not await self._write(gid, [srec.group_tombstone(gid)]):
+        if not await self._write(gid, srec.group_tombstones(gid)):
             return Err.COORDINATOR_NOT_AVAILABLE
         log.info("share group %s deleted", gid)
         return await self.share_group_deleted(gid)
@@ -199,8 +203,10 @@ class ShareGroups(ConsumerGroups):
         return None if core is None else member_id in core.group.members
 
     # -- loading ------------------------------------------------------------------------------
-    def _replay_share_record(self, key: bytes, value: bytes | None, into: dict[str, list[GroupRecord]]) -> None:
-        r = srec.decode(key, value)
+    def _replay_share_record(
+        self, key: bytes, value: bytes | None, into: dict[str, list[GroupRecord]], topic_names: Mapping[uuid.UUID, str]
+    ) -> None:
+        r = srec.decode(key, value, topic_names)
         if isinstance(r, srec.ShareGroupDeleted):
             into.pop(r.group_id, None)
         elif r is not None:
@@ -228,10 +234,11 @@ class ShareGroups(ConsumerGroups):
         if p not in self.owned:
             return
         loaded: dict[str, list[GroupRecord]] = {}
+        topic_names = self._topic_names()
         try:
             for key, value in self._partition_records(p):
                 if srec.is_share_key(key):
-                    self._replay_share_record(key, value, loaded)
+                    self._replay_share_record(key, value, loaded, topic_names)
         except Exception:
             log.exception("share group %s: cannot reread __consumer_offsets-%d", gid, p)
             return

@@ -1,23 +1,27 @@
-"""How the KIP-932 share group records (epochlog.groups.share.group_records) are kept in ``__consumer_offsets``.
+"""How the KIP-932 share group records (epochlog.groups.share.group_records) are kept in ``__consumer_offsets``:
+in Kafka's own record types and binary layout, as the KIP-848 records are (consumer_records.py; keys, values
+and tombstones as kafka_records.py lays them out, topics by id). The schemas are Kafka's
+(group-coordinator's ``ShareGroup*Key/Value.json``), field for field in wire order:
 
-As the KIP-848 records (consumer_records.py): our values name topics by name, so the keys take Kafka's key
-versions plus 1000, which Kafka's loader skips and our classic loader ignores:
+     9 ShareGroupPartitionMetadata          key: GroupId
+    10 ShareGroupMemberMetadata             key: GroupId, MemberId
+    11 ShareGroupMetadata                   key: GroupId
+    12 ShareGroupTargetAssignmentMetadata   key: GroupId
+    13 ShareGroupTargetAssignmentMember     key: GroupId, MemberId
+    14 ShareGroupCurrentMemberAssignment    key: GroupId, MemberId
 
-    1009 ShareGroupPartitionMetadata          key: group
-    1010 ShareGroupMemberMetadata             key: group, member id
-    1011 ShareGroupMetadata                   key: group
-    1012 ShareGroupTargetAssignmentMetadata   key: group
-    1013 ShareGroupTargetAssignmentMember     key: group, member id
-    1014 ShareGroupCurrentMemberAssignment    key: group, member id
+A share member has no partitions to revoke, so its State is always Kafka's STABLE (0); it is not read back.
+Kafka's ShareGroupStatePartitionMetadata (15) is not written: which share-partitions have state is kept in
+``__share_group_state`` (server/share/). A ShareGroupMetadata tombstone deletes the whole group; the target
+and partition metadata are tombstoned before it, as Kafka does.
 
-Keys and values are laid out as consumer_records.py lays them out (int16 version, int16-length strings; a
-value is int16 0 and UTF-8 JSON). A ShareGroupMetadata tombstone deletes the whole group.
+Logs written before this format (key versions 1009-1014, JSON values: share_records_json.py) still load.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import uuid
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from epochlog.groups.share.group_records import (
@@ -32,80 +36,131 @@ from epochlog.groups.share.group_records import (
     ShareGroupTargetAssignmentMemberTombstone,
     ShareGroupTargetAssignmentMetadata,
 )
-from epochlog.server.groups import json_records as jr
+from epochlog.protocol import struct_schema as s
+from epochlog.server.groups import kafka_records as kr
+from epochlog.server.groups import share_records_json as old
+from epochlog.server.groups.share_records_json import ShareGroupDeleted as ShareGroupDeleted
 
-PARTITION_METADATA = 1009
-MEMBER_METADATA = 1010
-GROUP_METADATA = 1011
-TARGET_METADATA = 1012
-TARGET_MEMBER = 1013
-CURRENT_ASSIGNMENT = 1014
-KEY_VERSIONS = frozenset(range(PARTITION_METADATA, CURRENT_ASSIGNMENT + 1))
+PARTITION_METADATA = 9
+MEMBER_METADATA = 10
+GROUP_METADATA = 11
+TARGET_METADATA = 12
+TARGET_MEMBER = 13
+CURRENT_ASSIGNMENT = 14
+KEY_VERSIONS = frozenset(range(PARTITION_METADATA, CURRENT_ASSIGNMENT + 1)) | old.KEY_VERSIONS
+STABLE = 0  # Kafka's MemberState.STABLE
+
+VALUES: dict[int, s.Struct] = {
+    PARTITION_METADATA: kr.PARTITION_METADATA,
+    MEMBER_METADATA: s.Struct(
+        (
+            ("RackId", s.NULLABLE_STRING),
+            ("ClientId", s.STRING),
+            ("ClientHost", s.STRING),
+            ("SubscribedTopicNames", s.Array(s.STRING)),
+        )
+    ),
+    GROUP_METADATA: s.Struct((("Epoch", s.INT32),)),
+    TARGET_METADATA: s.Struct((("AssignmentEpoch", s.INT32),)),
+    TARGET_MEMBER: s.Struct((("TopicPartitions", s.Array(kr.TOPIC_PARTITIONS)),)),
+    CURRENT_ASSIGNMENT: s.Struct(
+        (
+            ("MemberEpoch", s.INT32),
+            ("PreviousMemberEpoch", s.INT32),
+            ("State", s.INT8),
+            ("AssignedPartitions", s.Array(kr.TOPIC_PARTITIONS)),
+        )
+    ),
+}
+_MEMBER_KEYED = frozenset({MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT})
 
 
-@dataclass(frozen=True)
-class ShareGroupDeleted:
-    group_id: str
+def _value(record_type: int, fields: dict[str, Any]) -> bytes:
+    return kr.value(VALUES[record_type], fields)
 
 
-def group_tombstone(group_id: str) -> tuple[bytes, None]:
-    return jr.key(GROUP_METADATA, group_id), None
+def group_tombstones(group_id: str) -> list[tuple[bytes, bytes | None]]:
+    """What deletes a share group with no members left, ShareGroupMetadata's tombstone last (Kafka's order)."""
+    return [(kr.key(t, group_id), None) for t in (TARGET_METADATA, PARTITION_METADATA, GROUP_METADATA)]
 
 
-def encode(r: GroupRecord) -> tuple[bytes, bytes | None]:
+def encode(r: GroupRecord, topic_ids: Mapping[str, uuid.UUID]) -> tuple[bytes, bytes | None]:
+    """The (key, value) to write for ``r``, naming topics by the ids in ``topic_ids``."""
     g = r.group_id
     if isinstance(r, ShareGroupMetadata):
-        return jr.key(GROUP_METADATA, g), jr.value({"epoch": r.epoch})
+        return kr.key(GROUP_METADATA, g), _value(GROUP_METADATA, {"Epoch": r.epoch})
     if isinstance(r, ShareGroupPartitionMetadata):
-        return jr.key(PARTITION_METADATA, g), jr.value({"topics": [[t, n] for t, n in r.topics]})
+        return kr.key(PARTITION_METADATA, g), _value(PARTITION_METADATA, kr.partition_metadata(r.topics, topic_ids))
     if isinstance(r, ShareGroupMemberMetadata):
         fields: dict[str, Any] = {
-            "rack_id": r.rack_id,
-            "client_id": r.client_id,
-            "client_host": r.client_host,
-            "topics": list(r.subscribed_topic_names),
+            "RackId": r.rack_id,
+            "ClientId": r.client_id,
+            "ClientHost": r.client_host,
+            "SubscribedTopicNames": list(r.subscribed_topic_names),
         }
-        return jr.key(MEMBER_METADATA, g, r.member_id), jr.value(fields)
-    if isinstance(r, ShareGroupMemberMetadataTombstone):
-        return jr.key(MEMBER_METADATA, g, r.member_id), None
+        return kr.key(MEMBER_METADATA, g, r.member_id), _value(MEMBER_METADATA, fields)
     if isinstance(r, ShareGroupTargetAssignmentMetadata):
-        return jr.key(TARGET_METADATA, g), jr.value({"epoch": r.assignment_epoch})
+        return kr.key(TARGET_METADATA, g), _value(TARGET_METADATA, {"AssignmentEpoch": r.assignment_epoch})
     if isinstance(r, ShareGroupTargetAssignmentMember):
-        return jr.key(TARGET_MEMBER, g, r.member_id), jr.value({"partitions": jr.pairs(r.partitions)})
-    if isinstance(r, ShareGroupTargetAssignmentMemberTombstone):
-        return jr.key(TARGET_MEMBER, g, r.member_id), None
+        what = f"share group {g} target of {r.member_id}"
+        value = {"TopicPartitions": kr.by_topic_id(r.partitions, topic_ids, what)}
+        return kr.key(TARGET_MEMBER, g, r.member_id), _value(TARGET_MEMBER, value)
     if isinstance(r, ShareGroupCurrentMemberAssignment):
-        fields = {"epoch": r.member_epoch, "previous_epoch": r.previous_member_epoch, "assigned": jr.pairs(r.assigned)}
-        return jr.key(CURRENT_ASSIGNMENT, g, r.member_id), jr.value(fields)
-    return jr.key(CURRENT_ASSIGNMENT, g, r.member_id), None  # ShareGroupCurrentMemberAssignmentTombstone
+        what = f"share group {g} assignment of {r.member_id}"
+        fields = {
+            "MemberEpoch": r.member_epoch,
+            "PreviousMemberEpoch": r.previous_member_epoch,
+            "State": STABLE,
+            "AssignedPartitions": kr.by_topic_id(r.assigned, topic_ids, what),
+        }
+        return kr.key(CURRENT_ASSIGNMENT, g, r.member_id), _value(CURRENT_ASSIGNMENT, fields)
+    if isinstance(r, ShareGroupMemberMetadataTombstone):
+        return kr.key(MEMBER_METADATA, g, r.member_id), None
+    if isinstance(r, ShareGroupTargetAssignmentMemberTombstone):
+        return kr.key(TARGET_MEMBER, g, r.member_id), None
+    return kr.key(CURRENT_ASSIGNMENT, g, r.member_id), None  # ShareGroupCurrentMemberAssignmentTombstone
 
 
 def is_share_key(key: bytes) -> bool:
-    return jr.key_version_in(key, KEY_VERSIONS)
+    """A KIP-932 group record's key, in Kafka's format or our old one."""
+    return kr.record_type(key) in KEY_VERSIONS
 
 
-def _member(g: str, m: str, f: dict[str, Any]) -> GroupRecord:
-    return ShareGroupMemberMetadata(g, m, f["rack_id"], f["client_id"], f["client_host"], tuple(f["topics"]))
-
-
-_DECODE: dict[int, Callable[[str, str, dict[str, Any]], GroupRecord]] = {
-    GROUP_METADATA: lambda g, _m, f: ShareGroupMetadata(g, f["epoch"]),
-    PARTITION_METADATA: lambda g, _m, f: ShareGroupPartitionMetadata(g, tuple((t, n) for t, n in f["topics"])),
-    MEMBER_METADATA: _member,
-    TARGET_METADATA: lambda g, _m, f: ShareGroupTargetAssignmentMetadata(g, f["epoch"]),
-    TARGET_MEMBER: lambda g, m, f: ShareGroupTargetAssignmentMember(g, m, jr.partitions(f["partitions"])),
-    CURRENT_ASSIGNMENT: lambda g, m, f: ShareGroupCurrentMemberAssignment(
-        g, m, f["epoch"], f["previous_epoch"], jr.partitions(f["assigned"])
+_Decoder = Callable[[str, str, dict[str, Any], Mapping[uuid.UUID, str]], GroupRecord]
+_DECODE: dict[int, _Decoder] = {
+    GROUP_METADATA: lambda g, _m, f, _n: ShareGroupMetadata(g, f["Epoch"]),
+    PARTITION_METADATA: lambda g, _m, f, _n: ShareGroupPartitionMetadata(g, kr.topics_of(f)),
+    MEMBER_METADATA: lambda g, m, f, _n: ShareGroupMemberMetadata(
+        g, m, f["RackId"], f["ClientId"], f["ClientHost"], tuple(f["SubscribedTopicNames"])
+    ),
+    TARGET_METADATA: lambda g, _m, f, _n: ShareGroupTargetAssignmentMetadata(g, f["AssignmentEpoch"]),
+    TARGET_MEMBER: lambda g, m, f, n: ShareGroupTargetAssignmentMember(g, m, kr.by_topic_name(f["TopicPartitions"], n)),
+    CURRENT_ASSIGNMENT: lambda g, m, f, n: ShareGroupCurrentMemberAssignment(
+        g, m, f["MemberEpoch"], f["PreviousMemberEpoch"], kr.by_topic_name(f["AssignedPartitions"], n)
     ),
 }
-_TOMBSTONES: dict[int, Callable[[str, str], GroupRecord | ShareGroupDeleted]] = {
-    GROUP_METADATA: lambda g, _m: ShareGroupDeleted(g),
+_TOMBSTONES: dict[int, Callable[[str, str], GroupRecord]] = {
     MEMBER_METADATA: ShareGroupMemberMetadataTombstone,
     TARGET_MEMBER: ShareGroupTargetAssignmentMemberTombstone,
     CURRENT_ASSIGNMENT: ShareGroupCurrentMemberAssignmentTombstone,
 }
 
 
-def decode(key: bytes, value: bytes | None) -> GroupRecord | ShareGroupDeleted | None:
-    """The record a (key, value) of ours holds; None for another kind. Raises ValueError on bad bytes."""
-    return jr.decode(key, value, _DECODE, _TOMBSTONES, "share group")
+def decode(
+    key: bytes, value: bytes | None, topic_names: Mapping[uuid.UUID, str]
+) -> GroupRecord | ShareGroupDeleted | None:
+    """The record a (key, value) holds, topics named by ``topic_names`` (id to name); None for another kind of
+    record or a tombstone that deletes nothing on its own. Raises ValueError on bytes that do not parse."""
+    record_type = kr.record_type(key)
+    if record_type in old.KEY_VERSIONS:
+        return old.decode(key, value)
+    if record_type is None or record_type not in _DECODE:
+        return None
+    g, m = kr.read_key(key, record_type in _MEMBER_KEYED)
+    if value is None:
+        if record_type == GROUP_METADATA:
+            return ShareGroupDeleted(g)
+        tomb = _TOMBSTONES.get(record_type)
+        return tomb(g, m) if tomb is not None else None
+    fields = kr.read_value(VALUES[record_type], value, f"share group record type {record_type}")
+    return _DECODE[record_type](g, m, fields, topic_names)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
@@ -30,7 +31,7 @@ from epochlog.protocol.errors import Err
 from epochlog.protocol.records import build_batch
 from epochlog.server.groups import records as rec
 from epochlog.server.groups.config import GroupConfig
-from epochlog.server.groups.consumer_records import group_tombstone as consumer_group_tombstone
+from epochlog.server.groups.consumer_records import group_tombstones as consumer_group_tombstones
 from epochlog.server.groups.hashing import partition_for
 from epochlog.server.groups.model import Group
 from epochlog.server.groups.store import OffsetsStore
@@ -88,6 +89,8 @@ class CoordinatorState:
         self.consumer_groups: dict[str, ConsumerGroupCoordinator] = {}
         # The cluster's topics and their partition counts; the broker points it at its metadata image.
         self.topic_counts: Callable[[], Mapping[str, int]] = dict
+        # Their ids by name: the KIP-848 records in __consumer_offsets name topics by id, as Kafka's do.
+        self.topic_ids: Callable[[], Mapping[str, uuid.UUID]] = dict
         self._consumer_queues: dict[str, Any] = {}
         self._consumer_wake_ms: int | None = None
 
@@ -130,7 +133,7 @@ class CoordinatorState:
             return Err.INCONSISTENT_GROUP_PROTOCOL
         del self.consumer_groups[group_id]
         try:
-            await self._append(group_id, [consumer_group_tombstone(group_id)])
+            await self._append(group_id, consumer_group_tombstones(group_id))
         except Exception:
             log.exception("consumer group %s: cannot write its tombstone", group_id)
             return Err.COORDINATOR_NOT_AVAILABLE

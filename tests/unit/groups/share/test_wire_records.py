@@ -1,9 +1,12 @@
 """The share groups' records as the broker keeps them: the group records in __consumer_offsets
 (server/groups/share_records.py) and the share coordinator's in __share_group_state (server/share/state_log.py).
 Every record the cores write reads back as itself and replays to the same group and share-partition state; the
-keys carry our own versions, which neither the classic loader nor the KIP-848 loader takes for theirs."""
+group records' keys are Kafka's ShareGroup* record types (test_kafka_group_records.py has their bytes), which
+neither the classic loader nor the KIP-848 loader takes for theirs."""
 
 from __future__ import annotations
+
+import uuid
 
 import pytest
 
@@ -18,6 +21,8 @@ from epochlog.server.groups import records as classic
 from epochlog.server.groups import share_records as srec
 from epochlog.server.share import state_log
 
+IDS = {"t": uuid.UUID(int=7)}
+
 
 def test_group_records_read_back_as_themselves() -> None:
     core = ShareGroupCoordinator("g", topics={"t": 2})
@@ -31,18 +36,19 @@ def test_group_records_read_back_as_themselves() -> None:
     }
     decoded = []
     for r in records:
-        key, value = srec.encode(r)  # type: ignore[arg-type]
+        key, value = srec.encode(r, IDS)  # type: ignore[arg-type]
+        assert 9 <= int.from_bytes(key[:2], "big") <= 14
         assert srec.is_share_key(key) and not crec.is_consumer_key(key) and classic.decode_key(key) is None
-        decoded.append(srec.decode(key, value))
+        decoded.append(srec.decode(key, value, {v: k for k, v in IDS.items()}))
     assert decoded == records
     g1, g2 = replay("g", records, 0, 45_000), replay("g", decoded, 0, 45_000)  # type: ignore[arg-type]
     assert (
         (g1.group_epoch, g1.target, set(g1.members)) == (g2.group_epoch, g2.target, set(g2.members)) != (0, {}, set())
     )
-    key, value = srec.group_tombstone("g")
-    assert srec.decode(key, value) == srec.ShareGroupDeleted("g")
+    key, value = srec.group_tombstones("g")[-1]
+    assert srec.decode(key, value, {}) == srec.ShareGroupDeleted("g")
     with pytest.raises(ValueError):
-        srec.decode(key, b"\x00\x00{not json")
+        srec.decode(key, b"\x00\x00", {})
 
 
 def test_state_records_rebuild_the_share_partition() -> None:
