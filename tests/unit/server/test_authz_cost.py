@@ -16,6 +16,7 @@ from epochlog.replication.fetch_sessions import FetchSessionCache
 from epochlog.security.acl import Operation, ResourceType
 from epochlog.server.handlers.fetch import handle_fetch
 from epochlog.server.handlers.produce import handle_produce
+from epochlog.server.metrics import BrokerMetrics
 from epochlog.server.quota_enforcement import ClientQuotas
 from epochlog.server.responses import Waiting
 
@@ -35,14 +36,6 @@ class _Counting:
         return self.allowed
 
 
-class _Counter:
-    def labels(self, *_a: Any) -> _Counter:
-        return self
-
-    def inc(self, *_a: Any) -> None:
-        pass
-
-
 def _broker(authorizer: Any) -> Any:
     return SimpleNamespace(
         authorizer=authorizer,
@@ -51,7 +44,7 @@ def _broker(authorizer: Any) -> Any:
         config=SimpleNamespace(
             transaction_partition_verification_enable=True, fetch_max_bytes=1 << 20, replica_fetch_response_max_bytes=1
         ),
-        metrics=SimpleNamespace(failed_produce=_Counter(), requests=_Counter()),
+        metrics=BrokerMetrics(),
         image=SimpleNamespace(states={}, brokers={}),
         fetch_sessions=FetchSessionCache(),
         client_quotas=ClientQuotas({}, ClusterImage),

@@ -25,6 +25,7 @@ from epochlog.protocol.records import build_batch
 from epochlog.replication.partition import PartitionReplica
 from epochlog.replication.types import PartitionState
 from epochlog.server.handlers.produce import handle_produce
+from epochlog.server.metrics import BrokerMetrics
 from epochlog.server.partition import Partition
 from epochlog.server.quota_enforcement import ClientQuotas
 from epochlog.server.responses import Waiting
@@ -35,14 +36,6 @@ from epochlog.storage.replica_log import PartitionReplicaLog
 pytestmark = pytest.mark.unit
 
 PID, EPOCH = 4000, 3
-
-
-class _Counter:
-    def labels(self, *_a: Any) -> _Counter:
-        return self
-
-    def inc(self, *_a: Any) -> None:
-        pass
 
 
 class _Coordinator:
@@ -64,7 +57,7 @@ def _broker(tmp: Path, coordinator: _Coordinator) -> tuple[Any, Partition]:
     core = PartitionReplica(1, "t", 0, PartitionReplicaLog(plog), min_insync_replicas=1)
     core.apply_state(PartitionState(1, 0, frozenset({1}), (1,), 0), 0)
     part = Partition("t", 0, uuid.uuid4(), plog, core)
-    metrics = SimpleNamespace(failed_produce=_Counter(), messages_in=_Counter(), bytes_in=_Counter())
+    metrics = BrokerMetrics()
     broker = SimpleNamespace(
         partition=lambda name, i: part if (name, i) == ("t", 0) else None,
         topic_name_for_id=lambda _id: None,
