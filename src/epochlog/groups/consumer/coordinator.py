@@ -121,10 +121,22 @@ class ConsumerGroupCoordinator:
         topics: Mapping[str, int] | None = None,
         new_member_id: Callable[[str], str] = _uuid_member_id,
     ) -> ConsumerGroupCoordinator:
-        """A coordinator taking the group over: the group as its records left it."""
+        """A coordinator taking the group over: the group as its records left it. What each member has said
+        it owns is not in them: until a member says so again (its client sends a full request on finding the
+        coordinator moved), every partition of its assignment counts as one it may be taking."""
         config = config or ConsumerGroupConfig()
         g = replay(group_id, records, now_ms, config.session_timeout_ms)
+        for m in g.members.values():
+            m.unconfirmed = m.owns()
         return cls(group_id, config, topics, new_member_id, g)
+
+    def keep_confirmations(self, previous: ConsumerGroupCoordinator) -> None:
+        """This coordinator rebuilt ``previous``'s group from the records (a write failed): what the members
+        said they own to ``previous`` still holds, for the partitions they still have."""
+        for mid, m in self.group.members.items():
+            old = previous.group.members.get(mid)
+            if old is not None:
+                m.unconfirmed = m.owns() & (old.unconfirmed | (m.owns() - old.owns()))
 
     # -- heartbeat ----------------------------------------------------------------------------
     def heartbeat(self, now_ms: int, req: HeartbeatRequest) -> tuple[HeartbeatResponse, list[Effect]]:

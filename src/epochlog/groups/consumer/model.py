@@ -61,10 +61,9 @@ class Member:
     pending_revocation: Assignment = NO_PARTITIONS
     # Partitions given to the member that none of its heartbeats has yet said it owns: it may not have heard
     # of them (the answer was lost) or may be taking them right now, and a client lists only what it had
-    # acknowledged, so a list without them does not say they were given up.
+    # acknowledged, so a list without them does not say they were given up. Not in the records.
     unconfirmed: Assignment = NO_PARTITIONS
     # Timers; not in the records (a coordinator that takes over gives every member a fresh session).
-    # Nor is ``unconfirmed``: after a takeover the members' next full requests say what they own.
     session_deadline_ms: int = 0
     revocation_deadline_ms: int | None = None
 

@@ -282,7 +282,7 @@ class ConsumerGroups(CoordinatorState):
     def _reload_consumer_group(self, gid: str) -> None:
         """Rebuild the group from the log after a write that failed (if the partition is still ours)."""
         p = self.partition_for(gid)
-        self.consumer_groups.pop(gid, None)
+        previous = self.consumer_groups.pop(gid, None)
         if p not in self.owned:
             return
         loaded: dict[str, list[Record]] = {}
@@ -295,3 +295,7 @@ class ConsumerGroups(CoordinatorState):
             return
         if gid in loaded:
             self._build_consumer_groups({gid: loaded[gid]})
+            rebuilt = self.consumer_groups.get(gid)
+            if rebuilt is not None and previous is not None:
+                # The members are connected as before and will not all send a full request.
+                rebuilt.keep_confirmations(previous)
