@@ -108,3 +108,23 @@ def test_a_request_from_the_previous_epoch_does_not_release_partitions_given_sin
     assert g.core.group.members["m1"].owns() == tps(0, 1, topic="x")
     r2 = g.hb("m2", 3, None)
     assert not (r2.assignment or frozenset()) & tps(0, 1, topic="x")
+
+
+def test_the_full_request_right_after_a_join_does_not_release_what_the_join_gave() -> None:
+    """The capture (bench/kip848_overlap.py, Kafka's rule): m1's join was answered with all twelve
+    partitions; librdkafka, still in its init state, sent its next heartbeat at once as a full request listing
+    what it had acknowledged (nothing) and then ran on_assign for all twelve; m2 had joined in between, and
+    the six the new target moved to m2 were handed to m2 on the strength of that empty list."""
+    g = Group(topics={"a": 12})
+    joined = g.join("m1")
+    assert joined.assignment == tps(*range(12))
+    g.join("m2")
+    r1 = full(g, "m1", joined.member_epoch, frozenset())
+    assert r1.member_epoch == joined.member_epoch and r1.assignment == tps(*range(12))
+    r2 = g.hb("m2", 2, None)
+    assert not r2.assignment
+    g.hb("m1", 1, tps(*range(12)))  # on_assign ran: acknowledged
+    kept = g.hb("m1", 1, None).assignment
+    assert kept is not None and len(kept) == 6
+    assert g.hb("m1", 1, kept).member_epoch == 2
+    assert g.hb("m2", 2, None).assignment == tps(*range(12)) - kept
