@@ -1,10 +1,11 @@
 """Hunting a partition held by two KIP-848 members at once, against a real broker under CPU load.
 
   PYTHONPATH=src .venv/bin/python bench/kip848_overlap.py [--rounds 20] [--partitions 12] [--hogs 2]
-      [--seconds 300] [--logs DIR]
+      [--seconds 300] [--logs DIR] [--pairs]
 
 Two confluent-kafka members (``group.protocol=consumer``, librdkafka ``debug=cgrp``) read a topic under steady
-production; each round a third joins, the three split the partitions, then it leaves. Ownership comes from
+production; each round a third joins (with ``--pairs`` a third and a fourth at once), they split the
+partitions, then leave. Ownership comes from
 the rebalance callbacks (tests/integration/group_watch.py): after every poll no partition may have two
 owners, and at the end the members' ownership intervals of a partition may not overlap. ``--hogs`` busy
 processes load the machine (the double owner was seen at load average 4 on 2 cores). The broker runs with
@@ -152,13 +153,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if not poll_until(split, "the first split"):
             return summary
         for r in range(args.rounds):
-            c = member(f"c{r}")
-            live.append(c)
-            if not poll_until(split, f"round {r}: {c.name} joined"):
+            # Two join together: one may be given partitions while the other's arrival takes them away.
+            new = [member(f"c{r}"), member(f"d{r}")] if args.pairs else [member(f"c{r}")]
+            live.extend(new)
+            if not poll_until(split, f"round {r}: {', '.join(w.name for w in new)} joined"):
                 break
-            live.remove(c)
-            c.close()
-            if not poll_until(split, f"round {r}: {c.name} left"):
+            for w in new:
+                live.remove(w)
+                w.close()
+            if not poll_until(split, f"round {r}: they left"):
                 break
             summary["rounds"] = r + 1
         summary["violations"] += overlaps(members)
@@ -194,6 +197,7 @@ def main() -> None:
     ap.add_argument("--hogs", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=300)
     ap.add_argument("--logs", default=None)
+    ap.add_argument("--pairs", action="store_true", help="two members join (and leave) together each round")
     print(json.dumps(run(ap.parse_args()), indent=2))
 
 
