@@ -72,3 +72,8 @@ async def test_an_answer_that_changes_nothing_waits_for_the_records_it_reflects(
     release.set()
     assert (await given).error_code == Err.COORDINATOR_NOT_AVAILABLE
     assert (await again).error_code == Err.COORDINATOR_NOT_AVAILABLE
+    # The group was rebuilt from the log; what m1 had said it owns still counts (it is connected as before
+    # and will not send a full request to say it again), what m2 was given in the lost write is gone.
+    rebuilt = c.consumer_groups["g"].group
+    assert rebuilt.members["m1"].unconfirmed == frozenset() and rebuilt.members["m1"].assigned == kept
+    assert rebuilt.members["m2"].assigned == frozenset()
