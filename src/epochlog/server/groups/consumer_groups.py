@@ -89,9 +89,11 @@ class ConsumerGroups(CoordinatorState):
             before = self._take_over_classic(gid)
             self.consumer_groups[gid] = core
         self._carry_out(effects)
-        if records or before or gid in self._consumer_queues:
-            # An answer that wrote nothing may still tell what records queued before it decided (an
-            # assignment said again): it goes out once they are written, and not at all if they fail.
+        if records or before or (resp.assignment is not None and gid in self._consumer_queues):
+            # An answer that wrote nothing may still tell an assignment that records queued before it
+            # decided: it goes out once they are written, and not at all if they fail. (One without an
+            # assignment does not wait: at worst it tells an epoch a failed write takes back, and the
+            # member is fenced, which hands nothing over.)
             ok = await self._write(gid, before + records)
             if err := self._unavailable(gid):  # the partition moved to another broker meanwhile
                 return HeartbeatResponse(err, None, req.member_id)
