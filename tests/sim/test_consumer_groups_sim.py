@@ -4,6 +4,12 @@ whose delivery can lag; topics that grow and appear (some consumers subscribe by
 that fails over, its successor replaying the records written so far (sometimes losing the call it was in
 the middle of, whose records were not written and whose answer was never sent). All on a virtual clock.
 
+Some consumers behave as librdkafka does (``rdkafka``): a heartbeat that times out is not followed by a full
+request (only an error from the coordinator makes the next one full); the owned partitions are said only when
+acknowledging an assignment applied (its callbacks run some time after the answer) or in a full request,
+which lists the last acknowledged assignment, not the one being applied; an assignment equal to the one it
+has or applies is ignored.
+
 The checkers, after every step:
 
 - no partition has two owners among the group's members, both as the coordinator granted them (what each
@@ -15,8 +21,9 @@ The checkers, after every step:
 - once the faults stop, the group converges: Stable at its group epoch, every subscribed partition owned by
   exactly one consumer, each consumer holding exactly its target.
 
-Three deliberate bugs must be caught: handing a partition over before its owner released it, accepting
-commits whatever their epoch, and acknowledging commits without writing them.
+Four deliberate bugs must be caught: handing a partition over before its owner released it, taking a
+librdkafka full request's owned list as the truth, accepting commits whatever their epoch, and acknowledging
+commits without writing them.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from epochlog.groups.consumer.model import (
     NO_PARTITIONS,
     Assignment,
     ConsumerGroupConfig,
+    Member,
     TopicPartition,
 )
 from epochlog.groups.consumer.records import RECORD_TYPES, Record
@@ -66,6 +74,14 @@ class Consumer:
     full: bool = True  # the next heartbeat carries every field (after a join or a lost answer)
     cut_off_until: int = 0
     slow_revoker: bool = False  # sits on revoked partitions for longer than its rebalance timeout
+    rdkafka: bool = False
+    # librdkafka's reconciliation: the last acknowledged assignment, the one being applied (its callbacks
+    # run at ``apply_at``; then it is acknowledged), and the one received meanwhile.
+    acked: frozenset[TopicPartition] = frozenset()
+    applying: frozenset[TopicPartition] | None = None
+    apply_at: int = 0
+    applied: bool = False
+    next_target: frozenset[TopicPartition] | None = None
 
     @property
     def member_id(self) -> str:
@@ -113,6 +129,8 @@ class Sim:
     def failover(self) -> None:
         self.failovers += 1
         self.core = self.core_class.from_records(G, self.log, self.now, CONFIG, self.topics)
+        for c in self.consumers:
+            c.full = True  # NOT_COORDINATOR or a broken connection: the next heartbeat says everything
         if self.core.group.offsets != self.accepted:
             lost = {tp: o for tp, o in self.accepted.items() if self.core.group.offsets.get(tp) != o}
             self.fail(f"failover lost committed offsets {lost}")
@@ -139,6 +157,10 @@ class Sim:
     def heartbeat(self, c: Consumer, epoch: int | None = None) -> None:
         epoch = c.epoch if epoch is None else epoch
         full = c.full or epoch == 0
+        owned: Assignment | None = frozenset(c.owned) if epoch >= 0 else None
+        ack = c.rdkafka and c.applied and epoch > 0
+        if c.rdkafka and epoch > 0:
+            owned = c.applying if ack else c.acked if full else None
         req = HeartbeatRequest(
             G,
             c.member_id,
@@ -148,12 +170,14 @@ class Sim:
             subscribed_topic_names=c.topics if full else None,
             subscribed_topic_regex=c.regex if full else None,
             server_assignor=c.assignor if full else None,
-            owned=frozenset(c.owned) if epoch >= 0 else None,
+            owned=owned,
             client_id=c.name,
         )
         c.next_heartbeat = self.now + INTERVAL
         if not self.reachable(c):
-            c.full = True  # a timed-out request: the next one says everything again
+            # A timed-out request: the next one says everything again (librdkafka: only if the connection
+            # broke, else it just sends the next one).
+            c.full = not c.rdkafka or self.rng.random() < 0.5
             return
         if self.faults and self.rng.random() < 0.01:
             # The coordinator dies in the middle of this call: its records are not written, no answer.
@@ -162,20 +186,26 @@ class Sim:
             return
         resp, effects = self.core.heartbeat(self.now, req)
         self.write(effects)
+        if resp.error_code == Err.NONE and epoch < 0:
+            # It left having given up everything; a static member's slot keeps its assignment for later.
+            kept = self.core.group.members.get(c.member_id)
+            self.said_owned[c.member_id] = NO_PARTITIONS
+            self.told[c.member_id] = kept.assigned if kept is not None else NO_PARTITIONS
         if resp.error_code == Err.NONE and epoch >= 0:
             mid = resp.member_id or c.member_id
-            self.said_owned[mid] = req.owned or NO_PARTITIONS
+            if req.owned is not None or mid not in self.said_owned:
+                self.said_owned[mid] = req.owned or NO_PARTITIONS  # saying nothing leaves what it said
             if resp.assignment is not None:
                 self.told[mid] = resp.assignment
             if resp.member_epoch < self.epochs.get(mid, 0):
                 self.fail(f"{mid} told epoch {resp.member_epoch} after {self.epochs[mid]}")
             self.epochs[mid] = max(self.epochs.get(mid, 0), resp.member_epoch)
         if self.faults and self.rng.random() < 0.05:
-            c.full = True  # the answer is lost
+            c.full = not c.rdkafka  # the answer is lost
             return
-        self.on_answer(c, resp, epoch)
+        self.on_answer(c, resp, epoch, ack)
 
-    def on_answer(self, c: Consumer, resp: HeartbeatResponse, epoch: int) -> None:
+    def on_answer(self, c: Consumer, resp: HeartbeatResponse, epoch: int, ack: bool = False) -> None:
         if epoch < 0:
             return
         if resp.error_code in (Err.FENCED_MEMBER_EPOCH, Err.UNKNOWN_MEMBER_ID):
@@ -185,6 +215,9 @@ class Sim:
             c.full = True
             return
         c.joined, c.epoch, c.full = True, resp.member_epoch, False
+        if c.rdkafka:
+            self.rdkafka_answer(c, resp.assignment, ack)
+            return
         if resp.assignment is None:
             return
         c.revoking = c.owned - resp.assignment
@@ -192,7 +225,34 @@ class Sim:
             c.owned.add(tp)
             c.positions[tp] = self.core.group.offsets.get(tp, 0)  # OffsetFetch
 
+    def rdkafka_answer(self, c: Consumer, assignment: Assignment | None, ack: bool) -> None:
+        if assignment is not None and assignment != (c.acked if c.applying is None else c.applying):
+            c.next_target = assignment
+        if ack and c.applying is not None:
+            c.acked, c.applying, c.applied = c.applying, None, False
+        if c.applying is None and c.next_target is not None:
+            if c.next_target != c.acked:
+                c.applying, c.apply_at = c.next_target, self.now + self.rng.randint(0, 3 * INTERVAL)
+            c.next_target = None
+
+    def rdkafka_apply(self, c: Consumer) -> None:
+        """The callbacks of the assignment being applied: revoke (committing first), then assign; then the
+        acknowledgement goes out at once."""
+        assert c.applying is not None
+        gone = c.owned - c.applying
+        self.commit(c, gone)
+        self.deliver_commits()
+        c.owned -= gone
+        for tp in gone:
+            c.positions.pop(tp, None)
+        for tp in c.applying - c.owned:
+            c.owned.add(tp)
+            c.positions[tp] = self.core.group.offsets.get(tp, 0)
+        c.applied = True
+        self.heartbeat(c)
+
     def lose_everything(self, c: Consumer) -> None:
+        c.acked, c.applying, c.applied, c.next_target = frozenset(), None, False, None
         c.owned.clear()
         c.revoking.clear()
         c.positions.clear()
@@ -215,6 +275,9 @@ class Sim:
                 continue
             self.write(effects)
             grants = self.said_owned.get(x.member_id, NO_PARTITIONS) | self.told.get(x.member_id, NO_PARTITIONS)
+            if x.member_id in members:
+                # Still being revoked: a librdkafka member lets go of one partition while it applies others.
+                grants |= members[x.member_id].pending_revocation
             for tp, off in x.offsets.items():
                 if x.member_id not in members or tp not in grants:
                     self.fail(f"commit of {tp}@{off} accepted from {x.member_id}, which no longer owns it")
@@ -278,7 +341,10 @@ class Sim:
         for c in self.rng.sample(self.consumers, len(self.consumers)):
             if c.gone:
                 continue
-            if c.revoking and not (c.slow_revoker and self.faults):
+            if c.applying is not None and not c.applied and self.now >= c.apply_at and c.joined:
+                if not (c.slow_revoker and self.faults and c.owned - c.applying):
+                    self.rdkafka_apply(c)
+            elif c.revoking and not (c.slow_revoker and self.faults):
                 if self.rng.random() < 0.5 or not self.faults:
                     self.revoke(c)
             elif not c.joined and c.cut_off_until <= self.now:
@@ -329,7 +395,8 @@ def run(seed: int, core_class: type[ConsumerGroupCoordinator] = ConsumerGroupCoo
         regex = "t[0-9]+" if rng.random() < 0.3 else None
         names = () if regex else tuple(rng.sample(["t0", "t1", "other"], rng.randint(1, 3)))
         assignor = rng.choice([None, "uniform", "range"])
-        sim.consumers.append(Consumer(f"c{i}", f"i{i}" if rng.random() < 0.4 else None, names, regex, assignor))
+        instance = f"i{i}" if rng.random() < 0.4 else None
+        sim.consumers.append(Consumer(f"c{i}", instance, names, regex, assignor, rdkafka=rng.random() < 0.5))
     for _ in range(steps):
         sim.step()
         if sim.violations:
@@ -364,6 +431,16 @@ class HandsOverBeforeRelease(ConsumerGroupCoordinator):
         return -1
 
 
+class TrustsAnyOwnedList(ConsumerGroupCoordinator):
+    """A deliberate bug (Kafka's rule): whatever a heartbeat lists as owned is all the member may hold, also
+    in a librdkafka full request sent while it applies partitions it has not acknowledged."""
+
+    @staticmethod
+    def _owned(m: Member, req: HeartbeatRequest) -> Assignment | None:
+        m.unconfirmed = NO_PARTITIONS
+        return req.owned
+
+
 class CommitsWhateverTheEpoch(ConsumerGroupCoordinator):
     """A deliberate bug: a commit from a known member is accepted at any epoch."""
 
@@ -388,6 +465,7 @@ class CommitsWithoutWriting(ConsumerGroupCoordinator):
     ("bug", "symptom"),
     [
         (HandsOverBeforeRelease, "both"),
+        (TrustsAnyOwnedList, "held by both"),
         (CommitsWhateverTheEpoch, "no longer owns"),
         (CommitsWithoutWriting, "lost committed offsets"),
     ],

@@ -121,10 +121,22 @@ class ConsumerGroupCoordinator:
         topics: Mapping[str, int] | None = None,
         new_member_id: Callable[[str], str] = _uuid_member_id,
     ) -> ConsumerGroupCoordinator:
-        """A coordinator taking the group over: the group as its records left it."""
+        """A coordinator taking the group over: the group as its records left it. What each member has said
+        it owns is not in them: until a member says so again (its client sends a full request on finding the
+        coordinator moved), every partition of its assignment counts as one it may be taking."""
         config = config or ConsumerGroupConfig()
         g = replay(group_id, records, now_ms, config.session_timeout_ms)
+        for m in g.members.values():
+            m.unconfirmed = m.owns()
         return cls(group_id, config, topics, new_member_id, g)
+
+    def keep_confirmations(self, previous: ConsumerGroupCoordinator) -> None:
+        """This coordinator rebuilt ``previous``'s group from the records (a write failed): what the members
+        said they own to ``previous`` still holds, for the partitions they still have."""
+        for mid, m in self.group.members.items():
+            old = previous.group.members.get(mid)
+            if old is not None:
+                m.unconfirmed = m.owns() & (old.unconfirmed | (m.owns() - old.owns()))
 
     # -- heartbeat ----------------------------------------------------------------------------
     def heartbeat(self, now_ms: int, req: HeartbeatRequest) -> tuple[HeartbeatResponse, list[Effect]]:
@@ -253,25 +265,46 @@ class ConsumerGroupCoordinator:
         self._maybe_bump(bump, out)
         if g.group_epoch > g.assignment_epoch:
             self._update_target(out)
-        before_assigned = m.assigned
-        self._reconcile(now_ms, m, req.owned, out)
+        before_told = m.told()
+        self._reconcile(now_ms, m, self._owned(m, req), out)
         m.session_deadline_ms = now_ms + self.config.session_timeout_ms
         # The assignment goes out on a full request (a join, or a client that lost track), when it changed,
-        # and to a member one answer behind, which has not heard the last one.
+        # and to a member one answer behind, which has not heard the last one. It also goes out again as
+        # long as the member has something to do that only the assignment tells it: partitions to take that
+        # it has not acknowledged, or partitions to give up. The answer that told it may have been lost (a
+        # client that stops waiting for an answer does not say so: its next heartbeat is not a full request),
+        # and a client ignores an assignment it already has.
         # A full request names its subscription, by topic names or by a regex (a regex-only member that lost
         # track sends no names).
         subscribed = req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None
         full = req.member_epoch in (JOIN_EPOCH, m.previous_member_epoch) or (
             req.rebalance_timeout_ms != -1 and subscribed and req.owned is not None
         )
+        told = m.told()
+        unheard = bool(m.unconfirmed or m.pending_revocation)
         return HeartbeatResponse(
             Err.NONE,
             None,
             m.member_id,
             m.member_epoch,
             self.config.heartbeat_interval_ms,
-            m.assigned if full or m.assigned != before_assigned else None,
+            told if full or unheard or told != before_told else None,
         )
+
+    @staticmethod
+    def _owned(m: Member, req: HeartbeatRequest) -> Assignment | None:
+        """What the member may hold, as far as revoking goes. A request from before the member's last answer
+        (one answer behind, or a join retried) lists what it owned before that answer gave it more, so it
+        says nothing about those; a join does: a client joins holding nothing. Partitions given but never
+        listed as owned still count: the member may be taking them while it lists only what it had
+        acknowledged."""
+        if req.owned is not None and req.member_epoch == JOIN_EPOCH:
+            m.unconfirmed = NO_PARTITIONS
+            return req.owned
+        if req.owned is None or req.member_epoch != m.member_epoch:
+            return None
+        m.unconfirmed -= req.owned
+        return req.owned | m.unconfirmed
 
     def _update_fields(self, m: Member, req: HeartbeatRequest) -> None:
         if req.rack_id is not None:
@@ -362,8 +395,10 @@ class ConsumerGroupCoordinator:
         if nxt == cur:
             return
         was_revoking = m.state == UNREVOKED_PARTITIONS and m.member_epoch == nxt.member_epoch
+        given = nxt.assigned - m.assigned
         m.state = nxt.state
         g.set_current(m, nxt.assigned, nxt.pending_revocation, nxt.member_epoch)
+        m.unconfirmed = (m.unconfirmed | given) & m.owns()
         if nxt.state != UNREVOKED_PARTITIONS:
             m.revocation_deadline_ms = None
         elif not was_revoking or m.revocation_deadline_ms is None:

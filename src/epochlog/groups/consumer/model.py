@@ -59,6 +59,10 @@ class Member:
     state: str = STABLE
     assigned: Assignment = NO_PARTITIONS
     pending_revocation: Assignment = NO_PARTITIONS
+    # Partitions given to the member that none of its heartbeats has yet said it owns: it may not have heard
+    # of them (the answer was lost) or may be taking them right now, and a client lists only what it had
+    # acknowledged, so a list without them does not say they were given up. Not in the records.
+    unconfirmed: Assignment = NO_PARTITIONS
     # Timers; not in the records (a coordinator that takes over gives every member a fresh session).
     session_deadline_ms: int = 0
     revocation_deadline_ms: int | None = None
@@ -69,6 +73,11 @@ class Member:
     def owns(self) -> Assignment:
         """What the coordinator counts as this member's: assigned, and not yet revoked."""
         return self.assigned | self.pending_revocation
+
+    def told(self) -> Assignment:
+        """The assignment the member is answered with: what it keeps, and what it must first take before it
+        can give it up (a partition being revoked that it never said it had)."""
+        return self.assigned | (self.pending_revocation & self.unconfirmed)
 
 
 @dataclass

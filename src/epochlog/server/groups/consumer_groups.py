@@ -90,7 +90,11 @@ class ConsumerGroups(CoordinatorState):
             before = self._take_over_classic(gid)
             self.consumer_groups[gid] = core
         self._carry_out(effects)
-        if records or before:
+        if records or before or (resp.assignment is not None and gid in self._consumer_queues):
+            # An answer that wrote nothing may still tell an assignment that records queued before it
+            # decided: it goes out once they are written, and not at all if they fail. (One without an
+            # assignment does not wait: at worst it tells an epoch a failed write takes back, and the
+            # member is fenced, which hands nothing over.)
             ok = await self._write(gid, before + records)
             if err := self._unavailable(gid):  # the partition moved to another broker meanwhile
                 return HeartbeatResponse(err, None, req.member_id)
@@ -137,9 +141,13 @@ class ConsumerGroups(CoordinatorState):
         self._arm_timer((at_ms - now) / 1000)
 
     def _write(self, gid: str, records: list[_KeyValue]) -> asyncio.Future[bool]:
-        """Queue ``records`` behind the group's earlier ones; the future says whether they were written."""
-        q = self._consumer_queues.setdefault(gid, _Queue())
+        """Queue ``records`` behind the group's earlier ones; the future says whether they were written (with
+        no records: whether the earlier ones were)."""
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        if not records and gid not in self._consumer_queues:
+            fut.set_result(True)
+            return fut
+        q = self._consumer_queues.setdefault(gid, _Queue())
         q.records += records
         q.waiters.append(fut)
         if not q.running:
@@ -149,11 +157,12 @@ class ConsumerGroups(CoordinatorState):
 
     async def _flush(self, gid: str, q: _Queue) -> None:
         try:
-            while q.records:
+            while q.records or q.waiters:
                 records, waiters = q.records, q.waiters
                 q.records, q.waiters = [], []
                 try:
-                    await self._append(gid, records)
+                    if records:
+                        await self._append(gid, records)
                     ok = True
                 except Exception as e:
                     log.warning("consumer group %s: cannot write %d records: %s", gid, len(records), e)
@@ -167,7 +176,7 @@ class ConsumerGroups(CoordinatorState):
                         w.set_result(ok)
         finally:
             q.running = False
-            if self._consumer_queues.get(gid) is q and not q.records:
+            if self._consumer_queues.get(gid) is q and not q.records and not q.waiters:
                 del self._consumer_queues[gid]
 
     def tick(self, now: float | None = None) -> None:
@@ -291,7 +300,7 @@ class ConsumerGroups(CoordinatorState):
     def _reload_consumer_group(self, gid: str) -> None:
         """Rebuild the group from the log after a write that failed (if the partition is still ours)."""
         p = self.partition_for(gid)
-        self.consumer_groups.pop(gid, None)
+        previous = self.consumer_groups.pop(gid, None)
         if p not in self.owned:
             return
         loaded: dict[str, list[Record]] = {}
@@ -305,3 +314,7 @@ class ConsumerGroups(CoordinatorState):
             return
         if gid in loaded:
             self._build_consumer_groups({gid: loaded[gid]})
+            rebuilt = self.consumer_groups.get(gid)
+            if rebuilt is not None and previous is not None:
+                # The members are connected as before and will not all send a full request.
+                rebuilt.keep_confirmations(previous)

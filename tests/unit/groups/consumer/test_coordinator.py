@@ -300,7 +300,11 @@ def test_partitions_added_to_a_subscribed_topic_bump_the_epoch() -> None:
 
 def snapshot(c: ConsumerGroupCoordinator) -> object:
     g = c.group
-    members = {mid: replace(m, session_deadline_ms=0, revocation_deadline_ms=None) for mid, m in g.members.items()}
+    # What a member has not yet said it owns is not in the records either.
+    members = {
+        mid: replace(m, session_deadline_ms=0, revocation_deadline_ms=None, unconfirmed=NO_PARTITIONS)
+        for mid, m in g.members.items()
+    }
     return replace(g, members=members), g.state
 
 
