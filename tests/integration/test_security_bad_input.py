@@ -297,3 +297,61 @@ def test_librdkafka_reauthenticates_and_keeps_producing(node: SecureNode) -> Non
         p.poll(0.05)
     assert p.flush(30) == 0
     assert not errors and sent > 20
+
+
+class TinyRecords(Raw):
+    """A client that writes every byte as its own TLS record (one SSL_write each): the broker drains
+    thousands of 1-byte records per socket read (security/tls_read.py) and must see the same bytes."""
+
+    def send(self, body: Any) -> None:
+        self.cid += 1
+        for byte in encode_request(body, self.cid, "raw-test"):
+            self.sock.sendall(bytes([byte]))
+
+
+def test_every_byte_its_own_tls_record_is_served(node: SecureNode) -> None:
+    raw = TinyRecords(node.sasl_ssl_port, _tls(node))
+    try:
+        last, _, _ = _scram_login(raw, "alice", ALICE_PASSWORD)
+        assert last.error_code == 0
+        first = raw.cid + 1
+        for _ in range(20):  # pipelined: the broker reads them back to back, answers in order
+            raw.send(_meta())
+        for cid in range(first, raw.cid + 1):
+            (size,) = struct.unpack(">i", raw._exactly(4))
+            answer = decode_response(3, 9, raw._exactly(size), cid)
+            assert len(answer.brokers) == 1
+    finally:
+        raw.close()
+
+
+def test_a_tampered_tls_record_closes_only_that_connection(node: SecureNode) -> None:
+    sock = socket.create_connection(("127.0.0.1", node.sasl_ssl_port), timeout=10)
+    c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = _tls(node).wrap_bio(c_in, c_out, server_hostname="localhost")
+    while True:
+        try:
+            tls.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            if c_out.pending:
+                sock.sendall(c_out.read())
+            c_in.write(sock.recv(65536))
+    sock.sendall(c_out.read())
+    tls.write(encode_request(_APIV(), 1, "raw-test"))
+    good = c_out.read()
+    tls.write(encode_request(_APIV(), 2, "raw-test"))
+    bad = bytearray(c_out.read())
+    bad[-1] ^= 0xFF  # the record's AEAD tag no longer matches
+    sock.sendall(good + bytes(bad))  # one socket read: the broker drains the good record with the bad one
+    closed = False
+    try:
+        while sock.recv(65536):  # the answer to the good request may come first
+            pass
+        closed = True
+    except ConnectionError:
+        closed = True
+    finally:
+        sock.close()
+    assert closed
+    assert _metadata_ok(node)

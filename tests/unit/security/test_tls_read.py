@@ -223,3 +223,14 @@ def test_uvloop_transport_gets_every_tiny_record_and_the_close_notify_behind_the
     proto, back = loop.run_until_complete(run())
     assert bytes(proto.data) == payload + tail
     assert back  # the server's close_notify
+
+
+def test_tls_listeners_drain_and_plaintext_ones_have_no_context(pki: Pki) -> None:
+    from epochlog.security.listeners import Listener
+    from epochlog.server.listener_security import listener_security
+
+    for protocol in ("SSL", "SASL_SSL"):
+        sec = listener_security(pki.server_props(), Listener(protocol, "127.0.0.1", 0, protocol))
+        assert sec.ssl_context is not None
+        assert sec.ssl_context.sslobject_class is DrainingSSLObject
+    assert listener_security({}, Listener("PLAINTEXT", "127.0.0.1", 0, "PLAINTEXT")).ssl_context is None
