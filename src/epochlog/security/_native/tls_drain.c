@@ -35,12 +35,14 @@ static SSL *ssl_of(PyObject *obj)
 
 static PyObject *usable(PyObject *self, PyObject *obj)
 {
+    (void)self;
     return PyBool_FromLong(ssl_of(obj) != NULL);
 }
 
 /* drain(sslobj, buffer, size) -> (bytes written into buffer, why it stopped) */
 static PyObject *drain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    (void)self;
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "drain(sslobj, buffer, size)");
         return NULL;
@@ -83,7 +85,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tls_drain", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tls_drain", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__tls_drain(void)
 {
