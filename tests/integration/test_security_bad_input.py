@@ -7,12 +7,15 @@ message or a request before authenticating)."""
 from __future__ import annotations
 
 import base64
+import importlib
 import socket
 import ssl
 import struct
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +35,7 @@ _HANDSHAKE = load_request_schema(17, 1)
 _AUTH = load_request_schema(36, 2)
 _META = load_request_schema(3, 9)
 _APIV = load_request_schema(18, 0)
+_FETCH = load_request_schema(1, 12)
 
 
 @pytest.fixture(scope="module")
@@ -297,3 +301,118 @@ def test_librdkafka_reauthenticates_and_keeps_producing(node: SecureNode) -> Non
         p.poll(0.05)
     assert p.flush(30) == 0
     assert not errors and sent > 20
+
+
+class TinyRecords(Raw):
+    """A client that writes every byte as its own TLS record (one SSL_write each): the broker drains
+    thousands of 1-byte records per socket read (security/tls_read.py) and must see the same bytes."""
+
+    def send(self, body: Any) -> None:
+        self.cid += 1
+        for byte in encode_request(body, self.cid, "raw-test"):
+            self.sock.sendall(bytes([byte]))
+
+
+def test_every_byte_its_own_tls_record_is_served(node: SecureNode) -> None:
+    raw = TinyRecords(node.sasl_ssl_port, _tls(node))
+    try:
+        last, _, _ = _scram_login(raw, "alice", ALICE_PASSWORD)
+        assert last.error_code == 0
+        first = raw.cid + 1
+        for _ in range(20):  # pipelined: the broker reads them back to back, answers in order
+            raw.send(_meta())
+        for cid in range(first, raw.cid + 1):
+            (size,) = struct.unpack(">i", raw._exactly(4))
+            answer = decode_response(3, 9, raw._exactly(size), cid)
+            assert len(answer.brokers) == 1
+    finally:
+        raw.close()
+
+
+def test_a_tampered_tls_record_closes_only_that_connection(node: SecureNode) -> None:
+    sock = socket.create_connection(("127.0.0.1", node.sasl_ssl_port), timeout=10)
+    c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = _tls(node).wrap_bio(c_in, c_out, server_hostname="localhost")
+    while True:
+        try:
+            tls.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            if c_out.pending:
+                sock.sendall(c_out.read())
+            c_in.write(sock.recv(65536))
+    sock.sendall(c_out.read())
+    tls.write(encode_request(_APIV(), 1, "raw-test"))
+    good = c_out.read()
+    tls.write(encode_request(_APIV(), 2, "raw-test"))
+    bad = bytearray(c_out.read())
+    bad[-1] ^= 0xFF  # the record's AEAD tag no longer matches
+    sock.sendall(good + bytes(bad))  # one socket read: the broker drains the good record with the bad one
+    closed = False
+    try:
+        while sock.recv(65536):  # the answer to the good request may come first
+            pass
+        closed = True
+    except ConnectionError:
+        closed = True
+    finally:
+        sock.close()
+    assert closed
+    assert _metadata_ok(node)
+
+
+def _fetch_from_start(topic: str, max_bytes: int) -> Any:
+    mod = importlib.import_module(_FETCH.__module__)
+    part = mod.FetchPartition(
+        partition=0,
+        current_leader_epoch=-1,
+        fetch_offset=0,
+        last_fetched_epoch=-1,
+        log_start_offset=-1,
+        partition_max_bytes=max_bytes,
+    )
+    return _FETCH(
+        replica_id=-1,
+        max_wait=timedelta(0),
+        min_bytes=1,
+        max_bytes=max_bytes,
+        topics=(mod.FetchTopic(topic=topic, partitions=(part,)),),
+        forgotten_topics_data=(),
+    )
+
+
+def _rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_a_client_that_never_reads_its_fetch_answers_cannot_grow_the_broker(node: SecureNode) -> None:
+    # 5,000 pipelined Fetch requests of ~100 B fit in the socket buffers; each answer is ~4 MB. Pausing
+    # reading alone left every request already read to be answered: +2.9 GB of RSS in 30 s before
+    # connection.py held the frames behind MAX_IN_FLIGHT and a full write buffer.
+    topic = topic_name("unread")
+    p = Producer({**node.librdkafka_sasl_ssl("alice", ALICE_PASSWORD), "linger.ms": 20})
+    for _ in range(4000):
+        p.produce(topic, b"x" * 1024)
+    assert p.flush(30) == 0
+    raw = Raw(node.sasl_ssl_port, _tls(node))
+    last, _, _ = _scram_login(raw, "alice", ALICE_PASSWORD)
+    assert last.error_code == 0
+    pid = node.broker.proc.pid  # type: ignore[union-attr]
+    before = _rss(pid)
+    raw.sock.settimeout(3)
+    try:
+        for _ in range(5000):
+            raw.send(_fetch_from_start(topic, 4 << 20))
+    except TimeoutError:
+        pass  # the socket buffers are full: the broker stopped reading
+    grown = 0
+    deadline = time.monotonic() + 8
+    while time.monotonic() < deadline and grown < 400 << 20:
+        grown = _rss(pid) - before
+        time.sleep(0.2)
+    raw.close()
+    assert grown < 400 << 20, f"the broker grew by {grown >> 20} MB for a client that reads nothing"
+    assert _metadata_ok(node)

@@ -79,6 +79,7 @@ class KafkaConnection(FramedProtocol):
         self._ip: str | None = None  # counted against max.connections.per.ip while set
         self._pool_paused = False
         self._muted = False  # over a client quota: not read until the throttle time has passed (KIP-219)
+        self._taking_held = False  # _next_held is running: a nested call (an answer written) leaves it to it
         self.last_active = time.monotonic()
 
     # -- asyncio.Protocol ---------------------------------------------------------------
@@ -134,7 +135,7 @@ class KafkaConnection(FramedProtocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
-        self._update_reading()
+        self._next_held()
 
     def buffer_updated(self, nbytes: int) -> None:
         super().buffer_updated(nbytes)
@@ -156,15 +157,22 @@ class KafkaConnection(FramedProtocol):
 
     def frame_received(self, frame: bytes | memoryview) -> None:
         self.last_active = time.monotonic()
-        if self._ordering or self._held or self._muted:
-            # An earlier request has not taken effect yet: this one waits its turn, and its bytes count
-            # against queued.max.request.bytes meanwhile (the frame owns its buffer: framing.py copies
-            # frames out of the shared scratch buffer).
+        if self._ordering or self._held or self._muted or self._backlogged():
+            # An earlier request has not taken effect yet, or the client is not taking its answers: this
+            # one waits its turn, and its bytes count against queued.max.request.bytes meanwhile (the
+            # frame owns its buffer: framing.py copies frames out of the shared scratch buffer).
             self._held.append(frame)
             self._hold(len(frame))
             self._update_reading()
             return
         self._handle_frame(frame)
+
+    def _backlogged(self) -> bool:
+        """The client is not reading its answers (the transport's buffer is over its high-water mark) or
+        MAX_IN_FLIGHT requests are unanswered. Pausing reading alone does not bound what the broker builds:
+        one socket read can hold a thousand small pipelined Fetch requests, and each answer may be
+        megabytes. So frames already read wait too, as Kafka mutes a connection while an answer is sent."""
+        return self._writing_paused or len(self.pending) >= MAX_IN_FLIGHT
 
     @property
     def busy(self) -> bool:
@@ -261,13 +269,19 @@ class KafkaConnection(FramedProtocol):
         task.add_done_callback(lambda t: self._complete(t, slot, header, ordering))
 
     def _next_held(self) -> None:
-        """The request that held the others has taken effect: handle the frames that arrived meanwhile, in
-        order, until one of them holds the rest again."""
+        """What held the frames has cleared (a request took effect, an answer was written, the client read):
+        handle the frames that arrived meanwhile, in order, until one of them holds the rest again."""
+        if self._taking_held:
+            return  # an answer written while the loop below handles a frame: the loop goes on by itself
         held = self._held
-        while held and not self._ordering and not self._muted and not self.closed:
-            frame = held.popleft()
-            self._release(len(frame))  # _handle_frame counts the request again while it is answered
-            self._handle_frame(frame)
+        self._taking_held = True
+        try:
+            while held and not self._ordering and not self._muted and not self._backlogged() and not self.closed:
+                frame = held.popleft()
+                self._release(len(frame))  # _handle_frame counts the request again while it is answered
+                self._handle_frame(frame)
+        finally:
+            self._taking_held = False
         self._update_reading()
 
     # -- SASL ---------------------------------------------------------------------------
@@ -422,7 +436,10 @@ class KafkaConnection(FramedProtocol):
                 self._write_pieces(out)
             self.last_active = time.monotonic()
         self._release(freed)
-        self._update_reading()
+        if self._held and out:
+            self._next_held()  # answers went out: requests held behind MAX_IN_FLIGHT may go on
+        else:
+            self._update_reading()
 
     def _write_pieces(self, out: list[Any]) -> None:
         # asyncio's own writelines (before Python 3.12) joins everything into one new bytes: join the

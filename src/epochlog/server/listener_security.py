@@ -70,12 +70,13 @@ def listener_security(
     from epochlog.security.listeners import jaas_for, listener_config
     from epochlog.security.plain import parse_jaas
     from epochlog.security.tls import server_context
+    from epochlog.security.tls_read import drain_records
     from epochlog.server.config import _int
 
     cfg = listener_config(props, listener.name)
     sec = ListenerSecurity(name=listener.name, protocol=listener.protocol)
     if listener.protocol in TLS_PROTOCOLS:
-        sec.ssl_context = ssl_context or server_context(cfg)
+        sec.ssl_context = drain_records(ssl_context or server_context(cfg))
     if listener.protocol in SASL_PROTOCOLS:
         enabled = cfg.get("sasl.enabled.mechanisms", "")
         sec.sasl_mechanisms = [m.strip().upper() for m in enabled.split(",") if m.strip()]

@@ -194,3 +194,58 @@ def test_a_coroutine_that_sends_no_answer_does_not_stall_the_answers_behind_it()
         assert not transport.closed and not conn.busy
 
     asyncio.run(run())
+
+
+def test_requests_beyond_max_in_flight_wait_for_answers_to_go_out() -> None:
+    # A client can pipeline a thousand small Fetch requests in one socket read and never read the
+    # answers; unless the frames behind MAX_IN_FLIGHT wait, the broker builds every answer.
+    from epochlog.server.connection import MAX_IN_FLIGHT
+
+    async def run() -> None:
+        applied: list[int] = []
+        first, rest = asyncio.Event(), asyncio.Event()
+
+        async def answer_when_let(corr: int) -> bytes:
+            await (first if corr == 1 else rest).wait()
+            return f"r{corr},".encode()
+
+        def handler(corr: int) -> Any:
+            applied.append(corr)
+            return Waiting(answer_when_let(corr))  # a long-polling Fetch: took effect, answer pending
+
+        limits = ConnectionLimits()
+        conn, transport = _connect(handler, limits)
+        total = MAX_IN_FLIGHT + 36
+        _feed(conn, b"".join(_request(c) for c in range(1, total + 1)))
+        assert applied == list(range(1, MAX_IN_FLIGHT + 1))
+        assert not transport.reading
+        first.set()
+        await _until(lambda: len(applied) == MAX_IN_FLIGHT + 1)  # one answer out, one more request in
+        assert transport.written == [b"r1,"]
+        rest.set()
+        await _until(lambda: b"".join(transport.written).count(b",") == total)
+        assert applied == list(range(1, total + 1))
+        assert b"".join(transport.written) == b"".join(f"r{c},".encode() for c in range(1, total + 1))
+        assert transport.reading and not conn.busy and limits.queued_bytes == 0
+
+    asyncio.run(run())
+
+
+def test_a_client_not_reading_its_answers_holds_the_requests_behind() -> None:
+    async def run() -> None:
+        applied: list[int] = []
+
+        def handler(corr: int) -> Any:
+            applied.append(corr)
+            return f"r{corr}".encode()
+
+        conn, transport = _connect(handler)
+        _feed(conn, _request(1))
+        conn.pause_writing()  # the transport's buffer went over its high-water mark
+        _feed(conn, _request(2) + _request(3))
+        assert applied == [1] and not transport.reading
+        conn.resume_writing()
+        assert applied == [1, 2, 3] and transport.reading
+        assert b"".join(transport.written) == b"r1r2r3"
+
+    asyncio.run(run())
