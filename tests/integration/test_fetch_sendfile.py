@@ -24,7 +24,7 @@ from kafka import TopicPartition as KpTopicPartition
 
 from tests.broker_process import BrokerProcess, free_port
 from tests.integration.helpers import consume_assign, create_topic, produce, topic_name
-from tests.integration.security_node import start_secure_node
+from tests.integration.security_node import ADMIN_PASSWORD, start_secure_node
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -244,7 +244,7 @@ def test_a_segment_deleted_while_it_is_sent_arrives_whole(broker_factory: Any) -
     assert (low, high) == (12_900, 13_000)
 
 
-def test_tls_connections_read_into_memory(tmp_path: Path) -> None:
+def test_tls_connections_read_into_memory_sasl_plaintext_ones_sendfile(tmp_path: Path) -> None:
     metrics = free_port()
     node = start_secure_node(tmp_path, {"metrics.port": str(metrics)})
     try:
@@ -259,6 +259,17 @@ def test_tls_connections_read_into_memory(tmp_path: Path) -> None:
         assert after[SENT] == before[SENT] and after[READ] == before[READ]  # no region at all over TLS
         got = consume_assign(node.plaintext, topic, 0, len(vals), timeout=60)
         assert [m.value() for m in got] == vals
-        assert scrape(metrics)[SENT] > after[SENT]  # while plaintext on the same broker sends with sendfile
+        plain = scrape(metrics)[SENT]
+        assert plain > after[SENT]  # while plaintext on the same broker sends with sendfile
+        sasl = {
+            "bootstrap.servers": node.sasl_plaintext,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "admin",
+            "sasl.password": ADMIN_PASSWORD,
+        }
+        got = consume_assign(node.sasl_plaintext, topic, 0, len(vals), timeout=60, conf=sasl)
+        assert [m.value() for m in got] == vals
+        assert scrape(metrics)[SENT] > plain  # SASL_PLAINTEXT wraps nothing: sendfile too
     finally:
         node.broker.stop()
