@@ -102,7 +102,8 @@ def test_answers_stay_in_order_across_a_full_socket(run: Any, segment: Path) -> 
         w.write([b"head1", region(segment, 100, 1 << 20), b"mid", region(segment, 5, 7), b"end1"])
         assert w.busy and w.waiting  # the socket filled: the rest waits for it
         w.write([b"second answer"])  # queued behind, not written around the first
-        w.write([region(segment, 2 << 20, 300_000), b"third"])
+        big = os.urandom(700_000)  # a bytes piece the socket takes in parts too
+        w.write([region(segment, 2 << 20, 300_000), big, b"third"])
         expected = (
             b"head1"
             + data[100 : 100 + (1 << 20)]
@@ -111,6 +112,7 @@ def test_answers_stay_in_order_across_a_full_socket(run: Any, segment: Path) -> 
             + b"end1"
             + b"second answer"
             + data[2 << 20 : (2 << 20) + 300_000]
+            + big
             + b"third"
         )
         got = await drain(b, len(expected), conn)
