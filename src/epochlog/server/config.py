@@ -141,6 +141,9 @@ class BrokerConfig:
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_max_bytes: int = 1_048_576
     fetch_max_bytes: int = 57_671_680
+    # epochlog.fetch.sendfile.enable: a consumer's records go from the segment file to a plaintext socket
+    # with os.sendfile (server/sendfile_writer.py); off, they are read into memory and written as before.
+    fetch_sendfile_enable: bool = True
     # KIP-227: the incremental fetch sessions this broker keeps (Kafka's default, 1000).
     max_incremental_fetch_session_cache_slots: int = 1000
     max_connections: int = 2**31 - 1
@@ -257,6 +260,7 @@ class BrokerConfig:
         c.replica_lag_time_max_ms = _int(props, "replica.lag.time.max.ms", 30_000, minimum=1)
         c.replica_fetch_max_bytes = _int(props, "replica.fetch.max.bytes", 1_048_576, minimum=1)
         c.fetch_max_bytes = _int(props, "fetch.max.bytes", 57_671_680, minimum=1024)
+        c.fetch_sendfile_enable = _bool(props, "epochlog.fetch.sendfile.enable", True)
         c.max_incremental_fetch_session_cache_slots = _int(
             props, "max.incremental.fetch.session.cache.slots", 1000, minimum=0
         )

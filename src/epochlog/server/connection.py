@@ -31,6 +31,8 @@ from epochlog.security.session import Session
 from epochlog.server.framing import BIG_FRAME, FramedProtocol
 from epochlog.server.listener_security import PLAINTEXT, ListenerSecurity
 from epochlog.server.responses import NO_RESPONSE, Waiting
+from epochlog.server.sendfile_writer import SendfileWriter, close_regions, has_region, read_regions
+from epochlog.storage.file_region import RegionTruncated
 
 if TYPE_CHECKING:
     from epochlog.server.connection_owner import ConnectionOwner
@@ -65,6 +67,8 @@ class KafkaConnection(FramedProtocol):
         self.sasl: Any = None
         self._auth_failed = False
         self._writev = False
+        # Writes answers holding file regions with sendfile (plaintext sockets only); None elsewhere.
+        self.sender: SendfileWriter | None = None
         self.transport: asyncio.Transport | None = None
         self.pending: deque[_Slot] = deque()
         # True while a request has not taken effect yet; frames that arrive meanwhile wait in _held.
@@ -105,6 +109,8 @@ class KafkaConnection(FramedProtocol):
         self.transport.set_write_buffer_limits(high=HIGH_WATER)
         # uvloop's writelines sends every piece with one writev and copies nothing; asyncio's joins them.
         self._writev = type(transport).__module__.startswith("uvloop")
+        if sock is not None and self.security.ssl_context is None and transport.get_extra_info("sslcontext") is None:
+            self.sender = SendfileWriter(self, self.transport, sock.fileno())
         if self.limits is not None and peer:
             refused = self.limits.admit(peer[0])
             if refused is not None:
@@ -116,6 +122,8 @@ class KafkaConnection(FramedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.sender is not None:
+            self.sender.close()
         if self.limits is not None:
             if self._ip is not None:
                 self.limits.release(self._ip)
@@ -178,7 +186,7 @@ class KafkaConnection(FramedProtocol):
     def busy(self) -> bool:
         """Requests still being answered (a long-polling Fetch) or waiting their turn: not idle, whatever
         the clock says."""
-        return bool(self.pending or self._held)
+        return bool(self.pending or self._held or (self.sender is not None and self.sender.busy))
 
     def pool_has_room(self) -> None:
         self._pool_paused = False
@@ -421,25 +429,48 @@ class KafkaConnection(FramedProtocol):
         pending = self.pending
         out = []
         freed = 0
+        lists = False
         while pending and pending[0].data is not None:
             slot = pending.popleft()
             freed += slot.size
             data = slot.data
             if isinstance(data, list):
                 out.extend(data)
+                lists = True
             else:
                 out.append(data)
         if out and self.transport is not None and not self.closed:
-            if self._writev:
-                self.transport.writelines(out)
+            sender = self.sender
+            regions = lists and has_region(out)
+            if sender is not None and (regions or sender.busy):
+                sender.write(out)  # behind whatever it is still sending
+            elif regions:
+                try:
+                    self.write_to_transport(read_regions(out))
+                except RegionTruncated as e:
+                    log.warning("closing %s: a segment file shrank under a fetch answer: %s", self.peer, e)
+                    self.close()
             else:
-                self._write_pieces(out)
+                self.write_to_transport(out)
             self.last_active = time.monotonic()
+        elif lists:
+            close_regions(out)
         self._release(freed)
         if self._held and out:
             self._next_held()  # answers went out: requests held behind MAX_IN_FLIGHT may go on
         else:
             self._update_reading()
+
+    def write_to_transport(self, out: list[Any]) -> None:
+        if self._writev:
+            self.transport.writelines(out)  # type: ignore[union-attr]
+        else:
+            self._write_pieces(out)
+
+    def direct_writes_done(self) -> None:
+        """The sender has written everything queued: the transport writes the answers from here on."""
+        self.last_active = time.monotonic()
+        self._update_reading()
 
     def _write_pieces(self, out: list[Any]) -> None:
         # asyncio's own writelines (before Python 3.12) joins everything into one new bytes: join the
@@ -464,6 +495,7 @@ class KafkaConnection(FramedProtocol):
         # MAX_IN_FLIGHT too: at most one read's worth of frames is ever held.
         should_pause = (
             self._writing_paused
+            or (self.sender is not None and self.sender.left > HIGH_WATER)
             or self._pool_paused
             or self._muted
             or bool(self._held)
@@ -478,6 +510,8 @@ class KafkaConnection(FramedProtocol):
 
     def close(self) -> None:
         self.stop_framing()
+        if self.sender is not None:
+            self.sender.close()
         if not self.closed:
             self.closed = True
             if self.transport is not None:

@@ -21,6 +21,7 @@ from prometheus_client.exposition import ThreadingWSGIServer, _get_best_family, 
 
 from epochlog.clock import now_ms
 from epochlog.replication.types import Role
+from epochlog.server.sendfile_writer import REGION_BYTES
 
 if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
@@ -115,6 +116,13 @@ class BrokerMetrics:
         self.requests_of = _Children(self.requests)
         self._request_time_of = _Children(self.request_time)
         self._client_bytes_out_of = _Children(self.client_bytes_out)
+        # Where consumers' record bytes went (server/sendfile_writer.py): file to socket, or through memory.
+        Gauge(
+            "epochlog_fetch_sendfile_bytes", "Record bytes sent from segment files with sendfile", registry=r
+        ).set_function(lambda: REGION_BYTES.sent)
+        Gauge(
+            "epochlog_fetch_region_read_bytes", "File-region record bytes read into memory to be sent", registry=r
+        ).set_function(lambda: REGION_BYTES.read)
         self._broker: Broker | None = None
         self._gauges: dict[str, Gauge] = {}
         for name, doc in (

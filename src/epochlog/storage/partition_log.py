@@ -41,6 +41,7 @@ from epochlog.storage.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
+from epochlog.storage.file_region import region_read
 from epochlog.storage.log_dir_failure import LogDirFailureChannel, io_guard
 from epochlog.storage.log_loader import EPOCH_CHECKPOINT
 from epochlog.storage.log_results import AppendResult, FileRead, ReadResult, whole_batches
@@ -422,6 +423,14 @@ class PartitionLog:
         if seg.in_tail(pos):
             return whole_batches(seg.read_parts(pos, want), limit, base)
         return FileRead(os.dup(seg.fd), seg.path, pos, min(want, seg.size - pos), limit, base)
+
+    @io_guard
+    def read_region(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> ReadResult:
+        """read(), with bytes that must come from the file answered as a FileRegion (storage/file_region.py)."""
+        found = self._locate(offset, max_bytes, max_offset, min_one_batch)
+        return ReadResult() if found is None else region_read(*found)
 
     def read_headers(self, from_offset: int) -> Iterator[BatchHeader]:
         for _seg, _pos, h, _batch in self.read_headers_at(from_offset):

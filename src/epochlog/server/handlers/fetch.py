@@ -151,7 +151,7 @@ def _read_partition(
             {"producer_id": a.producer_id, "first_offset": a.first_offset}
             for a in part.log.aborted_transactions(decision.read_from, decision.read_to)
         ]
-    if replica_id < 0 and limit >= BIG_READ and deferred is not None:
+    if replica_id < 0 and limit >= BIG_READ and deferred is not None and not (client and client.sendfile):
         # A consumer asking for megabytes: the file read happens in a worker thread (pread lets go of the
         # GIL), so one greedy fetch does not hold up every other client on this event loop.
         try:
@@ -181,8 +181,10 @@ def _read_partition(
             throttle = None
         elif throttle.exceeded(now_ms()):
             return out, 0
+    # A consumer on a plaintext connection gets a region of the segment file, sent with sendfile.
+    read = part.log.read_region if client is not None and client.sendfile else part.log.read
     try:
-        result = part.log.read(decision.read_from, max(limit, 1), max_offset=decision.read_to, min_one_batch=first)
+        result = read(decision.read_from, max(limit, 1), max_offset=decision.read_to, min_one_batch=first)
     except KafkaStorageError:  # a read error took the directory offline
         out["error_code"] = Err.KAFKA_STORAGE_ERROR
         return out, 0
@@ -201,13 +203,19 @@ class _Client:
 
     client_id: str
     rack: str | None
+    sendfile: bool = False  # records as file regions (storage/file_region.py): a plaintext connection
 
 
-def _client(header: RequestHeader, req: Any, replica_id: int) -> _Client | None:
+_SENDFILE_PROTOCOLS = frozenset(("PLAINTEXT", "SASL_PLAINTEXT"))
+
+
+def _client(broker: Broker, header: RequestHeader, req: Any, replica_id: int) -> _Client | None:
     if replica_id >= 0:
         return None
     rack = getattr(req, "rack_id", None) if header.api_version >= 11 else None
-    return _Client(header.client_id or "", None if rack is None else str(rack))
+    session = header.session  # None for the broker's own calls, which want bytes
+    sendfile = session is not None and session.protocol in _SENDFILE_PROTOCOLS and broker.config.fetch_sendfile_enable
+    return _Client(header.client_id or "", None if rack is None else str(rack), sendfile)
 
 
 def _count_out(broker: Broker, topic: str | None, client: _Client | None, size: int) -> None:
@@ -368,7 +376,7 @@ async def _fetch_with_wait(
         fut, parts = _register(broker, keys)
         try:
             deferred: list[_Deferred] = []
-            client = _client(header, req, _replica_id(req, version))
+            client = _client(broker, header, req, _replica_id(req, version))
             topics_out, total, errors, spliced = _fetch_once(broker, req, version, deferred, denied, client, header)
             remaining = deadline - time.monotonic()
             if total >= req.min_bytes or errors or remaining <= 0:
@@ -441,7 +449,7 @@ def handle_fetch(broker: Broker, header: RequestHeader, frame: memoryview) -> An
         return _response(broker, header, [], [], ctx)
     deferred: list[_Deferred] = []
     denied = _denied(broker, header, req, version)
-    client = _client(header, req, _replica_id(req, version))
+    client = _client(broker, header, req, _replica_id(req, version))
     topics_out, total, errors, spliced = _fetch_once(broker, req, version, deferred, denied, client, header)
     max_wait_ms = req.max_wait.total_seconds() * 1000
     nothing_to_wait_for = denied is _ALL or (denied and all(n in denied for n in _names(broker, req, version)))
