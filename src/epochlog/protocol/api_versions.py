@@ -70,6 +70,11 @@ SERVED: dict[int, str] = {
     77: "ShareGroupDescribe",
     78: "ShareFetch",
     79: "ShareAcknowledge",
+    83: "InitializeShareGroupState",
+    84: "ReadShareGroupState",
+    85: "WriteShareGroupState",
+    86: "DeleteShareGroupState",
+    87: "ReadShareGroupStateSummary",
 }
 
 # Produce is advertised from v0 because librdkafka refuses brokers that do not list the old

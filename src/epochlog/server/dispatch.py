@@ -40,6 +40,7 @@ def _load() -> None:
         scram,
         share,
         share_groups,
+        share_state,
         transaction_admin,
         transactions,
     )
@@ -100,6 +101,11 @@ def _load() -> None:
             77: share_groups.handle_share_group_describe,
             78: share.handle_share_fetch,
             79: share.handle_share_acknowledge,
+            83: share_state.handle_initialize_share_group_state,
+            84: share_state.handle_read_share_group_state,
+            85: share_state.handle_write_share_group_state,
+            86: share_state.handle_delete_share_group_state,
+            87: share_state.handle_read_share_group_state_summary,
         }
     )
 
