@@ -102,19 +102,19 @@ def share_coordinator(lc: LocalCluster, key: str, via: int | None = None) -> int
     return int(wait_until(ask, 20, f"the share coordinator of {key}")) - 1
 
 
-def produce(bootstrap: str, topic: str, values: list[bytes], partition: int) -> list[int]:
-    """The values' offsets, in order."""
-    offsets: dict[bytes, int] = {}
+def produce(bootstrap: str, topic: str, items: list[tuple[int, bytes]]) -> list[int]:
+    """(partition, value) pairs, acknowledged by all in-sync replicas; their offsets, in order."""
+    offsets: dict[tuple[int, bytes], int] = {}
 
     def done(err: Any, m: Message) -> None:
         assert err is None, err
-        offsets[m.value() or b""] = m.offset() or 0
+        offsets[(m.partition() or 0, m.value() or b"")] = m.offset() or 0
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
-    for v in values:
+    for partition, v in items:
         p.produce(topic, v, partition=partition, on_delivery=done)
     assert p.flush(15) == 0
-    return [offsets[v] for v in values]
+    return [offsets[item] for item in items]
 
 
 def share_consumer(lc: LocalCluster, name: str, topic: str) -> ShareConsumer:
@@ -143,14 +143,12 @@ def test_two_share_consumers_read_every_partition_once_with_remote_coordinators(
         deadline = time.monotonic() + 30
         while len(warmed) < parts:
             assert time.monotonic() < deadline, f"only partitions {warmed} delivered"
-            for p in set(range(parts)) - warmed:
-                produce(lc.bootstrap, topic, [b"warm"], p)
+            produce(lc.bootstrap, topic, [(p, b"warm") for p in set(range(parts)) - warmed])
             for c in (c1, c2):
                 warmed |= {m.partition() or 0 for m in records(c, 0.3)}
 
         values = {p: [b"p%d-%d" % (p, i) for i in range(40)] for p in range(parts)}
-        for p in range(parts):
-            produce(lc.bootstrap, topic, values[p], p)
+        produce(lc.bootstrap, topic, [(p, v) for p in range(parts) for v in values[p]])
         seen: dict[bytes, str] = {}
         want = {v for vs in values.values() for v in vs}
         deadline = time.monotonic() + 30
@@ -163,8 +161,7 @@ def test_two_share_consumers_read_every_partition_once_with_remote_coordinators(
                         assert v not in seen, f"{v!r} delivered twice"
                         seen[v] = name
         # Implicitly accepted by the next poll: an end marker on every partition, and nothing else comes back.
-        for p in range(parts):
-            produce(lc.bootstrap, topic, [b"end"], p)
+        produce(lc.bootstrap, topic, [(p, b"end") for p in range(parts)])
         ends: set[int] = set()
         deadline = time.monotonic() + 20
         while len(ends) < parts:
@@ -303,7 +300,7 @@ def run_failover(lc: LocalCluster) -> None:
     member = str(uuid.uuid4())
     with conn_to(lc, leader) as conn:
         assert _share_fetch(conn, member, 0, tid, p).error_code == Err.NONE
-        offsets = produce(lc.bootstrap, topic, [b"r%d" % i for i in range(10)], p)
+        offsets = produce(lc.bootstrap, topic, [(p, b"r%d" % i) for i in range(10)])
         acquired: list[tuple[int, int, int]] = []
         epoch = 1
         deadline = time.monotonic() + 15
@@ -345,7 +342,7 @@ def run_failover(lc: LocalCluster) -> None:
         while len(got) < 5:
             assert time.monotonic() < deadline, got
             got += [(m.value() or b"", m.delivery_count() or 0) for m in records(c, 0.3)]
-        produce(lc.bootstrap, topic, [b"end"], p)
+        produce(lc.bootstrap, topic, [(p, b"end")])
         deadline = time.monotonic() + 20
         while not any(v == b"end" for v, _n in got):
             assert time.monotonic() < deadline, got

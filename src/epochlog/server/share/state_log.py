@@ -12,8 +12,8 @@ share-partition's leader reaches it through the persister (persister.py), in pro
 the state partition and over an inter-broker connection otherwise. Answers use Kafka's codes: NOT_COORDINATOR
 when another broker leads the state partition, COORDINATOR_NOT_AVAILABLE while none does (or an append
 failed), FENCED_LEADER_EPOCH / FENCED_STATE_EPOCH as the store fences. A shard is loaded synchronously, in
-one turn of the event loop, so no request ever sees a half-loaded one (COORDINATOR_LOAD_IN_PROGRESS is
-never answered).
+one turn of the event loop, so no request sees a half-loaded one; COORDINATOR_LOAD_IN_PROGRESS is the
+answer while the metadata already names this broker but its replica has not taken the leadership yet.
 
 Records: key int16 version (1000 ShareSnapshot, 1001 ShareUpdate: Kafka's 0 and 1 plus 1000, since the values
 are ours), then the group id, topic id and partition as int16-length strings; value int16 0 and UTF-8 JSON.
@@ -171,7 +171,8 @@ class ShareStateLog:
     def locate(self, key: SharePartitionKey) -> tuple[int, int, _Shard | None]:
         """The state partition, and its shard when this broker coordinates the key, or why not:
         COORDINATOR_NOT_AVAILABLE while the partition has no leader, NOT_COORDINATOR when another broker
-        leads it (or this broker's replica does not know it leads yet)."""
+        leads it, COORDINATOR_LOAD_IN_PROGRESS when the metadata names this broker but its replica has not
+        become the leader yet (the shard is loaded as it does)."""
         leader = self.broker.share_coordinator_for(self.coordinator_key(key))
         p = self.state_partition(key)
         if leader < 0:
@@ -179,7 +180,7 @@ class ShareStateLog:
         if leader != self.broker.config.node_id:
             return Err.NOT_COORDINATOR, p, None
         shard = self._shard(p)
-        return (Err.NONE if shard is not None else Err.NOT_COORDINATOR), p, shard
+        return (Err.NONE if shard is not None else Err.COORDINATOR_LOAD_IN_PROGRESS), p, shard
 
     def is_local(self, key: SharePartitionKey) -> bool:
         return self.broker.share_coordinator_for(self.coordinator_key(key)) == self.broker.config.node_id
