@@ -6,7 +6,8 @@ Two confluent-kafka ShareConsumers get every record of a six-partition topic exa
 share-partition's leader moves it to a follower, which reads the state from the coordinator before serving:
 accepted records are not delivered again, acquired but unacknowledged ones are, one delivery later. Raw
 share-state requests check Kafka's answers: NOT_COORDINATOR away from the coordinator, fencing of stale leader
-and state epochs, INVALID_REQUEST for bad input, and FindCoordinator with key type SHARE."""
+and state epochs, INVALID_REQUEST and UNKNOWN_TOPIC_OR_PARTITION for bad input, and FindCoordinator with key
+type SHARE."""
 
 from __future__ import annotations
 
@@ -211,7 +212,9 @@ def _initialize(conn: Connection, tid: uuid.UUID, state_epoch: int, start: int) 
 
 
 def test_share_state_rpcs_answer_as_kafkas_coordinator(share_cluster: LocalCluster) -> None:
-    lc, tid = share_cluster, uuid.uuid4()  # the coordinator keeps state for any key; the topic need not exist
+    lc = share_cluster
+    create_topic(lc.bootstrap, "rawstate", 1, 3, {})
+    tid = topic_id(lc, "rawstate")
     coordinator = share_coordinator(lc, f"raw:{tid}:0")
     assert share_coordinator(lc, f"raw:{tid}:0", via=coordinator) == coordinator  # every broker answers alike
     other = next(b for b in lc.broker_ids() if b != coordinator)
@@ -253,6 +256,9 @@ def test_share_state_rpcs_answer_as_kafkas_coordinator(share_cluster: LocalClust
         assert deleted.results[0].partitions[0].error_code == Err.NONE
         assert _read(conn, "raw", tid, 0).start_offset == -1
         assert _read(conn, "", tid, 5).error_code == Err.INVALID_REQUEST
+    unknown = uuid.uuid4()
+    with conn_to(lc, share_coordinator(lc, f"raw:{unknown}:0")) as conn:
+        assert _read(conn, "raw", unknown, 5).error_code == Err.UNKNOWN_TOPIC_OR_PARTITION
 
 
 # -- failover of a share-partition's leader -----------------------------------------------------------------

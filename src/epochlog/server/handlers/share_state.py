@@ -6,7 +6,8 @@ Brokers send them to one another: a share-partition's leader to the leader of th
 partition (persister.py), so they need CLUSTER_ACTION on the cluster, as in Kafka. Every partition is answered
 on its own: NOT_COORDINATOR when another broker leads its state partition, COORDINATOR_NOT_AVAILABLE while none
 does, FENCED_LEADER_EPOCH / FENCED_STATE_EPOCH from the coordinator's fencing, INVALID_REQUEST for an empty
-group id, a missing topic id or a negative partition. A write is answered once its records are committed.
+group id, a missing topic id or a negative partition, UNKNOWN_TOPIC_OR_PARTITION for a partition the metadata
+does not have (as Kafka's coordinator checks its metadata image). A write is answered once its records are committed.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ def _check(req: Any, topic_id: uuid.UUID | None, p: Any) -> str | None:
     return None
 
 
+def _known(broker: Broker, topic_id: uuid.UUID, partition: int) -> bool:
+    name = broker.topic_name_for_id(topic_id)
+    return name is not None and (name, partition) in broker.image.states
+
+
 async def _serve(broker: Broker, header: RequestHeader, frame: memoryview, serve: _Serve) -> dict[str, Any]:
     req = decode_body(frame, header)
     allowed = authz.cluster_allowed(broker, header, Operation.CLUSTER_ACTION)
@@ -57,6 +63,8 @@ async def _serve(broker: Broker, header: RequestHeader, frame: memoryview, serve
                 rows.append(_ready(_refusal(p, Err.CLUSTER_AUTHORIZATION_FAILED)))
             elif bad is not None:
                 rows.append(_ready(_refusal(p, Err.INVALID_REQUEST, bad)))
+            elif not _known(broker, t.topic_id, int(p.partition)):
+                rows.append(_ready(_refusal(p, Err.UNKNOWN_TOPIC_OR_PARTITION)))
             else:
                 rows.append(serve((req.group_id, str(t.topic_id), int(p.partition)), p))
         results.append({"topic_id": t.topic_id, "partitions": list(await asyncio.gather(*rows))})
