@@ -25,7 +25,7 @@ import asyncio
 import json
 import logging
 import struct
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -119,6 +119,23 @@ def decode(key: bytes, value: bytes | None) -> Record | None:
         raise ValueError(f"unreadable share state record: {e}") from e
 
 
+def load(store: ShareStateStore, kvs: Iterable[tuple[bytes | None, bytes | None]]) -> None:
+    """Records of the state partition, in log order, into the store: a tombstone (DeleteShareGroupState)
+    forgets the share-partition. Raises ValueError on a record that does not parse."""
+    for key, value in kvs:
+        if key is None:
+            continue
+        if value is None:
+            if (kind := decode_key(key)) is not None:
+                store.states.pop(kind[1], None)
+        elif (rec := decode(key, value)) is not None:
+            apply(store.states, rec)
+
+
+def tombstones(key: SharePartitionKey) -> list[tuple[bytes, bytes | None]]:
+    return [(_key(SNAPSHOT_KEY, key), None), (_key(UPDATE_KEY, key), None)]
+
+
 @dataclass
 class _Shard:
     leader_epoch: int
@@ -149,14 +166,7 @@ class ShareStateLog:
                 h = read_header(batch)
                 if h.is_control:
                     continue
-                for r in iter_records(batch):
-                    if r.key is None:
-                        continue
-                    if r.value is None:  # DeleteShareGroupState's tombstone
-                        if (kind := decode_key(r.key)) is not None:
-                            store.states.pop(kind[1], None)
-                    elif (rec := decode(r.key, r.value)) is not None:
-                        apply(store.states, rec)
+                load(store, ((r.key, r.value) for r in iter_records(batch)))
             except ValueError as e:
                 log.error("%s-%d: skipping an unreadable batch: %s", SHARE_STATE_TOPIC, p, e)
         shard = self._shards[p] = _Shard(part.leader_epoch, store)
@@ -227,7 +237,7 @@ class ShareStateLog:
             return _answer(code)
         if not shard.store.delete(key):
             return _answer(Err.NONE)
-        return self._append(p, key, [(_key(SNAPSHOT_KEY, key), None), (_key(UPDATE_KEY, key), None)])
+        return self._append(p, key, tombstones(key))
 
     def _append(self, p: int, key: SharePartitionKey, kvs: list[tuple[bytes, bytes | None]]) -> Awaitable[int]:
         part = self.broker.partition(SHARE_STATE_TOPIC, p)
