@@ -103,6 +103,12 @@ def share_coordinator(lc: LocalCluster, key: str, via: int | None = None) -> int
     return int(wait_until(ask, 20, f"the share coordinator of {key}")) - 1
 
 
+def group_coordinator(lc: LocalCluster, group: str) -> int:
+    with conn_to(lc, lc.broker_ids()[0]) as conn:
+        c = conn.request(FindCoordinatorRequest(key_type=i8(0), coordinator_keys=(group,))).coordinators[0]
+    return int(c.node_id) if c.error_code == Err.NONE else -1
+
+
 def produce(bootstrap: str, topic: str, items: list[tuple[int, bytes]]) -> list[int]:
     """(partition, value) pairs, acknowledged by all in-sync replicas; their offsets, in order."""
     offsets: dict[tuple[int, bytes], int] = {}
@@ -300,6 +306,9 @@ def run_failover(lc: LocalCluster) -> None:
     # Prefer a partition whose state another broker keeps (the kill then leaves the coordinator up).
     p = next((q for q in range(3) if leaders[q] != coordinators[q]), 0)
     leader = leaders[p]
+    # The group's coordinator needs __consumer_offsets, which is not created with two of its three replicas'
+    # brokers live: have it made now, as the first consumer would.
+    wait_until(lambda: group_coordinator(lc, GROUP) >= 0, 20, "__consumer_offsets")
 
     # A member fetching by hand (ShareFetch does not ask for group membership): the share-partition starts at
     # the log end on the first fetch, then acquires ten records and accepts the first five.
