@@ -51,8 +51,13 @@ def _known(broker: Broker, topic_id: uuid.UUID, partition: int) -> bool:
     return name is not None and (name, partition) in broker.image.states
 
 
-async def _serve(broker: Broker, header: RequestHeader, frame: memoryview, serve: _Serve) -> dict[str, Any]:
-    req = decode_body(frame, header)
+def _serve(broker: Broker, header: RequestHeader, frame: memoryview, serve: _Serve) -> Awaitable[dict[str, Any]]:
+    # Decoded before the coroutine runs, as every handler does: the connection answers a frame that does not
+    # parse itself, and a failure inside the coroutine would be the handler's.
+    return _answer(broker, header, decode_body(frame, header), serve)
+
+
+async def _answer(broker: Broker, header: RequestHeader, req: Any, serve: _Serve) -> dict[str, Any]:
     allowed = authz.cluster_allowed(broker, header, Operation.CLUSTER_ACTION)
     results = []
     for t in req.topics:
