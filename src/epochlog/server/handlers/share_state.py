@@ -51,13 +51,16 @@ def _known(broker: Broker, topic_id: uuid.UUID, partition: int) -> bool:
     return name is not None and (name, partition) in broker.image.states
 
 
-def _serve(broker: Broker, header: RequestHeader, frame: memoryview, serve: _Serve) -> Awaitable[dict[str, Any]]:
+def _serve(
+    broker: Broker, header: RequestHeader, frame: memoryview, serve: _Serve, nothing: _Row | None = None
+) -> Awaitable[dict[str, Any]]:
+    """``nothing``: the fields of a refused partition beyond its code (the reads': no state)."""
     # Decoded before the coroutine runs, as every handler does: the connection answers a frame that does not
     # parse itself, and a failure inside the coroutine would be the handler's.
-    return _answer(broker, header, decode_body(frame, header), serve)
+    return _answer(broker, header, decode_body(frame, header), serve, nothing or {})
 
 
-async def _answer(broker: Broker, header: RequestHeader, req: Any, serve: _Serve) -> dict[str, Any]:
+async def _answer(broker: Broker, header: RequestHeader, req: Any, serve: _Serve, nothing: _Row) -> dict[str, Any]:
     allowed = authz.cluster_allowed(broker, header, Operation.CLUSTER_ACTION)
     results = []
     for t in req.topics:
@@ -65,11 +68,11 @@ async def _answer(broker: Broker, header: RequestHeader, req: Any, serve: _Serve
         for p in t.partitions:
             bad = _check(req, t.topic_id, p)
             if not allowed:
-                rows.append(_ready(_refusal(p, Err.CLUSTER_AUTHORIZATION_FAILED)))
+                rows.append(_ready(_refusal(p, Err.CLUSTER_AUTHORIZATION_FAILED) | nothing))
             elif bad is not None:
-                rows.append(_ready(_refusal(p, Err.INVALID_REQUEST, bad)))
+                rows.append(_ready(_refusal(p, Err.INVALID_REQUEST, bad) | nothing))
             elif not _known(broker, t.topic_id, int(p.partition)):
-                rows.append(_ready(_refusal(p, Err.UNKNOWN_TOPIC_OR_PARTITION)))
+                rows.append(_ready(_refusal(p, Err.UNKNOWN_TOPIC_OR_PARTITION) | nothing))
             else:
                 rows.append(serve((req.group_id, str(t.topic_id), int(p.partition)), p))
         results.append({"topic_id": t.topic_id, "partitions": list(await asyncio.gather(*rows))})
@@ -92,6 +95,9 @@ def handle_initialize_share_group_state(broker: Broker, header: RequestHeader, f
     return _serve(broker, header, frame, serve)
 
 
+NO_STATE: _Row = {"state_epoch": 0, "leader_epoch": -1, "start_offset": -1, "state_batches": []}
+
+
 def _read_row(p: Any, code: int, state: PartitionState | None) -> _Row:
     row = _done(p, code)
     st = state if state is not None else PartitionState()
@@ -111,7 +117,7 @@ def _read_row(p: Any, code: int, state: PartitionState | None) -> _Row:
             ],
         )
     else:
-        row.update(state_epoch=0, leader_epoch=-1, start_offset=-1, state_batches=[])
+        row.update(NO_STATE)
     return row
 
 
@@ -120,7 +126,7 @@ def handle_read_share_group_state(broker: Broker, header: RequestHeader, frame: 
         code, state = broker.shares.state.read(key, int(p.leader_epoch))
         return _read_row(p, code, state)
 
-    return _serve(broker, header, frame, serve)
+    return _serve(broker, header, frame, serve, NO_STATE)
 
 
 def handle_write_share_group_state(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
@@ -149,4 +155,4 @@ def handle_read_share_group_state_summary(broker: Broker, header: RequestHeader,
         code, state = broker.shares.state.summary(key)
         return _read_row(p, code, state)
 
-    return _serve(broker, header, frame, serve)
+    return _serve(broker, header, frame, serve, NO_STATE)
