@@ -202,6 +202,18 @@ def no_share_offsets(resp: Any, w: World) -> None:
             assert not g.topics, g
 
 
+def no_share_state(resp: Any, w: World) -> None:
+    for t in resp.results:
+        for row in t.partitions:
+            if int(row.error_code) in AUTH_CODES:
+                assert int(row.start_offset) == -1 and not getattr(row, "state_batches", ()), row
+
+
+def share_state(w: World, group_suffix: str, **partition: Any) -> dict[str, Any]:
+    """A share-state request (83-87) for partition 0 of the world's topic."""
+    return {"group_id": w.group + group_suffix, "topics": [{"topic_id": w.topic_id, "partitions": [partition]}]}
+
+
 def no_txn_detail(rows: Any, w: World) -> None:
     for t in rows:
         if int(t.error_code) in AUTH_CODES:
@@ -1016,6 +1028,53 @@ CASES: list[Case] = [
         lambda w: {"group_id": w.group + "-share", "topics": [{"topic_name": w.topic}]},
         nested("responses", with_top=True),
         (need(G30, ("share", Operation.DELETE)),),
+    ),
+    # The share-state APIs are broker to broker: CLUSTER_ACTION on the cluster, as Kafka. The reads name the
+    # world's share group (whose state the share-fetch case may have made), so a refusal that leaked it shows;
+    # the writes name a group of their own, to leave that state as it is.
+    Case(
+        "read-share-group-state",
+        84,
+        0,
+        lambda w: share_state(w, "-share", partition=0, leader_epoch=0),
+        nested("results", "partitions"),
+        (need(C31, ("cluster", Operation.CLUSTER_ACTION)),),
+        no_share_state,
+    ),
+    Case(
+        "read-share-group-state-summary",
+        87,
+        0,
+        lambda w: share_state(w, "-share", partition=0, leader_epoch=0),
+        nested("results", "partitions"),
+        (need(C31, ("cluster", Operation.CLUSTER_ACTION)),),
+        no_share_state,
+    ),
+    Case(
+        "initialize-share-group-state",
+        83,
+        0,
+        lambda w: share_state(w, "-state", partition=0, state_epoch=0, start_offset=0),
+        nested("results", "partitions"),
+        (need(C31, ("cluster", Operation.CLUSTER_ACTION)),),
+    ),
+    Case(
+        "write-share-group-state",
+        85,
+        0,
+        lambda w: share_state(
+            w, "-state", partition=0, state_epoch=0, leader_epoch=0, start_offset=0, state_batches=[]
+        ),
+        nested("results", "partitions"),
+        (need(C31, ("cluster", Operation.CLUSTER_ACTION)),),
+    ),
+    Case(
+        "delete-share-group-state",
+        86,
+        0,
+        lambda w: share_state(w, "-state", partition=0),
+        nested("results", "partitions"),
+        (need(C31, ("cluster", Operation.CLUSTER_ACTION)),),
     ),
 ]
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from epochlog.server.groups.coordinator import GroupCoordinator
     from epochlog.server.metrics import BrokerMetrics
     from epochlog.server.partition import Partition
+    from epochlog.server.peer_security import PeerSecurity
     from epochlog.server.quota_enforcement import ClientQuotas
     from epochlog.server.replication_throttle import ReplicationThrottles
     from epochlog.server.share.config import ShareConfig
@@ -53,6 +54,7 @@ class BrokerApi(Protocol):
     client_quotas: ClientQuotas  # producer/consumer byte rates per client (quota_enforcement.py)
     fetch_sessions: FetchSessionCache  # KIP-227 incremental fetch sessions
     authorizer: StandardAuthorizer | None  # None unless authorizer.class.name is set (server/authz.py)
+    peer_security: PeerSecurity | None  # how this broker connects to other brokers' inter-broker listener
     lease: BrokerLease  # whether the active controller still vouches for this broker (replication/lease.py)
 
     @property

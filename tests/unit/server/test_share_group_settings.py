@@ -68,15 +68,20 @@ def test_lag_counts_what_is_not_yet_acknowledged_or_archived_up_to_the_high_wate
     from epochlog.groups.share.records import PartitionState, StateBatch
     from epochlog.server.handlers.share_offsets import _lag
 
-    part = SimpleNamespace(high_watermark=20, is_leader=True)
-    broker: Any = SimpleNamespace(partition=lambda _t, _p: part)
+    part = SimpleNamespace(high_watermark=20, is_leader=True, topic_id="00000000-0000-0000-0000-000000000001")
+    local = [True]
+    shares = SimpleNamespace(state=SimpleNamespace(is_local=lambda _key: local[0]))
+    broker: Any = SimpleNamespace(partition=lambda _t, _p: part, shares=shares)
     batches = (StateBatch(10, 11, ACKNOWLEDGED, 1), StateBatch(12, 12, AVAILABLE, 1), StateBatch(15, 24, ARCHIVED, 5))
     # 10 records from 10 to the HW; 2 acknowledged and 5 archived below the HW: 3 left.
-    assert _lag(broker, "t", 0, PartitionState(1, 0, 10, batches)) == 3
-    assert _lag(broker, "t", 0, PartitionState(1, 0, 20, ())) == 0
-    assert _lag(broker, "t", 0, PartitionState()) == -1  # never consumed
+    assert _lag(broker, "g", "t", 0, PartitionState(1, 0, 10, batches)) == 3
+    assert _lag(broker, "g", "t", 0, PartitionState(1, 0, 20, ())) == 0
+    assert _lag(broker, "g", "t", 0, PartitionState()) == -1  # never consumed
+    local[0] = False  # another broker keeps the state: its summary has no batches to count
+    assert _lag(broker, "g", "t", 0, PartitionState(1, 0, 10, batches)) == -1
+    local[0] = True
     part.is_leader = False
-    assert _lag(broker, "t", 0, PartitionState(1, 0, 10, batches)) == -1  # not led here: unknown
+    assert _lag(broker, "g", "t", 0, PartitionState(1, 0, 10, batches)) == -1  # not led here: unknown
 
 
 def test_the_groups_isolation_level_bounds_the_read_and_names_the_aborted_batches() -> None:

@@ -179,6 +179,11 @@ class ShareStateStore:
         self.read_epochs[key] = leader_epoch
         return Err.NONE, self.states.get(key)
 
+    def delete(self, key: SharePartitionKey) -> bool:
+        """DeleteShareGroupState: the state is gone (its records are to be tombstoned); False if there was none."""
+        self.read_epochs.pop(key, None)
+        return self.states.pop(key, None) is not None
+
     def write(
         self,
         key: SharePartitionKey,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from epochlog.protocol.codec import RequestHeader, decode_body
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
 
 COORDINATOR_KEY_GROUP = 0
 COORDINATOR_KEY_TRANSACTION = 1
+COORDINATOR_KEY_SHARE = 2  # KIP-932: "group:topicId:partition", asked by share-partition leaders
 
 GROUP_DENIED = Err.GROUP_AUTHORIZATION_FAILED
 
@@ -30,8 +32,12 @@ def handle_find_coordinator(broker: Broker, header: RequestHeader, frame: memory
     rows = []
     for key in keys:
         row: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1}
-        if key_type not in (COORDINATOR_KEY_GROUP, COORDINATOR_KEY_TRANSACTION):
+        if key_type not in (COORDINATOR_KEY_GROUP, COORDINATOR_KEY_TRANSACTION, COORDINATOR_KEY_SHARE):
             row.update(error_code=Err.INVALID_REQUEST, error_message=f"unknown coordinator key type {key_type}")
+        elif key_type == COORDINATOR_KEY_SHARE and not _share_key_valid(key):
+            row.update(error_code=Err.INVALID_REQUEST, error_message="a share key is group:topicId:partition")
+        elif key_type == COORDINATOR_KEY_SHARE and not authz.cluster_allowed(broker, header, Operation.CLUSTER_ACTION):
+            row.update(error_code=Err.CLUSTER_AUTHORIZATION_FAILED)
         elif key_type == COORDINATOR_KEY_GROUP and not authz.group_allowed(broker, header, Operation.DESCRIBE, key):
             row.update(error_code=GROUP_DENIED)
         elif key_type == COORDINATOR_KEY_TRANSACTION and not authz.txn_allowed(broker, header, Operation.DESCRIBE, key):
@@ -40,6 +46,8 @@ def handle_find_coordinator(broker: Broker, header: RequestHeader, frame: memory
             # The leader of the key's __consumer_offsets (or __transaction_state) partition coordinates it.
             if key_type == COORDINATOR_KEY_GROUP:
                 leader = broker.coordinator_for(key)
+            elif key_type == COORDINATOR_KEY_SHARE:
+                leader = broker.share_coordinator_for(key)
             else:
                 leader = broker.txn_coordinator_for(key)
             ep = broker.image.brokers.get(leader) if leader >= 0 else None
@@ -61,6 +69,16 @@ def handle_find_coordinator(broker: Broker, header: RequestHeader, frame: memory
         "host": row["host"],
         "port": row["port"],
     }
+
+
+def _share_key_valid(key: str) -> bool:
+    group, _, rest = key.rpartition(":")  # the group id may itself hold colons
+    group, _, topic_id = group.rpartition(":")
+    try:
+        uuid.UUID(topic_id)
+        return bool(group) and int(rest) >= 0
+    except ValueError:
+        return False
 
 
 async def _join(broker: Broker, header: RequestHeader, req: Any) -> dict[str, Any]:

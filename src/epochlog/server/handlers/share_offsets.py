@@ -9,10 +9,12 @@ group's share-partition start offsets, served by its group coordinator from the 
 - Alter and Delete change state only while the group has no members (NON_EMPTY_GROUP, 68, otherwise, as Kafka):
   Alter starts the share-partition again at the given offset with nothing in flight; Delete makes it one the
   group never consumed, which starts at ``share.auto.offset.reset`` when next fetched. Both write the state
-  under a new state epoch (InitializeShareGroupState), and the leader's in-memory core is rebuilt from it.
+  under the state epoch after the current one (InitializeShareGroupState), which fences the share-partition's
+  leader: its core is rebuilt from the new state.
 
-Limit: the share coordinator is in process (as for ShareFetch): a state partition led by another broker
-answers COORDINATOR_NOT_AVAILABLE.
+The share coordinator may be another broker: states are read and reset through the persister
+(server/share/persister.py: ReadShareGroupStateSummary and InitializeShareGroupState over the wire). The
+summary carries no state batches, so the lag is -1 where another broker keeps the state.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from epochlog.server.broker_api import BrokerApi as Broker
 
 UNINITIALIZED = -1
-NOT_LED_HERE = "the share coordinator of this share-partition is on another broker"
+NOT_REACHED = "the share coordinator of this share-partition could not be reached"
 
 
 def _group_refusal(broker: Broker, group_id: str, must_be_empty: bool) -> tuple[int, str | None]:
@@ -44,10 +46,12 @@ def _group_refusal(broker: Broker, group_id: str, must_be_empty: bool) -> tuple[
     return Err.NONE, None
 
 
-def _lag(broker: Broker, topic: str, p: int, state: PartitionState | None) -> int:
+def _lag(broker: Broker, group_id: str, topic: str, p: int, state: PartitionState | None) -> int:
     part = broker.partition(topic, p)
     if state is None or state.start_offset < 0 or part is None or not part.is_leader:
         return -1
+    if not broker.shares.state.is_local((group_id, str(part.topic_id), p)):
+        return -1  # a remote summary has no state batches to tell the acknowledged records
     hw = part.high_watermark
     done = sum(
         max(0, min(b.last_offset, hw - 1) - max(b.first_offset, state.start_offset) + 1)
@@ -57,18 +61,18 @@ def _lag(broker: Broker, topic: str, p: int, state: PartitionState | None) -> in
     return max(0, hw - state.start_offset - done)
 
 
-def _partition_row(broker: Broker, topic: str, p: int, state: PartitionState | None) -> dict[str, Any]:
+def _partition_row(broker: Broker, group_id: str, topic: str, p: int, state: PartitionState | None) -> dict[str, Any]:
     return {
         "partition_index": p,
         "start_offset": state.start_offset if state is not None else UNINITIALIZED,
         "leader_epoch": state.leader_epoch if state is not None else -1,
-        "lag": _lag(broker, topic, p, state),
+        "lag": _lag(broker, group_id, topic, p, state),
         "error_code": Err.NONE,
         "error_message": None,
     }
 
 
-def _describe_group(broker: Broker, header: RequestHeader, g: Any) -> dict[str, Any]:
+async def _describe_group(broker: Broker, header: RequestHeader, g: Any) -> dict[str, Any]:
     row: dict[str, Any] = {"group_id": g.group_id, "topics": [], "error_code": Err.NONE, "error_message": None}
     if not authz.group_allowed(broker, header, Operation.DESCRIBE, g.group_id):
         return row | {"error_code": Err.GROUP_AUTHORIZATION_FAILED}
@@ -77,9 +81,9 @@ def _describe_group(broker: Broker, header: RequestHeader, g: Any) -> dict[str, 
         return row | {"error_code": code, "error_message": message}
     by_name: dict[str, dict[int, PartitionState | None]] = {}
     if g.topics is None:
-        states, complete = broker.shares.state.group_states(g.group_id)
-        if not complete:
-            return row | {"error_code": Err.COORDINATOR_NOT_AVAILABLE, "error_message": NOT_LED_HERE}
+        code, states = await broker.shares.persister.group_states(g.group_id)
+        if code:
+            return row | {"error_code": code, "error_message": NOT_REACHED}
         for (topic_id, p), state in states.items():
             name = broker.image.topic_name_for_id(uuid.UUID(topic_id))
             if name is None or state.start_offset == UNINITIALIZED:
@@ -89,14 +93,17 @@ def _describe_group(broker: Broker, header: RequestHeader, g: Any) -> dict[str, 
     topics = []
     for name, parts in sorted(by_name.items()):
         info = broker.image.topics.get(name)
-        rows = [_partition_row(broker, name, p, st) for p, st in sorted(parts.items())]
+        rows = [_partition_row(broker, g.group_id, name, p, st) for p, st in sorted(parts.items())]
         topics.append({"topic_name": name, "topic_id": info.uuid if info else uuid.UUID(int=0), "partitions": rows})
     for t in g.topics or ():
-        topics.append(_described_topic(broker, header, g.group_id, t.topic_name, [int(p) for p in t.partitions]))
+        ps = [int(p) for p in t.partitions]
+        topics.append(await _described_topic(broker, header, g.group_id, t.topic_name, ps))
     return row | {"topics": topics}
 
 
-def _described_topic(broker: Broker, header: RequestHeader, group_id: str, name: str, ps: list[int]) -> dict[str, Any]:
+async def _described_topic(
+    broker: Broker, header: RequestHeader, group_id: str, name: str, ps: list[int]
+) -> dict[str, Any]:
     """The named partitions of a topic the request names, each state read where it lives."""
     info = broker.image.topics.get(name)
     if info is not None and not authz.topic_allowed(broker, header, Operation.DESCRIBE, name):
@@ -106,20 +113,24 @@ def _described_topic(broker: Broker, header: RequestHeader, group_id: str, name:
         rows = [{"partition_index": p, "start_offset": -1, "leader_epoch": -1, "lag": -1} | missing for p in ps]
         return {"topic_name": name, "topic_id": uuid.UUID(int=0), "partitions": rows}
     rows = []
-    for p in ps:
-        code, state = broker.shares.state.state_of((group_id, str(info.uuid), p))
-        row = _partition_row(broker, name, p, state)
+    found = await asyncio.gather(*(broker.shares.persister.summary((group_id, str(info.uuid), p)) for p in ps))
+    for p, (code, state) in zip(ps, found, strict=True):
+        row = _partition_row(broker, group_id, name, p, state)
         if code:
-            row |= {"error_code": code, "error_message": NOT_LED_HERE}
+            row |= {"error_code": code, "error_message": NOT_REACHED}
         elif p not in info.partitions:
             row |= {"error_code": Err.UNKNOWN_TOPIC_OR_PARTITION, "error_message": None}
         rows.append(row)
     return {"topic_name": name, "topic_id": info.uuid, "partitions": rows}
 
 
-def handle_describe_share_group_offsets(broker: Broker, header: RequestHeader, frame: memoryview) -> dict[str, Any]:
-    req = decode_body(frame, header)
-    return {"throttle_time": 0, "groups": [_describe_group(broker, header, g) for g in req.groups]}
+def handle_describe_share_group_offsets(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+    return _describe(broker, header, decode_body(frame, header))
+
+
+async def _describe(broker: Broker, header: RequestHeader, req: Any) -> dict[str, Any]:
+    groups = await asyncio.gather(*(_describe_group(broker, header, g) for g in req.groups))
+    return {"throttle_time": 0, "groups": list(groups)}
 
 
 async def _reset(broker: Broker, group_id: str, topic: str, p: int, start_offset: int) -> int:
@@ -127,7 +138,7 @@ async def _reset(broker: Broker, group_id: str, topic: str, p: int, start_offset
     info = broker.image.topics.get(topic)
     if info is None or p not in info.partitions:
         return Err.UNKNOWN_TOPIC_OR_PARTITION
-    code = await broker.shares.state.initialize((group_id, str(info.uuid), p), start_offset)
+    code = await broker.shares.persister.reset((group_id, str(info.uuid), p), start_offset)
     broker.shares.forget(group_id, topic, p)
     return code
 
@@ -183,7 +194,8 @@ async def _delete(broker: Broker, header: RequestHeader, req: Any) -> dict[str, 
             message = f"Topic {t.topic_name} does not exist."
             responses.append(row | {"error_code": Err.UNKNOWN_TOPIC_OR_PARTITION, "error_message": message})
             continue
-        found = [broker.shares.state.state_of((req.group_id, str(info.uuid), p)) for p in sorted(info.partitions)]
+        keys = [(req.group_id, str(info.uuid), p) for p in sorted(info.partitions)]
+        found = await asyncio.gather(*(broker.shares.persister.summary(k) for k in keys))
         ps = [p for p, (_c, st) in zip(sorted(info.partitions), found, strict=True) if st and st.start_offset != -1]
         codes = [c for c, _st in found if c]
         codes += await asyncio.gather(*(_reset(broker, req.group_id, t.topic_name, p, UNINITIALIZED) for p in ps))

@@ -1,19 +1,21 @@
 """Share-partitions at their leader (KIP-932): the driver of the sans-IO ``SharePartition`` core, one per
 (share group, topic-partition) this broker leads, as Kafka's SharePartitionManager keeps them.
 
-- A core is made on first use at the partition's current leader epoch: the share coordinator's state is read
-  (ReadShareGroupState, which fences older leaders) and the core rebuilt from it, or started at
-  the group's ``share.auto.offset.reset`` (group config; default ``latest``: the high watermark), with the
-  group's ``share.record.lock.duration.ms``; a group config changed later binds the cores made after it. A
-  leader epoch that moved, or a partition no longer led here, drops the core.
+- A core is made on first use at the partition's current leader epoch (so also after a leader failover
+  moved the partition here): the share coordinator's state is read (ReadShareGroupState, which fences older
+  leaders) and the core rebuilt from it, or started at the group's ``share.auto.offset.reset`` (group config;
+  default ``latest``: the high watermark), with the group's ``share.record.lock.duration.ms``; a group config
+  changed later binds the cores made after it. A leader epoch that moved, or a partition no longer led here,
+  drops the core.
 - ``acquire`` reads the log from the core's next fetch offset up to the high watermark, or the last stable
   offset when the group's ``share.isolation.level`` is read_committed (reads.py), gives the core the data
   batches' offset ranges (control batches are left out: the core treats their offsets as ones the log does not
   have) and, under read_committed, the aborted transactions' ranges to archive, and returns the batches that
   hold acquired records.
-- Every ``StateWrite`` the core returns is issued to the share coordinator (state_log.py) at once, in the
-  order made, and awaited before the request is answered; one that fails drops the core, so the next request
-  rebuilds it from what is durable and the answer carries the error.
+- Every ``StateWrite`` the core returns is issued to the share coordinator through the persister
+  (persister.py: in process or to the broker leading the state partition) at once, in the order made, and
+  awaited before the request is answered; one that fails drops the core, so the next request rebuilds it
+  from what is durable and the answer carries the error.
 - ``WakeAt`` arms a timer that ``tick``s the core (acquisition locks running out); ``RecordsAvailable`` and
   appends to the partition wake ShareFetches waiting for records (``wait``).
 - ``member_left`` (the group coordinator removed a member) releases what the member holds here.
@@ -37,6 +39,7 @@ from epochlog.groups.share.partition import SharePartition
 from epochlog.groups.share.records import SharePartitionKey
 from epochlog.protocol.errors import Err
 from epochlog.protocol.record_batch import BatchHeader, iter_batches
+from epochlog.server.share.persister import SharePersister
 from epochlog.server.share.reads import isolation_level, read_bound, split_read
 from epochlog.server.share.sessions import ShareSessions
 from epochlog.server.share.state_log import ShareStateLog
@@ -79,7 +82,8 @@ class SharePartitions:
     def __init__(self, broker: Broker, config: ShareConfig) -> None:
         self.broker = broker
         self.config = config
-        self.state = ShareStateLog(broker, config)
+        self.state = ShareStateLog(broker, config)  # the share coordinator, for the state partitions led here
+        self.persister = SharePersister(broker, self.state)  # this leader's way to any share coordinator
         self.sessions = ShareSessions(config.max_share_sessions)
         self.entries: dict[CoreKey, _Entry] = {}
         self._locks: dict[CoreKey, asyncio.Lock] = {}
@@ -114,7 +118,7 @@ class SharePartitions:
                 return Err.NONE, e, part
             self._drop(key)
             skey = (group, str(part.topic_id), p)
-            code, state = await self.state.read(skey, part.leader_epoch)
+            code, state = await self.persister.read(skey, part.leader_epoch)
             if code:
                 return code, None, None
             pcfg, start_from = self._group_settings(group, part)
@@ -155,14 +159,14 @@ class SharePartitions:
     async def delete_group(self, group: str) -> int:
         """The share group was deleted: every share-partition state it has becomes one never consumed (the
         next group of that name starts at share.auto.offset.reset), and the cores here go."""
-        states, complete = self.state.group_states(group)
-        keys = [(group, tid, p) for (tid, p), st in states.items() if st.start_offset != -1]
-        codes = await asyncio.gather(*(self.state.initialize(k, -1) for k in keys))
+        code, states = await self.persister.group_states(group)
+        keys = [(group, tid, p) for (tid, p) in states]
+        codes = await asyncio.gather(*(self.persister.reset(k, -1) for k in keys))
         for key in [k for k in self.entries if k[0] == group]:
             self._drop(key)
-        if not complete or any(codes):
-            # The group is gone already (its tombstone is written): what is left is the in-process share
-            # coordinator's limit (state partitions led elsewhere), not a reason to fail the deletion.
+        if code or any(codes):
+            # The group is gone already (its tombstone is written): a share coordinator that could not be
+            # reached within the persister's retries is not a reason to fail the deletion.
             log.warning("share group %s: deleted, but not all of its share-partition states could be reset", group)
         return Err.NONE
 
@@ -178,7 +182,7 @@ class SharePartitions:
         writes: list[Awaitable[int]] = []
         for eff in effects:
             if isinstance(eff, StateWrite):
-                writes.append(self.state.write(e.state_key, eff))
+                writes.append(self.persister.write(e.state_key, eff))
             elif isinstance(eff, WakeAt):
                 self._arm(key, e, eff.at_ms)
             elif isinstance(eff, RecordsAvailable):
@@ -303,3 +307,4 @@ class SharePartitions:
                 e.timer.cancel()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+        self.persister.close()

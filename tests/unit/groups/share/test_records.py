@@ -75,3 +75,13 @@ def test_stale_leader_and_state_epochs_are_fenced() -> None:
     assert store.write(KEY, 4, 0, 100, ())[0] == Err.FENCED_STATE_EPOCH
     assert store.write(KEY, 4, 1, 100, ())[0] == Err.NONE
     assert store.states[KEY].start_offset == 100 and store.states[KEY].batches == ()
+
+
+def test_delete_forgets_the_state_and_the_readers_epoch() -> None:
+    store = ShareStateStore()
+    assert store.write(KEY, 3, 0, 0, ())[0] == Err.NONE
+    assert store.read(KEY, 5)[0] == Err.NONE
+    assert store.delete(KEY) is True
+    assert store.delete(KEY) is False
+    # A share-partition started again after the delete begins from nothing, at any leader epoch.
+    assert store.read(KEY, 0) == (Err.NONE, None)

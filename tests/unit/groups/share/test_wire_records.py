@@ -69,3 +69,16 @@ def test_state_records_rebuild_the_share_partition() -> None:
     rebuilt, _ = SharePartition.from_state(config, store.states[key], leader_epoch=2)
     assert rebuilt.start_offset == 5 and rebuilt.next_fetch_offset() == 5  # accepted stay accepted
     assert state_log.decode(b"\x00\x02xx", b"") is None  # another kind of key
+
+
+def test_a_deleted_share_partition_stays_deleted_on_replay() -> None:
+    store = ShareStateStore()
+    kept, gone = ("g", "t", 0), ("g", "t", 1)
+    log: list[tuple[bytes | None, bytes | None]] = []
+    for key in (kept, gone):
+        log += [state_log.encode(r) for r in store.initialize(key, 1, 10)[1]]
+    log += state_log.tombstones(gone)
+    log += [state_log.encode(r) for r in store.write(kept, 0, 1, 12, ())[1]]
+    replayed = ShareStateStore()
+    state_log.load(replayed, log)
+    assert set(replayed.states) == {kept} and replayed.states[kept].start_offset == 12
