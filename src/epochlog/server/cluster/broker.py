@@ -156,8 +156,7 @@ class ClusterBroker:
         self.log_manager.load_all()
         await self.session.register(previous_epoch)
         await self.publisher.catch_up()
-        for t in self.replicas.transitions(sorted(self.image.states), []):
-            self.replicas.carry_out(t)
+        await self.replicas.carry_out_all(self.replicas.transitions(sorted(self.image.states), []))
         self.replicas.update_ineligible()
         self.replicas.remove_leftover_logs()
         # Each group's partition loads when this broker takes its leadership.

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from epochlog.server.cluster.broker import ClusterBroker
 
 log = logging.getLogger("epochlog.broker")
-APPLY_YIELD_EVERY = 64  # partitions whose new state is applied between two turns of the event loop
 # A controller that leaves a metadata long poll unanswered this long past its max wait is paused or cut
 # off: the broker asks the next one, which names the active controller.
 METADATA_SILENCE_S = 1.5
@@ -176,15 +175,7 @@ class MetadataPublisher:
                 log.exception("applying metadata failed")
                 await asyncio.sleep(0.5)
                 continue
-            for i, t in enumerate(b.replicas.transitions(changed, deleted)):
-                try:
-                    b.replicas.carry_out(t)
-                except Exception:
-                    log.exception("applying the state of %s-%d failed", *t.key)
-                if i % APPLY_YIELD_EVERY == APPLY_YIELD_EVERY - 1:
-                    # Opening a partition's log costs about a millisecond; a topic of thousands of partitions
-                    # would otherwise hold the event loop, and every client with it, for seconds.
-                    await asyncio.sleep(0)
+            await b.replicas.carry_out_all(b.replicas.transitions(changed, deleted))
             b.replicas.topics_deleted(deleted)
             if changed or deleted:
                 b.groups.consumer_topics_changed()  # KIP-848 groups see created topics and added partitions
