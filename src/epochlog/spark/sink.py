@@ -4,7 +4,8 @@ Streaming (docs/spark.md has the protocol with a picture). Each write task of mi
 
   1. opens a transactional producer with transactional.id "<prefix>-<queryId>-<sparkPartition>": the same id
      for every attempt of that partition (task retries, speculative copies, replays after a driver restart),
-     so `init_transactions` fences every earlier attempt and aborts its open transaction;
+     so `init_transactions` fences every earlier attempt and aborts its open transaction (a worker keeps
+     its producer for the next task with that id: `write_task_transactional` says why that is enough);
   2. reads, read_committed, the query's markers in the compacted marker topic (`commitTopic`), after waiting
      until the marker topic's last stable offset has passed its end as it was after step 1;
   3. if its partition's marker (or the driver's batch marker) already says batch >= N, writes nothing;
