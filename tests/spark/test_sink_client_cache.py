@@ -154,3 +154,29 @@ def test_producer_of_a_failed_task_is_not_reused(bootstrap: str, fresh_caches: A
     assert sorted(_read(bootstrap, dst, "read_committed")) == sorted(_values(0) + _values(1))
     # The failed attempt's rows are in the log, aborted: at least its flushed first half.
     assert len(_read(bootstrap, dst, "read_uncommitted")) >= 25
+
+
+def test_batch_writer_connects_its_producer_before_the_rows(
+    bootstrap: str, fresh_caches: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The at-least-once writer's producer fetches the topic's metadata before its first row (else
+    librdkafka's producer id request waits for a 0.5 s timer), and the rows land."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from epochlog.spark import sink, sink_clients
+
+    dst = make_topic(bootstrap, prefix="plain-connect")
+    connected: list[str] = []
+    real_connect = sink_clients.connect
+
+    def counting(client: Any, topic: str) -> None:
+        connected.append(topic)
+        real_connect(client, topic)
+
+    monkeypatch.setattr(sink_clients, "connect", counting)
+    w = sink.EpochlogBatchWriter(
+        {"kafka.bootstrap.servers": bootstrap, "topic": dst}, StructType([StructField("value", BinaryType())])
+    )
+    assert w.write(_batches(_values(0))).rows == 10
+    assert connected == [dst]
+    assert sorted(_read(bootstrap, dst, "read_uncommitted")) == sorted(_values(0))

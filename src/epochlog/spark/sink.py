@@ -145,6 +145,16 @@ class _Producer:
             raise RuntimeError(f"write to Kafka failed: {self.error}")
 
 
+def plain_producer(opts: SinkOptions) -> _Producer:
+    """The at-least-once writers' idempotent producer. With the output topic given, it fetches that topic's
+    metadata first: until a broker connection is up librdkafka retries its producer id request on a 0.5 s
+    timer, which a task would otherwise wait out before its first batch is sent."""
+    producer = _Producer(producer_conf(opts))
+    if opts.topic is not None:
+        sink_clients.connect(producer.p, opts.topic)
+    return producer
+
+
 def write_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch], producer: _Producer) -> int:
     rows = 0
     for rb in batches:
@@ -182,7 +192,7 @@ class EpochlogBatchWriter(DataSourceArrowWriter):
         check_schema(schema, self.opts)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
-        return SinkCommit(write_batches(self.opts, iterator, _Producer(producer_conf(self.opts))))
+        return SinkCommit(write_batches(self.opts, iterator, plain_producer(self.opts)))
 
 
 # -- test hook ---------------------------------------------------------------------------------------
@@ -429,7 +439,7 @@ class EpochlogStreamWriter(DataSourceStreamArrowWriter):
         part = ctx.partitionId() if ctx else -1
         if batch_prop is None or not query_id:
             # Not inside a micro-batch we can identify: plain at-least-once.
-            return SinkCommit(write_batches(self.opts, iterator, _Producer(producer_conf(self.opts))), partition=part)
+            return SinkCommit(write_batches(self.opts, iterator, plain_producer(self.opts)), partition=part)
         write = write_task_without_transactions if os.environ.get(NO_TRANSACTIONS_ENV) else write_task_transactional
         r = write(self.opts, iterator, query_id, int(batch_prop), part)
         return SinkCommit(r.rows, skipped=r.skipped, partition=part, query_id=query_id)
