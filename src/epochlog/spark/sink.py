@@ -4,7 +4,8 @@ Streaming (docs/spark.md has the protocol with a picture). Each write task of mi
 
   1. opens a transactional producer with transactional.id "<prefix>-<queryId>-<sparkPartition>": the same id
      for every attempt of that partition (task retries, speculative copies, replays after a driver restart),
-     so `init_transactions` fences every earlier attempt and aborts its open transaction;
+     so `init_transactions` fences every earlier attempt and aborts its open transaction (a worker keeps
+     its producer for the next task with that id: `write_task_transactional` says why that is enough);
   2. reads, read_committed, the query's markers in the compacted marker topic (`commitTopic`), after waiting
      until the marker topic's last stable offset has passed its end as it was after step 1;
   3. if its partition's marker (or the driver's batch marker) already says batch >= N, writes nothing;
@@ -23,6 +24,7 @@ EPOCHLOG_SINK_FAULT is a test hook, never set in production: see `fault_point`.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -35,8 +37,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
+from epochlog.spark import sink_clients
 from epochlog.spark.options import OptionError, SinkOptions, parse_sink_options
-from epochlog.spark.reader import message_offset
+from epochlog.spark.sink_clients import CommitState, read_commit_state
+
+__all__ = ["CommitState", "EpochlogBatchWriter", "EpochlogStreamWriter", "read_commit_state"]
 
 log = logging.getLogger("epochlog.spark.sink")
 
@@ -140,6 +145,16 @@ class _Producer:
             raise RuntimeError(f"write to Kafka failed: {self.error}")
 
 
+def plain_producer(opts: SinkOptions) -> _Producer:
+    """The at-least-once writers' idempotent producer. With the output topic given, it fetches that topic's
+    metadata first: until a broker connection is up librdkafka retries its producer id request on a 0.5 s
+    timer, which a task would otherwise wait out before its first batch is sent."""
+    producer = _Producer(producer_conf(opts))
+    if opts.topic is not None:
+        sink_clients.connect(producer.p, opts.topic)
+    return producer
+
+
 def write_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch], producer: _Producer) -> int:
     rows = 0
     for rb in batches:
@@ -177,7 +192,7 @@ class EpochlogBatchWriter(DataSourceArrowWriter):
         check_schema(schema, self.opts)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
-        return SinkCommit(write_batches(self.opts, iterator, _Producer(producer_conf(self.opts))))
+        return SinkCommit(write_batches(self.opts, iterator, plain_producer(self.opts)))
 
 
 # -- test hook ---------------------------------------------------------------------------------------
@@ -234,22 +249,14 @@ def fault_point(step: str, batch_id: int, partition: int) -> None:
 # -- exactly-once streaming --------------------------------------------------------------------------
 
 
-def _admin_conf(opts: SinkOptions) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": opts.bootstrap,
-        **{k: v for k, v in opts.kafka.items() if k.startswith(("security", "sasl", "ssl", "log_level"))},
-    }
-
-
 def _ensure_commit_topic(opts: SinkOptions) -> None:
-    from confluent_kafka.admin import AdminClient
-
     from epochlog.client.admin import create_topic, wait_for_partitions
 
-    admin = AdminClient(_admin_conf(opts))
+    key, admin = sink_clients.admin(opts)  # the driver's commit process makes a writer, so this, per batch
     md = admin.list_topics(opts.commit_topic, timeout=10)
     t = md.topics.get(opts.commit_topic)
     if t is not None and t.error is None and t.partitions:
+        sink_clients.ADMINS.put(key, admin)
         return
     cfg = {"cleanup.policy": "compact"}
     try:
@@ -260,105 +267,7 @@ def _ensure_commit_topic(opts: SinkOptions) -> None:
         # Brokers before KIP-464 (and some Kafka-protocol peers) need an explicit factor.
         create_topic(admin, opts.commit_topic, 1, 1, cfg)
     wait_for_partitions(admin, opts.commit_topic, 1)
-
-
-@dataclass(frozen=True)
-class CommitState:
-    """What the marker topic says about one query."""
-
-    last_batch: int
-    tasks: dict[int, int]  # spark partition -> last batch id that partition finished
-
-    def done(self, batch_id: int, partition: int) -> bool:
-        return self.last_batch >= batch_id or self.tasks.get(partition, -1) >= batch_id
-
-
-def _end_offsets(admin: Any, tp: Any, timeout: float) -> tuple[int, int]:
-    """(high watermark, last stable offset) of one partition."""
-    from confluent_kafka import IsolationLevel
-
-    from epochlog.client.admin import LATEST_SPEC
-
-    # Both asked at once: this runs on every poll of a task's marker read.
-    futs = [
-        admin.list_offsets({tp: LATEST_SPEC}, isolation_level=level, request_timeout=timeout)[tp]
-        for level in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED)
-    ]
-    return int(futs[0].result().offset), int(futs[1].result().offset)
-
-
-def read_commit_state(
-    opts: SinkOptions, query_id: str, timeout: float = 30.0, stable_timeout: float = 120.0
-) -> CommitState:
-    """The query's markers, read_committed, up to the marker topic's end as it is now.
-
-    The read waits until the last stable offset reaches the high watermark seen first: a transaction that
-    wrote a marker before this call (an earlier attempt that was committing while it was fenced, another
-    task's) is then decided, so a committed marker is never missed because the read stopped at an open
-    transaction. A dead task's transaction stays open until its retry's init_transactions or the
-    transaction timeout, hence `stable_timeout` (above the producer's transaction.timeout.ms)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-    from confluent_kafka.admin import AdminClient
-
-    tp = TopicPartition(opts.commit_topic, 0)
-    admin = AdminClient(_admin_conf(opts))
-    # Measured: list_offsets on a fresh AdminClient waited 3 s about one time in five (librdkafka 2.16)
-    # unless the client already had the topic's metadata; with it, never more than 0.06 s in 40 tries.
-    admin.list_topics(opts.commit_topic, timeout=10)
-    high, stable = _end_offsets(admin, tp, 10.0)
-    deadline = time.monotonic() + stable_timeout
-    while stable < high:
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"{opts.commit_topic}: the last stable offset stayed below {high} for {stable_timeout}s "
-                "(an open transaction that was neither committed nor aborted)"
-            )
-        time.sleep(0.1)
-        stable = _end_offsets(admin, tp, 10.0)[1]
-    c = Consumer(
-        {
-            **_admin_conf(opts),
-            "group.id": "epochlog-sink-markers",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
-            # The scan ends at end-of-partition, which an empty fetch reports: do not let the broker hold it.
-            "fetch.wait.max.ms": 10,
-        }
-    )
-    last = -1
-    tasks: dict[int, int] = {}
-    prefix = f"{query_id}/".encode()
-    try:
-        low, _ = c.get_watermark_offsets(tp, timeout=10.0)
-        if high <= low:
-            return CommitState(-1, {})
-        c.assign([TopicPartition(opts.commit_topic, 0, low)])
-        deadline = time.monotonic() + timeout
-        pos = low
-        while pos < high:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reading sink markers from {opts.commit_topic} took more than {timeout}s")
-            for m in c.consume(10_000, 0.1):
-                err = m.error()
-                if err:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        pos = max(pos, message_offset(m))
-                    continue
-                pos = message_offset(m) + 1
-                if not (m.key() or b"").startswith(prefix):
-                    continue
-                value = m.value()
-                assert value is not None, "a sink marker always has a JSON value"
-                rec = json.loads(value)
-                if rec["p"] < 0:
-                    last = max(last, int(rec["b"]))
-                else:
-                    tasks[int(rec["p"])] = max(tasks.get(int(rec["p"]), -1), int(rec["b"]))
-    finally:
-        c.close()
-    return CommitState(last, tasks)
+    sink_clients.ADMINS.put(key, admin)
 
 
 def _marker_record(query_id: str, batch_id: int, partition: int, rows: int) -> tuple[bytes, bytes]:
@@ -386,33 +295,102 @@ class TaskResult:
     skipped: bool
 
 
+class _CachedProducerFailed(Exception):
+    """A cached producer failed before any row beyond the ones still at hand was written."""
+
+
 def write_task_transactional(
     opts: SinkOptions, batches: Iterator[pa.RecordBatch], query_id: str, batch_id: int, part: int
 ) -> TaskResult:
-    """One Spark partition of micro-batch `batch_id`, exactly once (module docstring, steps 1-4)."""
+    """One Spark partition of micro-batch `batch_id`, exactly once (module docstring, steps 1-4).
+
+    The worker's producer for this transactional.id from an earlier task is used when there is one. Its
+    epoch was assigned before this task's marker read, which is all step 1 is for: an attempt that
+    initialized the id after it fenced it, and one from before can no longer commit. Another worker
+    may have fenced it since (Spark gives a partition to any idle worker), so the first Arrow batch is
+    written and flushed before the rest is read: a fenced producer fails there, with every row it wrote
+    still at hand, and a fresh producer (init_transactions, then the marker read again) writes the task."""
+    conf = transactional_conf(opts, transactional_id(opts, query_id, part))
+    key = sink_clients.conf_key(conf)
+    rest = iter(batches)
+    cached = sink_clients.TXN_PRODUCERS.take(key)
+    if cached is not None:
+        first = next(rest, None)
+        head = [] if first is None else [first]
+        try:
+            result = _task_transaction(opts, conf, cached, head, rest, query_id, batch_id, part, probe=True)
+        except _CachedProducerFailed as e:
+            log.info("cached producer for %s failed (%s); initializing a new one", conf["transactional.id"], e)
+            sink_clients.STATS["txn_producers_replaced"] += 1
+            sink_clients.TXN_PRODUCERS.discard(cached)
+            rest = itertools.chain(head, rest)
+        else:
+            sink_clients.STATS["txn_producers_reused"] += 1
+            sink_clients.TXN_PRODUCERS.put(key, cached)
+            return result
+    producer = _Producer(conf)
+    sink_clients.STATS["txn_producers_created"] += 1
+    sink_clients.connect(producer.p, opts.commit_topic)
+    producer.p.init_transactions(max(_txn_timeout_s(conf), 60.0))
+    result = _task_transaction(opts, conf, producer, [], rest, query_id, batch_id, part, probe=False)
+    # Only a producer whose transaction ended (committed, or never begun) is kept: one that raised is
+    # dropped here, and the next attempt's init_transactions aborts what it left open.
+    sink_clients.TXN_PRODUCERS.put(key, producer)
+    return result
+
+
+def _txn_timeout_s(conf: Mapping[str, Any]) -> float:
+    return int(conf["transaction.timeout.ms"]) / 1000
+
+
+def _task_transaction(
+    opts: SinkOptions,
+    conf: Mapping[str, Any],
+    producer: _Producer,
+    head: list[pa.RecordBatch],
+    rest: Iterator[pa.RecordBatch],
+    query_id: str,
+    batch_id: int,
+    part: int,
+    probe: bool,
+) -> TaskResult:
+    """Steps 2-4 with an initialized producer. With `probe`, a failure before any batch beyond `head` was
+    read raises _CachedProducerFailed (the caller has `head` and `rest` to start again)."""
     from confluent_kafka import KafkaException
 
-    conf = transactional_conf(opts, transactional_id(opts, query_id, part))
-    txn_timeout_s = int(conf["transaction.timeout.ms"]) / 1000
-    producer = _Producer(conf)
-    producer.p.init_transactions(max(txn_timeout_s, 60.0))
+    txn_timeout_s = _txn_timeout_s(conf)
     fault_point("after_init", batch_id, part)
     if not os.environ.get(NO_MARKER_CHECK_ENV):
         state = read_commit_state(opts, query_id, stable_timeout=txn_timeout_s + 60)
         if state.done(batch_id, part):
             log.info("query %s batch %s partition %s already committed; writing nothing", query_id, batch_id, part)
-            for _ in batches:
+            for _ in rest:
                 pass
             return TaskResult(0, True)
-    producer.p.begin_transaction()
+    producer.error = None
+    # Until a batch beyond `head` is read, a cached producer's task can start over with a fresh one.
+    replayable = probe
     try:
-        rows = write_batches(opts, batches, producer)
+        producer.p.begin_transaction()
+        rows = 0
+        if head:
+            try:
+                rows = write_batches(opts, iter(head), producer)  # flushes: a fenced producer fails here
+            except Exception as e:
+                # Left as it is: the fresh producer's init_transactions aborts whatever it has open.
+                raise _CachedProducerFailed(str(e)) from e
+            replayable = False
+        rows += write_batches(opts, rest, producer)
         fault_point("before_marker", batch_id, part)
         key, value = _marker_record(query_id, batch_id, part, rows)
         producer.produce(opts.commit_topic, value, key, 0)
         fault_point("before_task_commit", batch_id, part)
         producer.p.commit_transaction(max(txn_timeout_s, 60.0))
     except KafkaException as e:
+        if replayable:
+            # No rows (head is empty and rest was exhausted by taking it): nothing to abort that the fresh
+            # producer's init_transactions does not.
+            raise _CachedProducerFailed(str(e)) from e
         err = e.args[0] if e.args else None
         if err is not None and getattr(err, "txn_requires_abort", lambda: False)():
             try:
@@ -461,7 +439,7 @@ class EpochlogStreamWriter(DataSourceStreamArrowWriter):
         part = ctx.partitionId() if ctx else -1
         if batch_prop is None or not query_id:
             # Not inside a micro-batch we can identify: plain at-least-once.
-            return SinkCommit(write_batches(self.opts, iterator, _Producer(producer_conf(self.opts))), partition=part)
+            return SinkCommit(write_batches(self.opts, iterator, plain_producer(self.opts)), partition=part)
         write = write_task_without_transactions if os.environ.get(NO_TRANSACTIONS_ENV) else write_task_transactional
         r = write(self.opts, iterator, query_id, int(batch_prop), part)
         return SinkCommit(r.rows, skipped=r.skipped, partition=part, query_id=query_id)
@@ -472,14 +450,21 @@ class EpochlogStreamWriter(DataSourceStreamArrowWriter):
         fault_point("before_driver_commit", batchId, -1)
         if not qids:
             return
-        producer = _Producer(
-            {"bootstrap.servers": self.opts.bootstrap, "enable.idempotence": True, "acks": "all", **self.opts.kafka}
-        )
+        conf = {"bootstrap.servers": self.opts.bootstrap, "enable.idempotence": True, "acks": "all", **self.opts.kafka}
+        # Spark runs every commit of a query in the same (reused) Python process, with a new writer each time.
+        ckey = sink_clients.conf_key(conf)
+        producer = sink_clients.DRIVER_PRODUCERS.take(ckey)
+        if producer is None:
+            sink_clients.STATS["driver_producers_created"] += 1
+            producer = _Producer(conf)
+            sink_clients.connect(producer.p, self.opts.commit_topic)
+        producer.error = None
         rows = sum(m.rows for m in done)
         for qid in qids:
             key, value = _marker_record(qid, batchId, -1, rows)
             producer.produce(self.opts.commit_topic, value, key, 0)
-        producer.flush()
+        producer.flush()  # raising, the producer is dropped: a later commit gets a new one
+        sink_clients.DRIVER_PRODUCERS.put(ckey, producer)
         committed = sum(1 for m in done if not m.skipped)
         self.transactions += committed
         log.info(
