@@ -350,6 +350,53 @@ def test_consumer_protocol_group_shows_its_type_epochs_and_members(
         c.close()
 
 
+def test_share_group_is_listed_and_shows_members_epochs_and_start_offsets(
+    cluster: LocalCluster, console: str, page: Page
+) -> None:
+    """A KIP-932 share group in the console: listed with type share beside the consumer groups, and its page
+    from ShareGroupDescribe and DescribeShareGroupOffsets (what librdkafka's AdminClient cannot ask): the
+    member with its epoch, the partitions it is assigned, each share-partition's start offset."""
+    from confluent_kafka import ShareConsumer
+
+    from epochlog.client.configs import alter as alter_configs
+    from epochlog.config_defs import RESOURCE_GROUP
+
+    group = "console-share"
+    alter_configs(cluster.bootstrap, RESOURCE_GROUP, group, {"share.auto.offset.reset": "earliest"}, [])
+    c = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "client.id": "share-reader",
+                       "share.acknowledgement.mode": "implicit"})  # fmt: skip
+    try:
+        c.subscribe([TOPIC])
+        got = [0]
+
+        def read_some() -> bool:
+            got[0] += len([m for m in (c.poll(0.2) or []) if m.error() is None])
+            return got[0] > 0
+
+        wait_until(read_some, 30, "share records")
+        c.poll(0.2)  # acknowledges what the last poll handed out (implicit mode)
+
+        def listed_started() -> bool:
+            d = _get(f"{console}/api/groups/{group}")
+            return d.get("type") == "share" and any(p["committed_offset"] for p in d["partitions"])
+
+        wait_until(listed_started, 30, "a share-partition with a start offset past 0")
+        types = {g["group_id"]: g["type"] for g in _get(f"{console}/api/groups")["groups"]}
+        assert types[group] == "share" and types[GROUP] == "classic"
+        p = page.page
+        p.goto(f"{console}/groups")
+        assert p.inner_text(f'#groups tr[data-group="{group}"] [data-field=type]') == "share"
+        p.goto(f"{console}/groups/{group}")
+        p.wait_for_selector("#members tbody tr [data-field=member-epoch]")
+        assert p.inner_text('[data-card="type"] .v') == "share"
+        assert int(p.inner_text("#members tbody tr [data-field=member-epoch]")) >= 1
+        assert "start offset" in p.inner_text("#group-partitions thead")
+        assert int(p.inner_text('[data-card="group-epoch"] .v')) >= 1
+        assert page.errors == []
+    finally:
+        c.close()
+
+
 def test_api_refuses_a_reset_while_the_group_has_members(cluster: LocalCluster, console: str) -> None:
     url = f"{console}/api/groups/console-active/offsets"
     body = json.dumps({"topic": TOPIC, "to": "earliest"}).encode()

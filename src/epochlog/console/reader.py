@@ -32,6 +32,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from epochlog.client.admin import EARLIEST_SPEC, LATEST_SPEC
 from epochlog.client.groups import CONSUMER, GroupsClient, GroupsError, state_name, type_name
 from epochlog.client.wire import WireError
+from epochlog.console import share_groups
 from epochlog.console.broker_metrics import EndpointError, MetricsEndpoints
 from epochlog.console.lineage import LineageReader
 from epochlog.console.log_dirs import describe_replicas
@@ -385,7 +386,11 @@ class ClusterReader:
             }
             for g in res.valid
         ]
-        return {"groups": sorted(rows, key=lambda r: r["group_id"]), "errors": [str(e) for e in res.errors]}
+        errors = [str(e) for e in res.errors]
+        shares, problems = share_groups.listed(self.group_client)
+        seen = {r["group_id"] for r in rows}
+        rows += [r for r in shares if r["group_id"] not in seen]
+        return {"groups": sorted(rows, key=lambda r: r["group_id"]), "errors": errors + problems}
 
     def reset_offsets(self, group_id: str, topic: str, partition: int | None, to: str) -> dict[str, Any]:
         """Set a group's committed offsets on one topic (one partition, or all) to earliest, latest or an
@@ -430,6 +435,12 @@ class ClusterReader:
         }
 
     def group(self, group_id: str) -> dict[str, Any]:
+        def latest(tps: list[TP]) -> dict[TP, int | None]:
+            return self._list_offsets(tps, LATEST_SPEC, IsolationLevel.READ_UNCOMMITTED)
+
+        shared = share_groups.page(self.group_client, group_id, latest)
+        if shared is not None:
+            return shared
         desc = self.admin.describe_consumer_groups([group_id], request_timeout=self.timeout)[group_id].result()
         req = [ConsumerGroupTopicPartitions(group_id)]
         committed_res = self.admin.list_consumer_group_offsets(req, request_timeout=self.timeout)[group_id].result()

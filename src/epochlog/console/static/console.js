@@ -300,11 +300,15 @@ function renderGroup(id, d, target) {
   if (d.error) return put(el("h1", {}, "Group ", id), errorBox(d.error));
   // A consumer-protocol (KIP-848) group: each member's epoch, and its target assignment beside what it owns.
   const kip848 = d.type === "consumer";
+  // A share group (KIP-932): members have epochs too, several may share a partition, and a partition's place
+  // is the share-partition's start offset rather than a committed offset.
+  const share = d.type === "share";
+  const epoched = kip848 || share;
   const tps = (list) => (list || []).map((a) => `${a.topic}-${a.partition}`).join(", ");
   const members = d.members.map((m) => el("tr", { "data-member": m.member_id }, el("td", { class: "mono" }, m.member_id), el("td", {}, m.client_id), el("td", {}, m.host),
-    ...(kip848 ? [num(m.member_epoch, { "data-field": "member-epoch" })] : []),
+    ...(epoched ? [num(m.member_epoch, { "data-field": "member-epoch" })] : []),
     el("td", {}, tps(m.assignment)), ...(kip848 ? [el("td", { "data-field": "target" }, tps(m.target_assignment))] : [])));
-  const epochs = kip848 ? [card("group epoch", d.group_epoch, "", "group-epoch"), card("assignment epoch", d.assignment_epoch, "", "assignment-epoch")] : [];
+  const epochs = epoched ? [card("group epoch", d.group_epoch, "", "group-epoch"), card("assignment epoch", d.assignment_epoch, "", "assignment-epoch")] : [];
   const parts = d.partitions.map((p) => el("tr", { "data-tp": `${p.topic}-${p.partition}` },
     el("td", {}, el("a", { href: "/topics/" + encodeURIComponent(p.topic) }, p.topic)), num(p.partition),
     num(p.committed_offset, { "data-field": "committed" }), num(p.end_offset, { "data-field": "end" }),
@@ -313,8 +317,8 @@ function renderGroup(id, d, target) {
     el("div", { class: "cards" }, card("type", d.type, "", "type"), card("state", d.state, "", "state"), card("members", d.members.length, "", "members"),
       card("coordinator", d.coordinator, "", "coordinator"), card("assignor", d.protocol, "", "assignor"), ...epochs,
       card("total lag", d.total_lag, "", "total-lag")),
-    el("h2", {}, "Partitions"), table(["topic", "#partition", "#committed", "#end offset", "#lag", "member"], parts, { id: "group-partitions" }),
-    el("h2", {}, "Members"), members.length ? table(kip848 ? ["member", "client", "host", "#epoch", "assignment", "target"] : ["member", "client", "host", "assignment"], members, { id: "members" }) : el("p", { class: "muted" }, "No members."));
+    el("h2", {}, "Partitions"), table(["topic", "#partition", share ? "#start offset" : "#committed", "#end offset", "#lag", share ? "members" : "member"], parts, { id: "group-partitions" }),
+    el("h2", {}, "Members"), members.length ? table(kip848 ? ["member", "client", "host", "#epoch", "assignment", "target"] : share ? ["member", "client", "host", "#epoch", "assignment"] : ["member", "client", "host", "assignment"], members, { id: "members" }) : el("p", { class: "muted" }, "No members."));
 }
 
 function resetForm(group) {
