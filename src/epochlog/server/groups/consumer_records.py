@@ -196,20 +196,19 @@ _TOMBSTONES: dict[int, Callable[[str, str], Record]] = {
 }
 
 
+_FAMILY = kr.RecordFamily(
+    "consumer group",
+    GROUP_METADATA,
+    VALUES,
+    _DECODE,
+    _TOMBSTONES,
+    _MEMBER_KEYED,
+    GroupDeleted,
+    old.KEY_VERSIONS,
+    old.decode,
+)
+
+
 def decode(key: bytes, value: bytes | None, topic_names: Mapping[uuid.UUID, str]) -> Record | GroupDeleted | None:
-    """The record a (key, value) holds, topics named by ``topic_names`` (id to name); None for another kind of
-    record or a tombstone that deletes nothing on its own (partition and target metadata go with the group).
-    Raises ValueError on bytes that do not parse."""
-    record_type = kr.record_type(key)
-    if record_type in old.KEY_VERSIONS:
-        return old.decode(key, value)
-    if record_type is None or record_type not in _DECODE:
-        return None
-    g, m = kr.read_key(key, record_type in _MEMBER_KEYED)
-    if value is None:
-        if record_type == GROUP_METADATA:
-            return GroupDeleted(g)
-        tomb = _TOMBSTONES.get(record_type)
-        return tomb(g, m) if tomb is not None else None
-    fields = kr.read_value(VALUES[record_type], value, f"consumer group record type {record_type}")
-    return _DECODE[record_type](g, m, fields, topic_names)
+    """The record a (key, value) holds (kafka_records.RecordFamily.decode)."""
+    return _FAMILY.decode(key, value, topic_names)

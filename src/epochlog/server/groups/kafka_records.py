@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import struct
 import uuid
-from collections.abc import Collection, Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from epochlog.protocol import struct_schema as s
 
@@ -113,3 +114,42 @@ def by_topic_name(rows: list[dict[str, Any]], topic_names: Mapping[uuid.UUID, st
     return frozenset(
         (name, p) for t in rows if (name := topic_names.get(t["TopicId"])) is not None for p in t["Partitions"]
     )
+
+
+R = TypeVar("R")
+D = TypeVar("D")
+Decoder = Callable[[str, str, dict[str, Any], Mapping[uuid.UUID, str]], R]
+
+
+@dataclass(frozen=True)
+class RecordFamily(Generic[R, D]):
+    """One group protocol's records (KIP-848's or KIP-932's): how each type's value reads, what a tombstone
+    of each type deletes, and the reader of the format epochlog wrote before these."""
+
+    name: str  # for errors: "consumer group", "share group"
+    group_metadata: int  # the type whose tombstone deletes the group
+    values: Mapping[int, s.Struct]
+    decoders: Mapping[int, Decoder[R]]
+    tombstones: Mapping[int, Callable[[str, str], R]]
+    member_keyed: frozenset[int]
+    deleted: Callable[[str], D]
+    old_versions: frozenset[int]
+    old_decode: Callable[[bytes, bytes | None], R | D | None]
+
+    def decode(self, key: bytes, value: bytes | None, topic_names: Mapping[uuid.UUID, str]) -> R | D | None:
+        """The record a (key, value) holds, topics named by ``topic_names`` (id to name); None for another
+        kind of record or a tombstone that deletes nothing on its own (partition and target metadata go with
+        the group). Raises ValueError on bytes that do not parse."""
+        rtype = record_type(key)
+        if rtype in self.old_versions:
+            return self.old_decode(key, value)
+        if rtype is None or rtype not in self.decoders:
+            return None
+        g, m = read_key(key, rtype in self.member_keyed)
+        if value is None:
+            if rtype == self.group_metadata:
+                return self.deleted(g)
+            tomb = self.tombstones.get(rtype)
+            return tomb(g, m) if tomb is not None else None
+        fields = read_value(self.values[rtype], value, f"{self.name} record type {rtype}")
+        return self.decoders[rtype](g, m, fields, topic_names)

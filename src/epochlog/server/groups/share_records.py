@@ -146,21 +146,21 @@ _TOMBSTONES: dict[int, Callable[[str, str], GroupRecord]] = {
 }
 
 
+_FAMILY = kr.RecordFamily(
+    "share group",
+    GROUP_METADATA,
+    VALUES,
+    _DECODE,
+    _TOMBSTONES,
+    _MEMBER_KEYED,
+    ShareGroupDeleted,
+    old.KEY_VERSIONS,
+    old.decode,
+)
+
+
 def decode(
     key: bytes, value: bytes | None, topic_names: Mapping[uuid.UUID, str]
 ) -> GroupRecord | ShareGroupDeleted | None:
-    """The record a (key, value) holds, topics named by ``topic_names`` (id to name); None for another kind of
-    record or a tombstone that deletes nothing on its own. Raises ValueError on bytes that do not parse."""
-    record_type = kr.record_type(key)
-    if record_type in old.KEY_VERSIONS:
-        return old.decode(key, value)
-    if record_type is None or record_type not in _DECODE:
-        return None
-    g, m = kr.read_key(key, record_type in _MEMBER_KEYED)
-    if value is None:
-        if record_type == GROUP_METADATA:
-            return ShareGroupDeleted(g)
-        tomb = _TOMBSTONES.get(record_type)
-        return tomb(g, m) if tomb is not None else None
-    fields = kr.read_value(VALUES[record_type], value, f"share group record type {record_type}")
-    return _DECODE[record_type](g, m, fields, topic_names)
+    """The record a (key, value) holds (kafka_records.RecordFamily.decode)."""
+    return _FAMILY.decode(key, value, topic_names)
