@@ -378,7 +378,8 @@ async def _fetch_with_wait(
             for d in deferred:
                 d.planned.discard()  # not answering yet: the next look plans its reads again
             try:
-                await asyncio.wait_for(fut, remaining)
+                async with asyncio.timeout(remaining):  # the append or HW move wakes this task directly
+                    await fut
             except TimeoutError:
                 pass
         finally:
