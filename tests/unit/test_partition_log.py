@@ -352,3 +352,28 @@ def test_the_tail_finds_where_each_append_begins_as_the_index_walk_does(
         seg._tail_first.clear()  # the walk from the index alone
         assert found == [seg.find_position(o) for o in range(plog.log_end_offset + 1)]
     assert set(log.active._tail_first) <= {4, 6}  # evicted appends are forgotten with their bytes
+
+
+def test_a_rolled_segment_keeps_its_tail_for_readers_still_at_its_end(tmp_path: Path) -> None:
+    from epochlog.storage import fileops
+
+    class CountingOps(fileops.FileOps):
+        preads = 0
+
+        def pread(self, fd: int, size: int, offset: int, path: str | Path = "") -> bytes:
+            CountingOps.preads += 1
+            return super().pread(fd, size, offset, path)
+
+    log = open_log(tmp_path, segment_bytes=3_000)
+    for i in range(8):
+        log.append_as_leader(batch(i, 1_000), 0, 0)
+    assert len(log.segments) > 1
+    # a follower a batch behind the roll reads the old segment's last batch, then the new segment's
+    offsets = range(log.segments[-1].base_offset - 1, 8)
+    prev = fileops.install(CountingOps())
+    try:
+        got = [b"".join(bytes(c) for c in log.read(o, 1 << 20).chunks) for o in offsets]
+    finally:
+        fileops.install(prev)
+    assert CountingOps.preads == 0
+    assert got == [_file_bytes(log, o, 1 << 20) for o in offsets]
