@@ -328,3 +328,52 @@ def test_clean_shutdown_marker_holds_the_broker_epoch(tmp_path: Path) -> None:
     dirs = LogDirs([a, b], LogConfig())
     dirs.open(node_id=1)
     assert dirs.previous_broker_epoch == -1
+
+
+def test_the_tail_finds_where_each_append_begins_as_the_index_walk_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from epochlog.storage import segment
+
+    monkeypatch.setattr(segment, "TAIL_CACHE_BYTES", 2_000)
+    log = open_log(tmp_path)
+    for i in range(6):
+        multi = build_batch([(None, b"a" * 100), (None, b"b" * 100)], base_timestamp=i)  # offsets 2i, 2i+1
+        log.append_as_leader(multi, 0, 0)
+    follower = open_log(tmp_path / "f")
+    follower.append_as_follower(b"".join(bytes(c) for c in log.read(0, 1 << 20).chunks))  # one append, six batches
+    log.truncate_to(6)
+    # offsets 6-8 in one batch: 8 began a batch before the truncation and lies inside one now
+    log.append_as_leader(build_batch([(None, b"c" * 300)] * 3), 1, 0)
+    for plog in (log, follower):
+        seg = plog.active
+        assert seg._tail_first  # something to answer from
+        found = [seg.find_position(o) for o in range(plog.log_end_offset + 1)]
+        seg._tail_first.clear()  # the walk from the index alone
+        assert found == [seg.find_position(o) for o in range(plog.log_end_offset + 1)]
+    assert set(log.active._tail_first) <= {4, 6}  # evicted appends are forgotten with their bytes
+
+
+def test_a_rolled_segment_keeps_its_tail_for_readers_still_at_its_end(tmp_path: Path) -> None:
+    from epochlog.storage import fileops
+
+    class CountingOps(fileops.FileOps):
+        preads = 0
+
+        def pread(self, fd: int, size: int, offset: int, path: str | Path = "") -> bytes:
+            CountingOps.preads += 1
+            return super().pread(fd, size, offset, path)
+
+    log = open_log(tmp_path, segment_bytes=3_000)
+    for i in range(8):
+        log.append_as_leader(batch(i, 1_000), 0, 0)
+    assert len(log.segments) > 1
+    # a follower a batch behind the roll reads the old segment's last batch, then the new segment's
+    offsets = range(log.segments[-1].base_offset - 1, 8)
+    prev = fileops.install(CountingOps())
+    try:
+        got = [b"".join(bytes(c) for c in log.read(o, 1 << 20).chunks) for o in offsets]
+    finally:
+        fileops.install(prev)
+    assert CountingOps.preads == 0
+    assert got == [_file_bytes(log, o, 1 << 20) for o in offsets]

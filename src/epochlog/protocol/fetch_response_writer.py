@@ -117,3 +117,47 @@ def encode_fetch_response(
     _I32.pack_into(first, 0, sum(len(b) for b in out) - 4)
     out[0] = bytes(first)
     return out
+
+
+# A replica's partition answer: (partition, error, high watermark, last stable offset, log start offset,
+# diverging epoch and its end offset or None, record chunks or None).
+ReplicaRow = tuple[int, int, int, int, int, tuple[int, int] | None, Sequence[bytes | memoryview] | None]
+_REPLICA_ROW = struct.Struct(">ihqqqbi")  # ... log start, no aborted transactions, preferred replica -1
+
+
+def encode_replica_fetch_response(
+    correlation_id: int, throttle_time_ms: int, topics: Sequence[tuple[str, Sequence[ReplicaRow]]]
+) -> list[bytes | memoryview]:
+    """A sessionless Fetch v12 answer to a follower, from tuples rather than the handler's dicts; the same
+    bytes encode_fetch_response writes for those rows (tests/unit/protocol/test_replica_fetch_request.py)."""
+    out: list[bytes | memoryview] = []
+    head = bytearray(b"\x00\x00\x00\x00")
+    head += _I32.pack(correlation_id)
+    head += b"\x00"
+    head += _I32.pack(throttle_time_ms)
+    head += b"\x00\x00\x00\x00\x00\x00"  # no error, no fetch session
+    head += uvarint(len(topics) + 1)
+    for name, rows in topics:
+        raw = name.encode()
+        head += uvarint(len(raw) + 1) + raw + uvarint(len(rows) + 1)
+        for p, error, hw, lso, log_start, diverging, chunks in rows:
+            head += _REPLICA_ROW.pack(p, error, hw, lso, log_start, 0, -1)
+            if chunks:
+                parts = [c for c in chunks if len(c)]
+                head += uvarint(sum(len(c) for c in parts) + 1)
+                out.append(bytes(head))
+                out.extend(parts)
+                head = bytearray()
+            else:
+                head += b"\x01"
+            if diverging is not None and (diverging[0] != -1 or diverging[1] != -1):
+                head += b"\x01" + tag(0, _EPOCH_END.pack(diverging[0], diverging[1]) + b"\x00")
+            else:
+                head += b"\x00"
+        head += b"\x00"
+    head += b"\x00"
+    out.append(bytes(head))
+    first = bytearray(out[0])
+    _I32.pack_into(first, 0, sum(len(b) for b in out) - 4)
+    out[0] = bytes(first)
+    return out

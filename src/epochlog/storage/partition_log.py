@@ -190,7 +190,9 @@ class PartitionLog:
         if self.segments:
             self.active.flush()
             self.active.write_indexes()
-            self.active.drop_tail_cache()
+            # The rolled segment keeps its tail: followers and tailing consumers still reading its end are
+            # served from memory, and the shared budget (segment.TAIL_BUDGET) takes it back first, since it
+            # is written to no more.
             self.producer_state.take_snapshot()
         seg = Segment(self.dir, base, self.config.index_interval_bytes, now_ms)
         if seg.size:  # a leftover file at this base offset holds nothing we still own

@@ -122,6 +122,11 @@ class Segment:
         # written was 13% of the CPU. Buffers handed to append() are never changed afterwards.
         self._tail: deque[tuple[int, bytes | bytearray | memoryview]] = deque()
         self._tail_bytes = 0
+        # The first batch of each append in the tail, by base offset: a follower asks for the offset right
+        # after what it last got, which is where an append began (a leader appends a batch per produce), so
+        # its read starts without walking batch headers from the last index entry.
+        self._tail_first: dict[int, tuple[int, BatchHeader]] = {}
+        self._tail_keys: deque[int] = deque()
 
     @property
     def unflushed(self) -> bool:
@@ -276,9 +281,16 @@ class Segment:
         self.unflushed = True
         self._tail.append((start, data))
         self._tail_bytes += len(data)
+        if batches:
+            pos, h = batches[0]
+            self._tail_first[h.base_offset] = (start + pos, h)
+            self._tail_keys.append(h.base_offset)
+        else:
+            self._tail_keys.append(-1)
         dropped = 0
         while len(self._tail) > 1 and self._tail_bytes > TAIL_CACHE_BYTES:
             n = len(self._tail.popleft()[1])
+            self._tail_first.pop(self._tail_keys.popleft(), None)
             self._tail_bytes -= n
             dropped += n
         TAIL_BUDGET.charge(self, len(data) - dropped)
@@ -287,6 +299,8 @@ class Segment:
         if self._tail:
             TAIL_BUDGET.release(self, self._tail_bytes)
         self._tail.clear()
+        self._tail_first.clear()
+        self._tail_keys.clear()
         self._tail_bytes = 0
 
     def flush(self) -> None:
@@ -350,6 +364,9 @@ class Segment:
         """Position and header of the batch holding ``offset`` (or the first batch after it)."""
         if offset >= self.next_offset:
             return None
+        first = self._tail_first.get(offset)
+        if first is not None:
+            return first
         i = bisect.bisect_left(self.idx_rel, offset - self.base_offset) - 1
         pos = self.idx_pos[i] if i >= 0 else 0
         if i >= 0 and not self._entry_holds(i):

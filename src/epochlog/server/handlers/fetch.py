@@ -17,6 +17,7 @@ from epochlog.replication.types import FetchRequest
 from epochlog.security.acl import Operation
 from epochlog.server import authz
 from epochlog.server.authz import session_of
+from epochlog.server.handlers import replica_fetch
 from epochlog.server.handlers.fetch_session_view import cut_to_session, open_context
 from epochlog.server.handlers.leader_hints import add_hint
 from epochlog.server.quota_enforcement import FETCH
@@ -385,7 +386,8 @@ async def _fetch_with_wait(
             for d in deferred:
                 d.planned.discard()  # not answering yet: the next look plans its reads again
             try:
-                await asyncio.wait_for(fut, remaining)
+                async with asyncio.timeout(remaining):  # the append or HW move wakes this task directly
+                    await fut
             except TimeoutError:
                 pass
         finally:
@@ -440,6 +442,10 @@ async def _respond_after_reads(
 
 
 def handle_fetch(broker: Broker, header: RequestHeader, frame: memoryview) -> Any:
+    # Our own followers' fetches, the hot path of replication, skip the general decoder (replica_fetch.py).
+    answer = replica_fetch.serve(broker, header, frame)
+    if answer is not None:
+        return answer
     req = decode_body(frame, header)
     version = header.api_version
     if _replica_id(req, version) >= 0:

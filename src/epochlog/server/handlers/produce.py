@@ -128,9 +128,16 @@ async def _await_acks(
     """acks=all: answer once the HW passes each append (acks=1 under flush.messages=1: once the leader
     synced it), or REQUEST_TIMED_OUT after timeout_ms."""
     futs = [part.wait_committed(last, acks) for _row, part, last in waits]
-    done, _ = await asyncio.wait(futs, timeout=max(timeout_ms, 0) / 1000)
+    # Each future awaited directly under one deadline: its answer wakes this task in the next event-loop
+    # turn (asyncio.wait adds a turn, and each turn on a busy leader is other work first).
+    try:
+        async with asyncio.timeout(max(timeout_ms, 0) / 1000):
+            for fut in futs:
+                await fut
+    except TimeoutError:
+        pass
     for (row, _part, last), fut in zip(waits, futs, strict=True):
-        if fut in done:
+        if fut.done() and not fut.cancelled():
             row["error_code"] = fut.result()
         else:
             fut.cancel()
