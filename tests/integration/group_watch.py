@@ -62,7 +62,9 @@ class Watched:
         for tp in gone:
             self.owned.discard(tp)
             self.events.append((now, how, tp))
-            read = self.last_read.get(tp, -1)
+            # Forgotten once given up: were the partition ever handed back, a commit before the first new read
+            # would otherwise commit this old position over what the owners since committed.
+            read = self.last_read.pop(tp, -1)
             if read >= self.committed.get(tp, -1):
                 self.handovers.append(Handover(self.name, tp, self.committed.get(tp, -1), read, now))
 
