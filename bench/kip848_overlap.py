@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from tests.broker_process import BrokerProcess  # noqa: E402
-from tests.integration.group_watch import Watched, new_watched  # noqa: E402
+from tests.integration.group_watch import Watched, new_watched, ownership_intervals  # noqa: E402
 
 TOPIC = "overlap"
 BROKER = {"group.consumer.heartbeat.interval.ms": "300", "group.consumer.session.timeout.ms": "6000"}
@@ -77,16 +77,7 @@ def producing(bootstrap: str, partitions: int, stop: threading.Event) -> None:
 
 def overlaps(members: list[Watched]) -> list[str]:
     """Ownership intervals (from the callbacks) of one partition that overlap between two members."""
-    intervals: dict[Any, list[tuple[float, float, str]]] = {}
-    for w in members:
-        start: dict[Any, float] = {}
-        for t, how, tp in w.events:
-            if how == "assign":
-                start[tp] = t
-            elif tp in start:
-                intervals.setdefault(tp, []).append((start.pop(tp), t, w.name))
-        for tp, t in start.items():
-            intervals.setdefault(tp, []).append((t, float("inf"), w.name))
+    intervals = ownership_intervals(members)
     found = []
     for tp, ivs in intervals.items():
         ivs.sort()

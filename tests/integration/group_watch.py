@@ -172,10 +172,9 @@ def assert_duplicates_only_uncommitted(members: list[Watched]) -> int:
     return len(dups)
 
 
-def assert_reads_follow_ownership(members: list[Watched]) -> None:
-    """After a partition changes hands, its records come only from the new owner: each member's reads of a
-    partition fall inside its own ownership intervals (from the callbacks), and the intervals of different
-    members never overlap."""
+def ownership_intervals(members: list[Watched]) -> dict[Partition, list[tuple[float, float, str]]]:
+    """Per partition, each member's ownership intervals (assign to revoke or loss; still open: to infinity)
+    from the rebalance callbacks."""
     intervals: dict[Partition, list[tuple[float, float, str]]] = {}
     for w in members:
         start: dict[Partition, float] = {}
@@ -186,6 +185,15 @@ def assert_reads_follow_ownership(members: list[Watched]) -> None:
                 intervals.setdefault(tp, []).append((start.pop(tp), t, w.name))
         for tp, t in start.items():
             intervals.setdefault(tp, []).append((t, float("inf"), w.name))
+    return intervals
+
+
+def assert_reads_follow_ownership(members: list[Watched]) -> None:
+    """After a partition changes hands, its records come only from the new owner: each member's reads of a
+    partition fall inside its own ownership intervals (from the callbacks), and the intervals of different
+    members never overlap."""
+    intervals = ownership_intervals(members)
+    for w in members:
         for t, tp, off, _v in w.reads:
             mine = [iv for iv in intervals.get(tp, []) if iv[2] == w.name]
             assert any(a <= t <= b for a, b, _n in mine), f"{w.name} read {tp}@{off} at {t} outside its ownership"
